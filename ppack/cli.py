@@ -1,0 +1,277 @@
+"""Command line: ``python -m ppack {convert,train,predict}``; run it under mpiexec/srun.
+
+Options are parsed and validated identically on every rank before the first collective.
+A problem found on any rank ends every rank with status 1 and one message from rank 0;
+an unexpected failure on one rank aborts the whole MPI job (never a hang).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PPackError
+
+OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that prints (usage, help, errors) on rank 0 only; every rank still exits."""
+
+    rank = 0
+
+    def _print_message(self, message, file=None):
+        if _Parser.rank == 0:
+            super()._print_message(message, file)
+
+
+def build_parser():
+    p = _Parser(prog="python -m ppack", description="P-packSVM: distributed kernel SVM training "
+                "(run under mpiexec -n P or srun for P ranks).")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("convert", help="LIBSVM/SVMlight text (plain, .gz, .bz2, .xz) to ppack HDF5")
+    c.add_argument("input", help="LIBSVM text file")
+    c.add_argument("output", help="HDF5 file to write (.h5)")
+    c.add_argument("--n-features", type=int, default=None,
+                   help="number of features (default: the largest index in the file)")
+    c.add_argument("--storage", choices=["auto", "dense", "csr"], default="auto",
+                   help="auto: csr when fewer than 25%% of the entries are nonzero (default)")
+    c.add_argument("--dtype", choices=["float32", "float64"], default="float64",
+                   help="feature value type in the file (default float64)")
+
+    t = sub.add_parser("train", help="train a kernel SVM with P-packSVM")
+    t.add_argument("--data", help="training data, HDF5 or LIBSVM text (default: the bundled a9a set)")
+    t.add_argument("--test", help="test data to report accuracy on (default with the bundled set: a9a.t)")
+    t.add_argument("--model", help="model file to write (.h5); without it no model is saved")
+    k = t.add_argument_group("kernel")
+    k.add_argument("--kernel", choices=["rbf", "linear", "poly", "laplacian"], default="rbf")
+    k.add_argument("--gamma", type=float, default=None, help="kernel width (default 1 / n_features)")
+    k.add_argument("--degree", type=int, default=3, help="poly degree (default 3)")
+    k.add_argument("--coef0", type=float, default=0.0, help="poly constant (default 0)")
+    k.add_argument("--bias", action="store_true",
+                   help="learn a bias term, regularised with w (kernel K + 1; paper section V)")
+    reg = t.add_argument_group("regularisation (C = 1 / (n_samples * sigma))").add_mutually_exclusive_group()
+    reg.add_argument("--C", type=float, default=None, help="SVM cost (default 1)")
+    reg.add_argument("--sigma", type=float, default=None, help="regulariser weight of the primal objective")
+    it = t.add_argument_group("iterations").add_mutually_exclusive_group()
+    it.add_argument("--epochs", type=float, default=1.0, help="T = epochs * n_samples (default 1)")
+    it.add_argument("--iterations", type=int, default=None, help="T, the number of SGD iterations")
+    t.add_argument("--pack", type=int, default=100, help="r, iterations per pack (default 100)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the shared sampling stream (default 0)")
+    t.add_argument("--dtype", choices=["float32", "float64"], default="float64",
+                   help="stored feature type; sums are float64 either way (default float64)")
+    _add_common(t)
+
+    pr = sub.add_parser("predict", help="decision values and labels of a data set")
+    pr.add_argument("--model", required=True, help="model file written by train")
+    pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
+    pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
+    _add_common(pr)
+    return p
+
+
+def _add_common(p):
+    p.add_argument("--metrics-json", help="write run metrics (times are the max over ranks) to this file")
+    p.add_argument("--threads", type=int, default=None,
+                   help="numba/BLAS threads per rank (default: NUMBA_NUM_THREADS or OMP_NUM_THREADS if "
+                        "set, else this node's cores divided by its ranks)")
+    p.add_argument("--quiet", action="store_true", help="print only errors")
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from .comm import abort_on_exception
+
+    comm = MPI.COMM_WORLD
+    _Parser.rank = comm.Get_rank()
+    args = build_parser().parse_args(argv)
+    commands = {"convert": run_convert, "train": run_train, "predict": run_predict}
+    abort_on_exception(comm, commands[args.command], comm, args)
+
+
+class _Report:
+    """Rank 0's console output."""
+
+    def __init__(self, comm, quiet):
+        self.on = comm.Get_rank() == 0 and not quiet
+
+    def __call__(self, message):
+        if self.on:
+            print(message, flush=True)
+
+
+def run_convert(comm, args):
+    from .comm import run_collectively
+    from .data.convert import convert
+
+    if comm.Get_rank() == 0:
+        start = time.perf_counter()
+        header = run_collectively(comm, convert, args.input, args.output, n_features=args.n_features,
+                                  storage=args.storage, dtype=np.dtype(args.dtype))
+        _Report(comm, args.quiet)(f"wrote {args.output}: {header.n_samples} rows, {header.n_features} features, "
+                                  f"{header.storage} storage, {time.perf_counter() - start:.2f} s")
+    else:
+        run_collectively(comm, lambda: None)
+
+
+def _read(comm, path, dtype, n_features=None):
+    from mpi4py import MPI
+
+    from .data.shard import load_shard
+
+    start = MPI.Wtime()
+    shard = load_shard(comm, path, dtype=dtype, n_features=n_features)
+    return shard, MPI.Wtime() - start
+
+
+def run_train(comm, args):
+    from mpi4py import MPI
+
+    from .comm import configure_threads
+    from .data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
+    from .estimator import PackSVC
+
+    say = _Report(comm, args.quiet)
+    threads = configure_threads(comm, args.threads)
+    data, test = args.data, args.test
+    if data is None:
+        data = str(bundled_path(DEFAULT_TRAIN))
+        test = test or str(bundled_path(DEFAULT_TEST))
+        say(f"no --data given: training on the bundled {DEFAULT_TRAIN} set (UCI Adult), testing on {DEFAULT_TEST}")
+    model = PackSVC(kernel=args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0, C=args.C,
+                    sigma=args.sigma, epochs=args.epochs, iterations=args.iterations, pack=args.pack,
+                    seed=args.seed, dtype=args.dtype, bias=args.bias, comm=comm,
+                    progress=None if args.quiet else _progress_printer())
+    model._check_params()
+    shard, read_seconds = _read(comm, data, np.dtype(args.dtype))
+    say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
+        f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} threads")
+    model.fit(shard)
+    info = model.training_
+    say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
+        f"T={info['iterations']}, r={info['pack']}")
+    say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
+        f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs")
+    metrics = {"command": "train", "ranks": comm.Get_size(), "threads_per_rank": threads,
+               "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features,
+               "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
+               "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
+               "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
+               "seconds": dict(info["seconds"], read=comm.allreduce(read_seconds, op=MPI.MAX))}
+    if test is not None:
+        test_shard, test_read = _read(comm, test, np.dtype(args.dtype), n_features=model.n_features_in_)
+        start = MPI.Wtime()
+        decisions, labels = model.decision_function_shard(test_shard)
+        metrics["seconds"]["read"] += comm.allreduce(test_read, op=MPI.MAX)
+        metrics["seconds"]["evaluate"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        accuracy = comm.bcast(_accuracy(model, decisions, labels), root=0)
+        metrics.update(test_data=test, test_samples=test_shard.n_samples, test_accuracy=accuracy)
+        if accuracy is not None:
+            say(f"test accuracy {100 * accuracy:.2f}% on {test} ({test_shard.n_samples} rows), "
+                f"evaluated in {metrics['seconds']['evaluate']:.2f} s")
+    if args.model:
+        model.save(args.model)
+        say(f"model written to {args.model}")
+    _write_metrics(comm, args.metrics_json, metrics)
+
+
+def run_predict(comm, args):
+    from mpi4py import MPI
+
+    from .comm import configure_threads, run_collectively
+    from .estimator import PackSVC
+
+    say = _Report(comm, args.quiet)
+    threads = configure_threads(comm, args.threads)
+    if args.output and Path(args.output).suffix.lower() not in OUTPUT_FORMATS:
+        raise PPackError(f"--output: unknown file type {Path(args.output).suffix!r}; expected one of "
+                         f"{', '.join(OUTPUT_FORMATS)}", collective=True)
+    start = MPI.Wtime()
+    model = PackSVC.load(args.model, comm)
+    shard, read_seconds = _read(comm, args.data, np.dtype(model.dtype), n_features=None)
+    read_seconds += MPI.Wtime() - start - read_seconds
+    start = MPI.Wtime()
+    decisions, labels = model.decision_function_shard(shard)
+    seconds = {"read": comm.allreduce(read_seconds, op=MPI.MAX),
+               "predict": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)}
+    accuracy = comm.bcast(_accuracy(model, decisions, labels), root=0)
+    say(f"predicted {shard.n_samples} rows of {args.data} with {model.n_support_} support vectors "
+        f"on {comm.Get_size()} ranks x {threads} threads in {seconds['predict']:.2f} s")
+    if accuracy is not None:
+        say(f"accuracy {100 * accuracy:.2f}%")
+    if args.output:
+        if comm.Get_rank() == 0:
+            run_collectively(comm, write_decisions, args.output, decisions, model.labels_of(decisions))
+        else:
+            run_collectively(comm, lambda: None)
+        say(f"decisions written to {args.output}")
+    _write_metrics(comm, args.metrics_json, {
+        "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
+        "n_samples": shard.n_samples, "support_vectors": model.n_support_, "seconds": seconds,
+        "test_accuracy": accuracy})
+
+
+def _accuracy(model, decisions, labels):
+    """Rank 0: accuracy when every row has a label, else None."""
+    if decisions is None or np.any(np.isnan(labels)):
+        return None
+    return float(np.mean(model.labels_of(decisions) == labels))
+
+
+def write_decisions(path, decisions, labels):
+    """Write decision values and predicted labels atomically; the format follows the suffix."""
+    from .model import atomic_h5_write
+
+    kind = OUTPUT_FORMATS[Path(path).suffix.lower()]
+    if kind == "h5":
+        def write(f):
+            f.create_dataset("decision", data=decisions)
+            f.create_dataset("label", data=labels)
+        atomic_h5_write(path, write)
+        return
+    tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+    try:
+        table = np.column_stack([decisions, labels])
+        if kind == "npy":
+            with open(tmp, "wb") as f:
+                np.save(f, table)
+        else:
+            sep = "," if Path(path).suffix.lower() == ".csv" else " "
+            np.savetxt(tmp, table, fmt="%.17g", delimiter=sep, header=f"decision{sep}label", comments="")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_metrics(comm, path, metrics):
+    from .comm import run_collectively
+
+    if not path:
+        return
+    if comm.Get_rank() == 0:
+        def write():
+            tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
+            try:
+                tmp.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        run_collectively(comm, write)
+    else:
+        run_collectively(comm, lambda: None)
+
+
+def _progress_printer():
+    start = time.monotonic()
+
+    def show(state, stats, n_support):
+        print(f"  iteration {state.iteration}, {n_support} support vectors, moving hinge loss "
+              f"{stats.hinge_moving_average:.4f}, {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+    return show

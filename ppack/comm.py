@@ -1,0 +1,127 @@
+"""MPI helpers: pure partition math, collective error agreement, thread budgets.
+
+Every distributed function in ppack takes a communicator argument; nothing below
+reaches for ``COMM_WORLD`` except the CLI entry point.
+"""
+import os
+import sys
+import traceback
+
+import numpy as np
+
+from .errors import PPackError
+
+
+def chunk(n, rank, size):
+    """Rows ``[start, stop)`` owned by ``rank`` of ``size`` when ``n`` rows are split evenly.
+
+    The first ``n % size`` ranks get one extra row. Pure: no MPI needed.
+    """
+    if size < 1 or not 0 <= rank < size:
+        raise ValueError(f"rank {rank} out of range for size {size}")
+    base, extra = divmod(n, size)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (1 if rank < extra else 0)
+
+
+def chunk_starts(n, size):
+    """Start row of every rank plus ``n`` at the end; int64 array of length ``size + 1``."""
+    return np.array([chunk(n, k, size)[0] for k in range(size)] + [n], dtype=np.int64)
+
+
+def owners_of(rows, starts):
+    """Rank owning each global row id, given ``chunk_starts`` of the partition."""
+    return np.searchsorted(starts, rows, side="right") - 1
+
+
+def agree(comm, local_error):
+    """Collective: raise the first rank's error on every rank if any rank has one.
+
+    ``local_error`` is None or an exception instance. All ranks call this at the same
+    point, so a data problem found on one rank stops every rank cleanly, with the same
+    message, instead of leaving the others blocked in the next collective.
+    """
+    errors = comm.allgather(None if local_error is None else (type(local_error), str(local_error)))
+    for item in errors:
+        if item is not None:
+            kind, message = item
+            if issubclass(kind, PPackError):
+                raise PPackError(message, collective=True)
+            error = RuntimeError(message)
+            error.collective = True
+            raise error
+
+
+def run_collectively(comm, func, *args, **kwargs):
+    """Call ``func`` on every rank; if it raises on any rank, raise on all (see ``agree``)."""
+    result, error = None, None
+    try:
+        result = func(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the error is re-raised on every rank
+        error = exc
+    agree(comm, error)
+    return result
+
+
+def local_rank_count(comm):
+    """Number of ranks of ``comm`` that share this node."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
+
+
+def configure_threads(comm, threads=None):
+    """Give each rank its share of this node's cores for numba and BLAS.
+
+    With ``threads=None`` the count comes from ``NUMBA_NUM_THREADS`` or
+    ``OMP_NUM_THREADS`` when the user set one (SLURM ``--cpus-per-task``), otherwise
+    it is the cores this process may use divided by the ranks on this node, so that
+    4 ranks on a 2-core laptop do not oversubscribe. Returns the count used.
+    """
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    if threads is None:
+        for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
+            if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
+                threads = int(os.environ[var])
+                break
+    if threads is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        threads = max(1, (cores or 1) // local_rank_count(comm))
+    threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    threadpool_limits(threads)
+    return threads
+
+
+def abort_on_exception(comm, func, *args, **kwargs):
+    """Run ``func``; a user error exits every rank with status 1, anything else aborts the job.
+
+    An error raised on every rank at once (see ``agree``) is printed by rank 0 and all
+    ranks exit 1. Any other exception may be local to one rank while the others wait in
+    a collective, so that rank prints it and calls ``comm.Abort(1)``, which ends the
+    whole job instead of hanging.
+    """
+    try:
+        return func(*args, **kwargs)
+    except PPackError as exc:
+        if getattr(exc, "collective", False) or comm.Get_size() == 1:
+            if comm.Get_rank() == 0:
+                print(f"ppack: error: {exc}", file=sys.stderr, flush=True)
+            sys.exit(1)
+        print(f"ppack: error on rank {comm.Get_rank()}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(1)
+    except KeyboardInterrupt:
+        comm.Abort(130)
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001
+        print(f"ppack: rank {comm.Get_rank()} failed:", file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)

@@ -1,0 +1,1 @@
+"""Data I/O: LIBSVM text, the ppack HDF5 layout, per-rank shards and the bundled data set."""

@@ -1,0 +1,37 @@
+"""The data set shipped with ppack: a9a (UCI Adult), train and test splits.
+
+The files are in the ppack HDF5 layout (csr, float32, gzip); see
+bundled/README.md for their source and how they were made.
+"""
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from ppack.errors import InputError, PPackError
+
+DEFAULT_TRAIN = "a9a"
+DEFAULT_TEST = "a9a.t"
+
+
+def _folder():
+    return resources.files("ppack.data") / "bundled"
+
+
+def bundled_names():
+    """Names of the bundled data sets, sorted (e.g. ["a9a", "a9a.t"])."""
+    return sorted(item.name[:-3] for item in _folder().iterdir() if item.name.endswith(".h5"))
+
+
+def bundled_path(name):
+    """Path of the installed HDF5 file of bundled data set name (e.g. "a9a")."""
+    name = name[:-3] if name.endswith(".h5") else name
+    item = _folder() / f"{name}.h5"
+    if not item.is_file():
+        raise InputError(f"no bundled data set '{name}' (available: "
+                         f"{', '.join(bundled_names()) or 'none'})")
+    try:
+        return Path(os.fspath(item))
+    except TypeError:
+        raise PPackError("ppack is installed in a form (e.g. a zip) whose bundled "
+                         "data files have no path on disk; reinstall it unpacked") from None

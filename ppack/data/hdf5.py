@@ -1,0 +1,399 @@
+"""The ppack HDF5 data layout: one file per data set, read by row ranges.
+
+Layout (format_version 1)::
+
+    /                     root attributes:
+        format            "ppack-data"
+        format_version    1
+        n_samples         number of rows
+        n_features        number of columns
+        storage           "dense" or "csr"
+        max_row_nnz       most stored entries in one row (n_features if dense)
+    /y                    float64 (n_samples,): the labels as in the source
+    /X                    storage "dense": dataset float32 or float64 of shape
+                          (n_samples, n_features), chunked by rows
+    /X/data               storage "csr": float32 or float64 (nnz,)
+    /X/indices            int32 (nnz,), 0-based columns, strictly ascending
+                          within each row
+    /X/indptr             int64 (n_samples + 1,): row r is entries
+                          indptr[r]:indptr[r+1]; indptr[0] = 0, indptr[-1] = nnz
+
+Datasets may be gzip- or lzf-compressed (with the shuffle filter). Files are
+written atomically: to a hidden temporary file in the target directory, then
+renamed over the target.
+"""
+
+import os
+import uuid
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+import scipy.sparse as sp
+
+from ppack.errors import InputError
+
+FORMAT = "ppack-data"
+FORMAT_VERSION = 1
+STORAGES = ("dense", "csr")
+DENSITY_CUTOFF = 0.25  # "auto" storage: csr below this fraction of nonzeros
+
+_MAGIC = b"\x89HDF\r\n\x1a\n"
+_CHUNK_BYTES = 1 << 20  # target size of one HDF5 chunk
+_CHECK_BLOCK = 1 << 22  # stored entries validated per block in read_header
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass(frozen=True)
+class H5Header:
+    """What a reader needs to know before reading rows."""
+
+    n_samples: int
+    n_features: int
+    storage: str  # "dense" or "csr"
+    max_row_nnz: int
+    dtype: np.dtype  # dtype of the stored X values
+
+
+def is_hdf5(path):
+    """True when path is a readable file with the HDF5 signature.
+
+    The signature sits at offset 0, or after a user block at 512, 1024, ...
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            offset = 0
+            while offset + len(_MAGIC) <= size:
+                f.seek(offset)
+                if f.read(len(_MAGIC)) == _MAGIC:
+                    return True
+                offset = 512 if offset == 0 else offset * 2
+    except OSError:
+        return False
+    return False
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _float_dtype(dtype):
+    dtype = np.dtype(dtype)
+    if dtype not in _FLOAT_DTYPES:
+        raise InputError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+def _check_compression(compression):
+    if compression is None or compression in ("gzip", "lzf"):
+        return compression
+    if isinstance(compression, int) and not isinstance(compression, bool) and 0 <= compression <= 9:
+        return compression  # h5py reads an int as a gzip level
+    raise InputError(f"compression must be None, 'gzip', 'lzf' or a gzip level 0-9, "
+                     f"got {compression!r}")
+
+
+def _prepare(X, y, dtype):
+    """Validate X and y; returns (X as CSR or C-contiguous ndarray, y float64)."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if not X.has_canonical_format:  # unsorted or duplicate entries
+            X = X.copy()
+            X.sum_duplicates()
+        # A new matrix object, so the caller's X is never modified.
+        X = sp.csr_matrix((X.data.astype(dtype, copy=False), X.indices, X.indptr),
+                          shape=X.shape)
+        values = X.data
+    else:
+        X = np.ascontiguousarray(X, dtype=dtype)
+        values = X
+        if X.ndim != 2:
+            raise InputError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    n, d = X.shape
+    if n < 1 or d < 1:
+        raise InputError(f"X must have at least one row and one column, got shape {X.shape}")
+    if d > np.iinfo(np.int32).max:
+        raise InputError(f"n_features={d} does not fit int32 column indices")
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != (n,):
+        raise InputError(f"y must have shape ({n},) to match X's rows, got {y.shape}")
+    if not np.isfinite(y).all():
+        raise InputError("y contains NaN or infinite labels")
+    if not np.isfinite(values).all():
+        raise InputError(f"X contains NaN or infinite values (as {dtype})")
+    return X, y
+
+
+def _dataset(group, name, data, compression):
+    opts = {}
+    # Empty datasets cannot be chunked, hence cannot be compressed.
+    if data.size and (compression is not None or data.ndim == 2):
+        rows = max(1, min(data.shape[0], _CHUNK_BYTES // max(1, data[:1].nbytes)))
+        opts["chunks"] = (rows,) + data.shape[1:]
+        if compression is not None:
+            opts.update(compression=compression, shuffle=True)
+    return group.create_dataset(name, data=data, track_times=False, **opts)
+
+
+def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None):
+    """Write X (n_samples by n_features, dense ndarray or scipy sparse) and
+    y (n_samples labels) to path in the ppack layout.
+
+    storage: "dense", "csr" or "auto" (csr when under 25% of X is nonzero).
+    dtype: float32 or float64 for the stored X values.
+    compression: None, "gzip", "lzf" or a gzip level 0-9.
+    Returns the H5Header of the written file. An existing file at path is
+    replaced only once the new one is complete.
+    """
+    dtype = _float_dtype(dtype)
+    compression = _check_compression(compression)
+    if storage not in ("auto",) + STORAGES:
+        raise InputError(f"storage must be 'auto', 'dense' or 'csr', got {storage!r}")
+    X, y = _prepare(X, y, dtype)
+    n, d = X.shape
+    if storage == "auto":
+        nnz = X.nnz if sp.issparse(X) else np.count_nonzero(X)
+        storage = "csr" if nnz < DENSITY_CUTOFF * n * d else "dense"
+    if storage == "csr":
+        X = sp.csr_matrix(X) if not sp.issparse(X) else X
+        max_row_nnz = int(np.diff(X.indptr).max())
+    else:
+        X = X.toarray() if sp.issparse(X) else X
+        max_row_nnz = d
+
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with h5py.File(tmp, "x") as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["format_version"] = FORMAT_VERSION
+            f.attrs["n_samples"] = n
+            f.attrs["n_features"] = d
+            f.attrs["storage"] = storage
+            f.attrs["max_row_nnz"] = max_row_nnz
+            if storage == "csr":
+                group = f.create_group("X")
+                _dataset(group, "data", X.data, compression)
+                _dataset(group, "indices", X.indices.astype(np.int32, copy=False), compression)
+                _dataset(group, "indptr", X.indptr.astype(np.int64, copy=False), compression)
+            else:
+                _dataset(f, "X", X, compression)
+            _dataset(f, "y", y, compression)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return H5Header(n, d, storage, max_row_nnz, dtype)
+
+
+# ------------------------------------------------------------------ reading
+
+
+def _open(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError("No such file", path)
+    if os.path.isdir(path):
+        raise InputError("is a directory, expected a ppack HDF5 file", path)
+    if not is_hdf5(path):
+        raise InputError("not an HDF5 file (LIBSVM text must first be converted "
+                         "to the ppack HDF5 layout)", path)
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        raise InputError(f"cannot open HDF5 file: {e}", path) from None
+
+
+def _attr(f, path, name, expected):
+    if name not in f.attrs:
+        raise InputError(f"missing root attribute '{name}' (expected {expected})", path)
+    value = f.attrs[name]
+    if isinstance(value, np.generic):  # so messages show 2, not np.int64(2)
+        value = value.item()
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _int_attr(f, path, name, low):
+    value = _attr(f, path, name, f"an integer >= {low}")
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+        raise InputError(f"root attribute '{name}': expected an integer >= {low}, "
+                         f"found {value!r}", path)
+    return int(value)
+
+
+def _get_dataset(f, path, name, ndim, kinds, what):
+    obj = f.get(name)
+    if not isinstance(obj, h5py.Dataset):
+        found = "nothing" if obj is None else "a group"
+        raise InputError(f"'{name}': expected a dataset ({what}), found {found}", path)
+    if obj.ndim != ndim or obj.dtype.kind not in kinds:
+        raise InputError(f"'{name}': expected {what}, found {obj.dtype} of shape {obj.shape}",
+                         path)
+    return obj
+
+
+def _expect_shape(ds, path, expected, meaning):
+    if ds.shape != expected:
+        raise InputError(f"'{ds.name.lstrip('/')}': expected shape {expected} "
+                         f"({meaning}), found {ds.shape}", path)
+
+
+def _layout(f, path):
+    """Check the attributes and dataset shapes (no data read); returns
+    (H5Header, datasets dict)."""
+    fmt = _attr(f, path, "format", f"'{FORMAT}'")
+    if fmt != FORMAT:
+        raise InputError(f"root attribute 'format': expected '{FORMAT}', found {fmt!r}", path)
+    version = _attr(f, path, "format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise InputError(f"root attribute 'format_version': expected {FORMAT_VERSION}, "
+                         f"found {version!r}", path)
+    n = _int_attr(f, path, "n_samples", 1)
+    d = _int_attr(f, path, "n_features", 1)
+    max_row_nnz = _int_attr(f, path, "max_row_nnz", 0)
+    storage = _attr(f, path, "storage", "'dense' or 'csr'")
+    if storage not in STORAGES:
+        raise InputError(f"root attribute 'storage': expected 'dense' or 'csr', "
+                         f"found {storage!r}", path)
+
+    y = _get_dataset(f, path, "y", 1, "f", "1-D float labels")
+    _expect_shape(y, path, (n,), "n_samples")
+    ds = {"y": y}
+    if storage == "dense":
+        X = _get_dataset(f, path, "X", 2, "f", "2-D float array")
+        _expect_shape(X, path, (n, d), "n_samples, n_features")
+        if max_row_nnz != d:
+            raise InputError(f"root attribute 'max_row_nnz': expected {d} (n_features) for "
+                             f"dense storage, found {max_row_nnz}", path)
+        ds["X"] = X
+    else:
+        if not isinstance(f.get("X"), h5py.Group):
+            raise InputError("'X': expected a group with data, indices and indptr "
+                             "for csr storage", path)
+        data = _get_dataset(f, path, "X/data", 1, "f", "1-D float values")
+        indices = _get_dataset(f, path, "X/indices", 1, "iu", "1-D integer column indices")
+        indptr = _get_dataset(f, path, "X/indptr", 1, "iu", "1-D integer row pointers")
+        _expect_shape(indices, path, data.shape, "same length as X/data")
+        _expect_shape(indptr, path, (n + 1,), "n_samples + 1")
+        ds.update(data=data, indices=indices, indptr=indptr)
+        X = data
+    if X.dtype not in _FLOAT_DTYPES:
+        raise InputError(f"'{X.name.lstrip('/')}': expected float32 or float64 values, "
+                         f"found {X.dtype}", path)
+    return H5Header(n, d, storage, max_row_nnz, X.dtype), ds
+
+
+def _check_indptr(indptr, path, nnz, first_row=0):
+    """indptr: int64 row pointers of rows first_row... into a span of nnz entries."""
+    steps = np.diff(indptr)
+    if steps.size and steps.min() < 0:
+        r = first_row + int(np.argmax(steps < 0))
+        raise InputError(f"'X/indptr': must be non-decreasing, but row {r} ends at "
+                         f"{indptr[r - first_row + 1]} before it starts at "
+                         f"{indptr[r - first_row]}", path)
+    if indptr[0] < 0 or indptr[-1] > nnz:
+        raise InputError(f"'X/indptr': entries must lie in [0, {nnz}] (len of X/data), "
+                         f"found {indptr[0]}..{indptr[-1]}", path)
+    return steps
+
+
+def _check_indices(indices, local_indptr, path, n_features, first_row):
+    """Check column indices of consecutive rows: range and strict ascent.
+
+    indices: the rows' entries; local_indptr: their row pointers, starting at 0.
+    """
+    if not indices.size:
+        return
+    lo, hi = indices.min(), indices.max()
+    if lo < 0 or hi >= n_features:
+        bad = int(np.argmax((indices < 0) | (indices >= n_features)))
+        r = first_row + int(np.searchsorted(local_indptr, bad, side="right")) - 1
+        raise InputError(f"'X/indices': column {indices[bad]} in row {r} is outside "
+                         f"[0, {n_features}) (n_features)", path)
+    falls = np.diff(indices) <= 0
+    # A drop between the last entry of a row and the first of the next is fine.
+    ends = local_indptr[1:-1] - 1
+    falls[ends[(ends >= 0) & (ends < falls.size)]] = False
+    if falls.any():
+        bad = int(np.argmax(falls)) + 1
+        r = first_row + int(np.searchsorted(local_indptr, bad, side="right")) - 1
+        raise InputError(f"'X/indices': columns of row {r} are not strictly ascending "
+                         f"({indices[bad - 1]} then {indices[bad]})", path)
+
+
+def read_header(path, check_indices=True):
+    """Validate the layout of the ppack HDF5 file at path; returns H5Header.
+
+    Reads the attributes, the shapes, y and X/indptr (one value per row). With
+    check_indices (csr storage only) the column indices are also streamed in
+    blocks and checked for range and ascending order; read_rows checks its own
+    slice regardless, so callers that read every row may skip this.
+    """
+    with _open(path) as f:
+        header, ds = _layout(f, path)
+        if header.storage == "csr":
+            indptr = ds["indptr"][...].astype(np.int64)
+            nnz = ds["data"].shape[0]
+            if indptr[0] != 0 or indptr[-1] != nnz:
+                raise InputError(f"'X/indptr': expected first entry 0 and last {nnz} "
+                                 f"(len of X/data), found {indptr[0]} and {indptr[-1]}", path)
+            steps = _check_indptr(indptr, path, nnz)
+            longest = int(steps.max())
+            if header.max_row_nnz != longest:
+                raise InputError(f"root attribute 'max_row_nnz': expected {longest} "
+                                 f"(longest row in X/indptr), found {header.max_row_nnz}", path)
+            if check_indices:
+                row = 0
+                while row < header.n_samples:
+                    # Rows up to ~_CHECK_BLOCK entries, at least one row.
+                    end = int(np.searchsorted(indptr, indptr[row] + _CHECK_BLOCK, side="right")) - 1
+                    end = min(max(end, row + 1), header.n_samples)
+                    span = ds["indices"][indptr[row]:indptr[end]]
+                    _check_indices(span, indptr[row:end + 1] - indptr[row], path,
+                                   header.n_features, row)
+                    row = end
+    return header
+
+
+def read_rows(path, start, stop, dtype=None):
+    """Read rows [start, stop) of a ppack HDF5 file; only those rows are read.
+
+    Returns (X_local, y_local): X_local is a C-contiguous ndarray of shape
+    (stop - start, n_features) for dense storage or a scipy CSR matrix of that
+    shape (int32 indices) for csr storage; y_local float64 (stop - start,).
+    dtype: float32/float64 for X_local, None for the stored dtype.
+    """
+    start, stop = int(start), int(stop)
+    with _open(path) as f:
+        header, ds = _layout(f, path)
+        if not 0 <= start <= stop <= header.n_samples:
+            raise InputError(f"row range [{start}, {stop}) is not within "
+                             f"[0, {header.n_samples}]", path)
+        dtype = header.dtype if dtype is None else _float_dtype(dtype)
+        y = ds["y"][start:stop].astype(np.float64, copy=False)
+        if not np.isfinite(y).all():
+            r = start + int(np.argmax(~np.isfinite(y)))
+            raise InputError(f"'y': label of row {r} is {y[r - start]}", path)
+        if header.storage == "dense":
+            X = np.ascontiguousarray(ds["X"][start:stop], dtype=dtype)
+            values = X
+        else:
+            nnz = ds["data"].shape[0]
+            indptr = ds["indptr"][start:stop + 1].astype(np.int64)
+            _check_indptr(indptr, path, nnz, first_row=start)
+            lo, hi = int(indptr[0]), int(indptr[-1])
+            indptr -= lo
+            indices = ds["indices"][lo:hi]
+            _check_indices(indices, indptr, path, header.n_features, start)
+            values = ds["data"][lo:hi].astype(dtype, copy=False)
+            X = sp.csr_matrix((values, indices.astype(np.int32, copy=False), indptr),
+                              shape=(stop - start, header.n_features))
+            X.has_sorted_indices = True
+        if not np.isfinite(values).all():
+            raise InputError(f"'X': rows [{start}, {stop}) contain NaN or infinite values "
+                             f"(as {dtype})", path)
+    return X, y

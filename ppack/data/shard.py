@@ -1,0 +1,109 @@
+"""One rank's slice of a data set: rows ``[start, stop)`` of X and y, and the global facts.
+
+``load_shard`` is collective: every rank reads only its own rows (HDF5 slices; LIBSVM
+text is scanned by every rank, which keeps only its rows), and a problem on any rank
+(missing file, bad layout, NaN in X) stops every rank with the same message.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..comm import chunk, run_collectively
+from ..errors import InputError
+
+
+@dataclass
+class Shard:
+    """Rows [start, stop) of a data set with ``n_samples`` rows and ``n_features`` columns.
+
+    X: dense (stop-start, n_features) array or scipy CSR matrix; y: (stop-start,) float64
+    raw labels (NaN when the file has none); ``max_row_nnz``: the longest row of the whole
+    data set (n_features when dense).
+    """
+
+    path: str
+    n_samples: int
+    n_features: int
+    start: int
+    stop: int
+    X: object
+    y: np.ndarray
+    max_row_nnz: int
+
+    @property
+    def sparse(self):
+        return sp.issparse(self.X)
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    @classmethod
+    def from_arrays(cls, X, y, rank=0, size=1, path="<array>"):
+        """The rank's shard of in-memory data that every rank holds whole (tests, API)."""
+        n = X.shape[0]
+        start, stop = chunk(n, rank, size)
+        y = np.full(n, np.nan) if y is None else np.asarray(y, dtype=np.float64)
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            X.sort_indices()
+            longest = int(np.diff(X.indptr).max()) if n else 0
+            local = X[start:stop]
+        else:
+            X = np.asarray(X)
+            if X.dtype not in (np.float32, np.float64):
+                X = X.astype(np.float64)
+            longest = X.shape[1]
+            local = np.ascontiguousarray(X[start:stop])
+        return cls(path, n, X.shape[1], start, stop, local, y[start:stop].copy(), max(longest, 1))
+
+
+def load_shard(comm, path, dtype=np.float64, n_features=None):
+    """Collective: this rank's shard of the HDF5 or LIBSVM-text file ``path``."""
+    shard = run_collectively(comm, _read_shard, path, comm.Get_rank(), comm.Get_size(), dtype, n_features)
+    run_collectively(comm, check_finite, shard)
+    return shard
+
+
+def _read_shard(path, rank, size, dtype, n_features):
+    from .hdf5 import is_hdf5, read_header, read_rows
+    from .libsvm import read_libsvm
+
+    path = str(path)
+    if not Path(path).exists():
+        raise InputError("No such file", path)
+    if is_hdf5(path):
+        header = read_header(path, check_indices=False)  # read_rows checks its own slice
+        header_d = max(header.n_features, n_features or 0)
+        start, stop = chunk(header.n_samples, rank, size)
+        X, y = read_rows(path, start, stop, dtype=dtype)
+        if sp.issparse(X):
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(stop - start, header_d))
+        elif header_d > X.shape[1]:
+            X = np.pad(X, ((0, 0), (0, header_d - X.shape[1])))
+        longest = header.max_row_nnz if header.storage == "csr" else header_d
+        return Shard(path, header.n_samples, header_d, start, stop, X, y, max(int(longest), 1))
+    # LIBSVM text: a first scan counts the rows, a second keeps this rank's rows
+    _, _, info = read_libsvm(path, n_features=n_features, row_range=(0, 0), dtype=dtype)
+    start, stop = chunk(info.n_samples, rank, size)
+    X, y, info = read_libsvm(path, n_features=info.n_features, row_range=(start, stop), dtype=dtype)
+    return Shard(path, info.n_samples, info.n_features, start, stop, X, y, max(info.max_row_nnz, 1))
+
+
+def check_finite(shard):
+    """Raise InputError if the shard's X or y holds NaN or infinity (names the global row)."""
+    values = shard.X.data if shard.sparse else shard.X
+    if not np.all(np.isfinite(values)):
+        if shard.sparse:
+            bad = np.flatnonzero(~np.isfinite(shard.X.data))[0]
+            row = int(np.searchsorted(shard.X.indptr, bad, side="right") - 1)
+        else:
+            row = int(np.flatnonzero(~np.all(np.isfinite(shard.X), axis=1))[0])
+        raise InputError(f"X: row {shard.start + row} holds NaN or infinity; expected finite features",
+                         shard.path)
+    if np.any(np.isinf(shard.y)) or (np.any(np.isnan(shard.y)) and not np.all(np.isnan(shard.y))):
+        row = int(np.flatnonzero(~np.isfinite(shard.y))[0])
+        raise InputError(f"y: row {shard.start + row} holds NaN or infinity; expected a finite label",
+                         shard.path)

@@ -1,0 +1,21 @@
+"""User-facing errors: the message names the file, the field and what was expected."""
+
+
+class PPackError(Exception):
+    """An error the user can fix (bad input, bad option); printed without a traceback.
+
+    ``collective`` is True when every rank raised it at the same point (see
+    ``comm.agree``), so the job can exit cleanly instead of being aborted.
+    """
+
+    def __init__(self, message, collective=False):
+        super().__init__(message)
+        self.collective = collective
+
+
+class InputError(PPackError):
+    """A data, model or option problem, tied to a file when there is one."""
+
+    def __init__(self, message, path=None, collective=False):
+        self.path = None if path is None else str(path)
+        super().__init__(f"{self.path}: {message}" if self.path else message, collective)

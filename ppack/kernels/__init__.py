@@ -1,0 +1,4 @@
+"""Kernel functions: the name registry and the numba partial-kernel-sum cores."""
+from .spec import KERNELS, KernelSpec
+
+__all__ = ["KERNELS", "KernelSpec"]

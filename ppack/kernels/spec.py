@@ -1,0 +1,61 @@
+"""Kernel names, parameters and validation: strings stop here.
+
+Every kernel is a function of one pairwise "reduction" of two rows (their dot product,
+or for laplacian their L1 overlap) and of a per-row norm, so the numba cores only see an
+integer kernel id and three floats.
+"""
+from dataclasses import dataclass
+
+from ..errors import PPackError
+
+RBF, LINEAR, POLY, LAPLACIAN = 0, 1, 2, 3
+KERNELS = {"rbf": RBF, "linear": LINEAR, "poly": POLY, "laplacian": LAPLACIAN}
+FORMULAS = {
+    "rbf": "exp(-gamma * ||x - z||^2)",
+    "linear": "<x, z>",
+    "poly": "(gamma * <x, z> + coef0)^degree",
+    "laplacian": "exp(-gamma * ||x - z||_1)",
+}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A validated kernel: ``name`` with ``gamma``, ``degree`` and ``coef0``.
+
+    ``offset`` is added to every kernel value; 1.0 gives the bias term of the paper's
+    section V (b regularised together with w, as an extra constant feature).
+    """
+
+    name: str = "rbf"
+    gamma: float = 1.0
+    degree: int = 3
+    coef0: float = 0.0
+    offset: float = 0.0
+
+    def __post_init__(self):
+        if self.name not in KERNELS:
+            raise PPackError(f"--kernel: unknown kernel {self.name!r}; expected one of {', '.join(KERNELS)}")
+        if self.name != "linear" and not self.gamma > 0:
+            raise PPackError(f"--gamma: must be > 0 for the {self.name} kernel, got {self.gamma}")
+        if self.name == "poly":
+            if int(self.degree) != self.degree or self.degree < 1:
+                raise PPackError(f"--degree: must be an integer >= 1, got {self.degree}")
+        if self.offset < 0:
+            raise PPackError(f"kernel offset must be >= 0, got {self.offset}")
+
+    @property
+    def kind(self):
+        """Integer id used by the numba cores."""
+        return KERNELS[self.name]
+
+    @property
+    def uses_l1(self):
+        """True when the per-row norm is the L1 norm (laplacian) instead of the squared L2 norm."""
+        return self.kind == LAPLACIAN
+
+    def params(self):
+        """The numba cores' trailing scalar arguments."""
+        return self.kind, float(self.gamma), float(self.coef0), int(self.degree), float(self.offset)
+
+    def describe(self):
+        return f"{self.name}: {FORMULAS[self.name]} (gamma={self.gamma}, degree={self.degree}, coef0={self.coef0})"

@@ -1,0 +1,262 @@
+"""Numba cores: partial kernel sums of a support-vector shard against a block of rows.
+
+A kernel value is ``k(reduce(a, b), norm(a), norm(b))`` where ``reduce`` is the dot
+product (rbf, linear, poly) or the L1 overlap ``sum |a_f| + |b_f| - |a_f - b_f|``
+(laplacian), and ``norm`` is the squared L2 norm or the L1 norm respectively. Both
+reductions vanish where either row is zero, so sparse rows only visit their nonzeros.
+
+The block of r rows is given transposed and dense, ``XT`` of shape (n_features, r):
+one support vector's nonzero (f, v) then updates all r reductions with one contiguous,
+vectorised pass over ``XT[f]``. Reductions, kernel values and the beta-weighted sum are
+fused per support vector, so no (n_sv, r) kernel matrix is ever formed; blocks of
+support vectors run in parallel and their partial sums are added in a fixed order, so
+the result does not depend on the number of threads.
+
+Layer 1 (public wrappers, in ``table.py`` and ``pack.py``) validates and allocates;
+the ``@njit`` functions here allocate nothing per row and raise nothing.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .spec import LAPLACIAN, POLY, RBF
+
+# Support vectors per parallel work item; fixed so results are thread-count independent.
+SV_BLOCK = 64
+
+# exp(x) for x <= 0 as 2^n * e^rr, |rr| <= ln2/2: Cody-Waite reduction with a
+# shifter constant so the loops vectorise (libm's scalar exp does not).
+_LOG2E = 1.4426950408889634
+_SHIFT = 6755399441055744.0  # 1.5 * 2^52: t = x*log2e + SHIFT holds round(x*log2e) in its low bits
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_EXP_MIN = -700.0  # exp(-700) ~ 1e-304: below this a kernel value is zero in practice
+
+
+@njit(inline="always")
+def _exp_nonpositive(x, bits_buf):
+    """Overwrite ``x`` (length r, all <= 0) with exp(x); ``bits_buf`` is scratch of length r."""
+    n = x.shape[0]
+    for k in range(n):
+        v = max(x[k], _EXP_MIN)
+        t = v * _LOG2E + _SHIFT
+        m = t - _SHIFT
+        rr = (v - m * _LN2_HI) - m * _LN2_LO
+        p = 1.0 / 6227020800.0
+        p = p * rr + 1.0 / 479001600.0
+        p = p * rr + 1.0 / 39916800.0
+        p = p * rr + 1.0 / 3628800.0
+        p = p * rr + 1.0 / 362880.0
+        p = p * rr + 1.0 / 40320.0
+        p = p * rr + 1.0 / 5040.0
+        p = p * rr + 1.0 / 720.0
+        p = p * rr + 1.0 / 120.0
+        p = p * rr + 1.0 / 24.0
+        p = p * rr + 1.0 / 6.0
+        p = p * rr + 0.5
+        p = p * rr + 1.0
+        p = p * rr + 1.0
+        x[k] = p
+        bits_buf[k] = t
+    bits = bits_buf.view(np.int64)
+    for k in range(n):
+        bits[k] = (bits[k] + 1023) << 52  # the low bits of t hold n; this builds 2^n
+    for k in range(n):
+        x[k] *= bits_buf[k]
+
+
+@njit(cache=True)
+def exp_nonpositive(x):
+    """exp of a 1-D float64 array whose entries are all <= 0 (test hook for the fast exp)."""
+    out = x.copy()
+    _exp_nonpositive(out, np.empty_like(out))
+    return out
+
+
+@njit(inline="always")
+def _kernel_from_reductions(kind, z, sv_norm, x_norm, gamma, coef0, degree, scratch):
+    """Turn reductions ``z`` (length r) of one support vector into kernel values, in place."""
+    r = z.shape[0]
+    if kind == RBF:
+        for k in range(r):
+            z[k] = -gamma * max(sv_norm + x_norm[k] - 2.0 * z[k], 0.0)
+        _exp_nonpositive(z, scratch)
+    elif kind == LAPLACIAN:
+        for k in range(r):
+            z[k] = -gamma * max(sv_norm + x_norm[k] - z[k], 0.0)
+        _exp_nonpositive(z, scratch)
+    elif kind == POLY:
+        for k in range(r):
+            base = gamma * z[k] + coef0
+            value = base
+            for _ in range(degree - 1):
+                value *= base
+            z[k] = value
+
+
+@njit(inline="always")
+def _reduce_entry(kind, v, xt_row, z):
+    """Add one support-vector nonzero ``v`` (at feature f, with ``xt_row = XT[f]``) to ``z``."""
+    r = z.shape[0]
+    if kind == LAPLACIAN:
+        av = abs(v)
+        for k in range(r):
+            xb = xt_row[k]
+            z[k] += av + abs(xb) - abs(v - xb)
+    else:
+        for k in range(r):
+            z[k] += v * xt_row[k]
+
+
+@njit(parallel=True, cache=True)
+def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm,
+                     kind, gamma, coef0, degree, offset, out):
+    """out[k] += sum_j coef[j] * (K(sv_j, x_k) + offset) for CSR support vectors.
+
+    indptr (n_sv+1,), indices/values (nnz,): the support vectors; norms, coef (n_sv,);
+    XT (n_features, r) float64: the block rows, transposed and dense; x_norm (r,);
+    out (r,) float64.
+    """
+    r = XT.shape[1]
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, r))
+    for b in prange(n_blocks):
+        z = np.empty(r)
+        scratch = np.empty(r)
+        acc = partial[b]
+        for j in range(b * SV_BLOCK, min(n_sv, (b + 1) * SV_BLOCK)):
+            z[:] = 0.0
+            e, end = indptr[j], indptr[j + 1]
+            if kind != LAPLACIAN:
+                # four nonzeros per pass: one load and store of z per four multiply-adds
+                while e + 4 <= end:
+                    f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
+                    v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
+                    for k in range(r):
+                        z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
+                    e += 4
+            for e in range(e, end):
+                _reduce_entry(kind, values[e], XT[indices[e]], z)
+            _kernel_from_reductions(kind, z, norms[j], x_norm, gamma, coef0, degree, scratch)
+            c = coef[j]
+            for k in range(r):
+                acc[k] += c * (z[k] + offset)
+    for b in range(n_blocks):
+        for k in range(r):
+            out[k] += partial[b, k]
+
+
+@njit(parallel=True, cache=True)
+def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm,
+                       kind, gamma, coef0, degree, offset, out):
+    """As ``csr_partial_sums`` for dense support vectors ``features`` (n_sv, n_features).
+
+    Used for the laplacian kernel (no GEMM form) and as the numba twin of the GEMM path.
+    """
+    r = XT.shape[1]
+    d = features.shape[1]
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, r))
+    for b in prange(n_blocks):
+        z = np.empty(r)
+        scratch = np.empty(r)
+        acc = partial[b]
+        for j in range(b * SV_BLOCK, min(n_sv, (b + 1) * SV_BLOCK)):
+            z[:] = 0.0
+            for f in range(d):
+                v = features[j, f]
+                if v != 0.0:
+                    _reduce_entry(kind, v, XT[f], z)
+            _kernel_from_reductions(kind, z, norms[j], x_norm, gamma, coef0, degree, scratch)
+            c = coef[j]
+            for k in range(r):
+                acc[k] += c * (z[k] + offset)
+    for b in range(n_blocks):
+        for k in range(r):
+            out[k] += partial[b, k]
+
+
+@njit(parallel=True, cache=True)
+def dot_tile_partial_sums(G, norms, coef, x_norm, kind, gamma, coef0, degree, offset, out):
+    """out[k] += sum_j coef[j] * (K + offset) given the dot products G (n_tile, r) of a tile.
+
+    The GEMM that made G ran in BLAS; this fuses the kernel transform and the weighted sum.
+    """
+    n, r = G.shape
+    n_blocks = (n + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, r))
+    for b in prange(n_blocks):
+        z = np.empty(r)
+        scratch = np.empty(r)
+        acc = partial[b]
+        for j in range(b * SV_BLOCK, min(n, (b + 1) * SV_BLOCK)):
+            for k in range(r):
+                z[k] = G[j, k]
+            _kernel_from_reductions(kind, z, norms[j], x_norm, gamma, coef0, degree, scratch)
+            c = coef[j]
+            for k in range(r):
+                acc[k] += c * (z[k] + offset)
+    for b in range(n_blocks):
+        for k in range(r):
+            out[k] += partial[b, k]
+
+
+@njit(inline="always")
+def _kernel_scalar(kind, z, norm_a, norm_b, gamma, coef0, degree):
+    if kind == RBF:
+        return math.exp(-gamma * max(norm_a + norm_b - 2.0 * z, 0.0))
+    if kind == LAPLACIAN:
+        return math.exp(-gamma * max(norm_a + norm_b - z, 0.0))
+    if kind == POLY:
+        base = gamma * z + coef0
+        value = base
+        for _ in range(degree - 1):
+            value *= base
+        return value
+    return z
+
+
+@njit(cache=True)
+def csr_pair_kernels(indptr, indices, values, norms, left, right,
+                     kind, gamma, coef0, degree, offset, out):
+    """out[q] = K(row left[q], row right[q]) + offset for rows of a small CSR block."""
+    for q in range(left.shape[0]):
+        a, b = left[q], right[q]
+        ia, ea = indptr[a], indptr[a + 1]
+        ib, eb = indptr[b], indptr[b + 1]
+        z = 0.0
+        while ia < ea and ib < eb:  # merge the two sorted index lists
+            fa, fb = indices[ia], indices[ib]
+            if fa == fb:
+                va, vb = values[ia], values[ib]
+                if kind == LAPLACIAN:
+                    z += abs(va) + abs(vb) - abs(va - vb)
+                else:
+                    z += va * vb
+                ia += 1
+                ib += 1
+            elif fa < fb:
+                ia += 1
+            else:
+                ib += 1
+        out[q] = _kernel_scalar(kind, z, norms[a], norms[b], gamma, coef0, degree) + offset
+
+
+@njit(cache=True)
+def dense_pair_kernels(X, norms, left, right, kind, gamma, coef0, degree, offset, out):
+    """out[q] = K(X[left[q]], X[right[q]]) + offset for rows of a small dense block X (r, d)."""
+    d = X.shape[1]
+    for q in range(left.shape[0]):
+        a, b = left[q], right[q]
+        z = 0.0
+        if kind == LAPLACIAN:
+            for f in range(d):
+                va, vb = X[a, f], X[b, f]
+                z += abs(va) + abs(vb) - abs(va - vb)
+        else:
+            for f in range(d):
+                z += X[a, f] * X[b, f]
+        out[q] = _kernel_scalar(kind, z, norms[a], norms[b], gamma, coef0, degree) + offset
+
+

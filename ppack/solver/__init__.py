@@ -1,0 +1,1 @@
+"""The packed primal SGD solver (P-packSVM) and its pieces."""

@@ -1,0 +1,169 @@
+"""P-packSVM: primal SGD for kernel SVMs with r iterations packed into two Allreduce calls.
+
+Per pack (``run``): draw r row ids from the shared stream; collective 1 delivers those
+rows to every rank; each rank computes, against its own support vectors, the r partial
+predictions, its share of the pair kernel matrix and "I hold key k" flags; collective 2
+sums them; every rank replays the r sequential updates (``replay.replay_pack``) and then
+updates the table: existing keys in place, new keys to the least occupied rank (lowest
+rank on ties), which every rank computes alike from the replicated occupancy counts.
+"""
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from ..comm import chunk
+from ..rows import deliver_rows
+from ..table import DEFAULT_WORK_BYTES, SupportVectorTable
+from .replay import replay_pack
+from .sampler import RowSampler
+
+# Below this scale the coefficients are folded into the table (beta *= s, s = 1) so that
+# beta = eta / s cannot overflow on very long runs.
+RESCALE_BELOW = 1e-100
+PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery")
+
+
+@dataclass
+class SolverState:
+    """Everything besides the table that defines the model: w = scale * sum beta phi."""
+
+    iteration: int = 0
+    scale: float = 1.0
+    norm: float = 0.0
+    occupancy: np.ndarray = None  # support vectors held by each rank
+
+
+@dataclass
+class SolverStats:
+    packs: int = 0
+    allreduce_calls: int = 0
+    projections: int = 0
+    hinge_moving_average: float = float("nan")
+    seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+
+
+class PackedSolver:
+    """Trains on a ``Shard`` with labels in {-1, +1}; every rank calls ``run`` together.
+
+    comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
+    (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
+    ``progress(state, stats, table_size)`` is called on rank 0 about every
+    ``progress_seconds`` (no communication involved).
+    """
+
+    def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, progress_seconds=5.0):
+        self.comm = comm
+        self.spec = spec
+        self.sigma = float(sigma)
+        self.iterations = int(iterations)
+        self.pack = int(pack)
+        self.seed = seed
+        self.work_bytes = work_bytes
+        self.progress = progress
+        self.progress_seconds = progress_seconds
+
+    def run(self, shard, labels):
+        """Train; returns ``(table, state, stats)``. ``labels``: (shard rows,) in {-1, +1}."""
+        comm = self.comm
+        rank, size = comm.Get_rank(), comm.Get_size()
+        table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, self.spec, self.work_bytes)
+        state = SolverState(occupancy=np.zeros(size, dtype=np.int64))
+        stats = SolverStats()
+        sampler = RowSampler(shard.n_samples, self.seed)
+        seconds = stats.seconds
+        pair_index = {}
+        ema_weight = 1.0 / min(1000, max(1, self.iterations))
+        last_report = time.monotonic()
+
+        delivery_wait = [0.0]
+
+        def count_allreduce(dt):
+            seconds["communication"] += dt
+            stats.allreduce_calls += 1
+            delivery_wait[0] = dt
+
+        while state.iteration < self.iterations:
+            r = min(self.pack, self.iterations - state.iteration)
+            ids = sampler.take(r)
+            t0 = MPI.Wtime()
+            block = deliver_rows(comm, shard, labels, ids, self.spec, on_allreduce=count_allreduce)
+            t1 = MPI.Wtime()
+            seconds["delivery"] += t1 - t0 - delivery_wait[0]
+
+            # local work: partial predictions, this rank's pair kernels, key flags
+            if r not in pair_index:
+                left, right = np.triu_indices(r)
+                lo, hi = chunk(len(left), rank, size)
+                pair_index[r] = (left, right, lo, hi)
+            left, right, lo, hi = pair_index[r]
+            n_pairs = len(left)
+            buf = np.zeros(2 * r + n_pairs)
+            table.partial_sums(block, buf[:r])
+            block.pair_kernels(left[lo:hi], right[lo:hi], self.spec, buf[r + lo:r + hi])
+            flags = buf[r + n_pairs:]
+            for k in range(r):
+                if table.slot_of(ids[k]) >= 0:
+                    flags[k] = rank + 1
+            t2 = MPI.Wtime()
+            seconds["kernel_sums"] += t2 - t1
+
+            comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+            t3 = MPI.Wtime()
+            count_allreduce(t3 - t2)
+
+            # the r sequential updates, identical on every rank
+            pred = state.scale * buf[:r]
+            pair = np.empty((r, r))
+            pair[left, right] = buf[r:r + n_pairs]
+            pair[right, left] = buf[r:r + n_pairs]
+            owners = np.rint(buf[r + n_pairs:]).astype(np.int64) - 1
+            coef = np.empty(r)
+            loss = np.empty(r)
+            state.scale, state.norm, projections = replay_pack(
+                block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss)
+            state.iteration += r
+            stats.projections += projections
+            self._update_table(table, state, ids, owners, coef, block, rank)
+            if state.scale < RESCALE_BELOW:
+                table.scale_coefficients(state.scale)
+                state.scale = 1.0
+            stats.hinge_moving_average = _moving_average(stats.hinge_moving_average, loss, ema_weight)
+            stats.packs += 1
+            seconds["sequential_updates"] += MPI.Wtime() - t3
+
+            if self.progress is not None and rank == 0 and time.monotonic() - last_report >= self.progress_seconds:
+                last_report = time.monotonic()
+                self.progress(state, stats, int(state.occupancy.sum()))
+        return table, state, stats
+
+    @staticmethod
+    def _update_table(table, state, ids, owners, coef, block, rank):
+        """Apply the pack's added coefficients: merge repeated keys, place new ones."""
+        added = {}
+        for k in np.flatnonzero(coef):
+            key = int(ids[k])
+            if key in added:
+                added[key][0] += coef[k]
+            else:
+                added[key] = [coef[k], k]
+        occupancy = state.occupancy
+        for key, (value, k) in added.items():
+            owner = owners[k]
+            if owner < 0:
+                owner = int(np.argmin(occupancy))  # least occupied, lowest rank on ties
+                occupancy[owner] += 1
+                if owner == rank:
+                    table.insert(key, value, block.row(k))
+            elif owner == rank:
+                table.add_to(table.slot_of(key), value)
+
+
+def _moving_average(previous, values, weight):
+    """Exponential moving average (weight per new value) continued over ``values``."""
+    if np.isnan(previous):
+        return float(np.mean(values))
+    decay = (1.0 - weight) ** np.arange(len(values) - 1, -1, -1)
+    return float((1.0 - weight) ** len(values) * previous + weight * decay @ values)
