@@ -42,6 +42,7 @@ def build_parser():
                    help="auto: csr when fewer than 25%% of the entries are nonzero (default)")
     c.add_argument("--dtype", choices=["float32", "float64"], default="float64",
                    help="feature value type in the file (default float64)")
+    c.add_argument("--quiet", action="store_true", help="print only errors")
 
     t = sub.add_parser("train", help="train a kernel SVM with P-packSVM")
     t.add_argument("--data", help="training data, HDF5 or LIBSVM text (default: the bundled a9a set)")

@@ -76,8 +76,9 @@ def row_norms_dense(X, l1):
 
 def row_norms_csr(indptr, indices, values, l1):
     v = np.abs(values).astype(np.float64) if l1 else values.astype(np.float64) ** 2
-    sums = np.add.reduceat(v, indptr[:-1]) if len(v) else np.zeros(len(indptr) - 1)
-    sums[np.diff(indptr) == 0] = 0.0  # reduceat repeats the next value for empty rows
+    # reduceat gives v[start] for an empty row (start may be len(v): hence the extra 0)
+    sums = np.add.reduceat(np.append(v, 0.0), indptr[:-1])
+    sums[np.diff(indptr) == 0] = 0.0
     return sums
 
 

@@ -1,0 +1,155 @@
+"""The command line, in process on every rank of the test run and as real mpiexec jobs."""
+import json
+
+import h5py
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack.cli import main
+from ppack.estimator import PackSVC
+
+from conftest import make_problem, rank0_launcher, run_ppack  # noqa: F401 (fixture)
+
+WORLD = MPI.COMM_WORLD
+TRAIN = ["--gamma", "0.2", "--C", "5", "--iterations", "900", "--pack", "50", "--seed", "4", "--quiet"]
+
+
+def write_libsvm(path, X, y, precision=17):
+    """LIBSVM text of dense or CSR X (zeros omitted), written by rank 0 only."""
+    if WORLD.Get_rank() == 0:
+        dense = X.toarray() if hasattr(X, "toarray") else X
+        with open(path, "w") as f:
+            for row, label in zip(dense, y):
+                pairs = " ".join(f"{j + 1}:{v:.{precision}g}" for j, v in enumerate(row) if v != 0)
+                f.write(f"{label:g} {pairs}\n")
+    WORLD.Barrier()
+
+
+def fails_with(capsys, argv, pattern):
+    """Run the CLI expecting exit status 1 and ``pattern`` in rank 0's message."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    if WORLD.Get_rank() == 0:
+        assert pattern in err, err
+    WORLD.Barrier()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys):
+    X, y = make_problem(600, 10, sparse=sparse, seed=31)
+    Xt, yt = make_problem(200, 10, sparse=sparse, seed=32)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    write_libsvm(d / "test.txt", Xt, yt)
+    storage = "csr" if sparse else "dense"
+    main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--n-features", "10", "--storage", storage,
+          "--quiet"])
+    WORLD.Barrier()
+    with h5py.File(d / "train.h5", "r") as f:
+        assert f.attrs["storage"] == storage
+    main(["train", "--data", str(d / "train.h5"), "--test", str(d / "test.txt"), "--model", str(d / "m.h5"),
+          "--metrics-json", str(d / "train.json"), *TRAIN])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "out.npy"),
+          "--metrics-json", str(d / "predict.json"), "--quiet"])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "out.txt"),
+          "--quiet"])
+    reference = PackSVC(gamma=0.2, C=5, iterations=900, pack=50, seed=4, comm=WORLD).fit(X, y)
+    expected = reference.decision_function(Xt)
+    if WORLD.Get_rank() == 0:
+        out = np.load(d / "out.npy")
+        np.testing.assert_allclose(out[:, 0], expected, rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(out[:, 1], np.where(expected >= 0, 1.0, -1.0))
+        text = np.loadtxt(d / "out.txt", skiprows=1)
+        np.testing.assert_allclose(text, out, rtol=1e-15)
+        train_metrics = json.loads((d / "train.json").read_text())
+        predict_metrics = json.loads((d / "predict.json").read_text())
+        accuracy = np.mean(out[:, 1] == yt)
+        assert train_metrics["test_accuracy"] == pytest.approx(accuracy)
+        assert predict_metrics["test_accuracy"] == pytest.approx(accuracy)
+        assert accuracy > 0.6  # better than chance on a balanced problem
+        assert train_metrics["ranks"] == WORLD.Get_size()
+        assert train_metrics["allreduce_calls"] == 2 * train_metrics["packs"] == 2 * 18
+        assert train_metrics["support_vectors"] == reference.n_support_
+        assert set(train_metrics["seconds"]) >= {"total", "read", "kernel_sums", "communication",
+                                                 "sequential_updates", "evaluate"}
+        with h5py.File(d / "m.h5", "r") as f:
+            assert f.attrs["format"] == "ppack-model" and f.attrs["kernel"] == "rbf"
+            assert f.attrs["gamma"] == 0.2 and f.attrs["n_features"] == 10
+            np.testing.assert_array_equal(f["classes"][()], [-1.0, 1.0])
+    WORLD.Barrier()
+
+
+def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
+    d = mpi_tmp_path
+    X, y = make_problem(200, 6, seed=33)
+    write_libsvm(d / "good.txt", X, y)
+    write_libsvm(d / "one_class.txt", X, np.ones(200))
+    write_libsvm(d / "three.txt", X, np.arange(200) % 3)
+    Xw, yw = make_problem(50, 9, seed=34)
+    write_libsvm(d / "wide.txt", Xw, yw)
+    if WORLD.Get_rank() == 0:
+        (d / "malformed.txt").write_text("1 1:0.5 2:0.25\n-1 1:0.5 2:0.25\n1 1:0.5 two:3\n")
+        (d / "nan.txt").write_text("1 1:0.5\n-1 1:nan\n")
+        with h5py.File(d / "layout.h5", "w") as f:
+            f["features"] = X
+    WORLD.Barrier()
+    model = str(d / "m.h5")
+    fails_with(capsys, ["train", "--data", str(d / "missing.h5"), "--model", model], "missing.h5: No such file")
+    fails_with(capsys, ["train", "--data", str(d / "layout.h5"), "--model", model], "layout.h5")
+    fails_with(capsys, ["train", "--data", str(d / "malformed.txt"), "--model", model], "malformed.txt: line 3")
+    fails_with(capsys, ["train", "--data", str(d / "nan.txt"), "--model", model], "nan.txt: line 2")
+    fails_with(capsys, ["train", "--data", str(d / "one_class.txt"), "--model", model], "a single class")
+    fails_with(capsys, ["train", "--data", str(d / "three.txt"), "--model", model], "3 classes")
+    fails_with(capsys, ["train", "--data", str(d / "good.txt"), "--C", "-1", "--model", model], "C: must be")
+    assert not (d / "m.h5").exists()
+    main(["train", "--data", str(d / "good.txt"), "--model", model, *TRAIN])
+    fails_with(capsys, ["predict", "--model", model, "--data", str(d / "wide.txt")],
+               "the data has 9 features but the model was trained with 6")
+    fails_with(capsys, ["predict", "--model", str(d / "good.txt"), "--data", str(d / "good.txt")],
+               "good.txt: not an HDF5 model file")
+    fails_with(capsys, ["predict", "--model", model, "--data", str(d / "good.txt"), "--output",
+                        str(d / "out.xyz")], "--output: unknown file type '.xyz'")
+    assert not (d / "out.xyz").exists()
+    # a test set with fewer features than the model is fine (missing features are zeros)
+    main(["predict", "--model", model, "--data", str(d / "nan.txt").replace("nan", "good"), "--quiet"])
+
+
+def test_real_mpiexec_jobs_exit_cleanly(tmp_path, rank0_launcher):
+    """Whole jobs on 4 ranks: a run succeeds; bad input ends every rank non-zero, quickly."""
+    X, y = make_problem(300, 6, sparse=True, seed=35)
+    from ppack.data.hdf5 import write_dataset
+
+    write_dataset(tmp_path / "train.h5", X, y, storage="csr")
+    ok = run_ppack(["train", "--data", tmp_path / "train.h5", "--test", tmp_path / "train.h5",
+                    "--model", tmp_path / "m.h5", "--iterations", "600", "--pack", "50"])
+    assert ok.returncode == 0, ok.stderr
+    assert "test accuracy" in ok.stdout and "4 ranks" in ok.stdout
+    assert (tmp_path / "m.h5").exists()
+    predict = run_ppack(["predict", "--model", tmp_path / "m.h5", "--data", tmp_path / "train.h5",
+                         "--output", tmp_path / "d.h5"])
+    assert predict.returncode == 0, predict.stderr
+    with h5py.File(tmp_path / "d.h5", "r") as f:
+        assert f["decision"].shape == (300,) and f["label"].shape == (300,)
+
+    missing = run_ppack(["train", "--data", tmp_path / "nope.h5", "--model", tmp_path / "bad.h5"], timeout=120)
+    assert missing.returncode != 0
+    assert missing.stderr.count("nope.h5: No such file") == 1  # printed once, by rank 0
+    three = tmp_path / "three.txt"
+    three.write_text("".join(f"{i % 3} 1:{i}\n" for i in range(40)))
+    classes = run_ppack(["train", "--data", three, "--model", tmp_path / "bad.h5"], timeout=120)
+    assert classes.returncode != 0 and "3 classes" in classes.stderr
+    assert not (tmp_path / "bad.h5").exists()
+    assert list(tmp_path.glob(".*tmp")) == []
+
+
+def test_help_of_every_command(capsys):
+    for argv in (["--help"], ["train", "--help"], ["predict", "--help"], ["convert", "--help"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 0
+    out = capsys.readouterr().out
+    if WORLD.Get_rank() == 0:
+        assert "--pack" in out and "--metrics-json" in out and "--n-features" in out
