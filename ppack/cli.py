@@ -133,7 +133,7 @@ def _read(comm, path, dtype, n_features=None):
 def run_train(comm, args):
     from mpi4py import MPI
 
-    from .comm import configure_threads
+    from .comm import configure_threads, run_collectively
     from .data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
     from .estimator import PackSVC
 
@@ -148,7 +148,7 @@ def run_train(comm, args):
                     sigma=args.sigma, epochs=args.epochs, iterations=args.iterations, pack=args.pack,
                     seed=args.seed, dtype=args.dtype, bias=args.bias, comm=comm,
                     progress=None if args.quiet else _progress_printer())
-    model._check_params()
+    run_collectively(comm, model._check_params)
     shard, read_seconds = _read(comm, data, np.dtype(args.dtype))
     say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
         f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} threads")
