@@ -12,8 +12,10 @@ fused per support vector, so no (n_sv, r) kernel matrix is ever formed; blocks o
 support vectors run in parallel and their partial sums are added in a fixed order, so
 the result does not depend on the number of threads.
 
-Layer 1 (public wrappers, in ``table.py`` and ``pack.py``) validates and allocates;
-the ``@njit`` functions here allocate nothing per row and raise nothing.
+Layer 1 (public wrappers, in ``table.py`` and ``rows.py``) validates and allocates;
+the ``@njit`` functions here allocate only per block of support vectors, never per row,
+and raise nothing. The parallel cores allow fused multiply-add contraction (and nothing
+else of fast-math): it is what lets LLVM vectorise the exp polynomial.
 """
 import math
 
@@ -75,24 +77,33 @@ def exp_nonpositive(x):
 
 
 @njit(inline="always")
-def _kernel_from_reductions(kind, z, sv_norm, x_norm, gamma, coef0, degree, scratch):
-    """Turn reductions ``z`` (length r) of one support vector into kernel values, in place."""
-    r = z.shape[0]
-    if kind == RBF:
-        for k in range(r):
-            z[k] = -gamma * max(sv_norm + x_norm[k] - 2.0 * z[k], 0.0)
-        _exp_nonpositive(z, scratch)
-    elif kind == LAPLACIAN:
-        for k in range(r):
-            z[k] = -gamma * max(sv_norm + x_norm[k] - z[k], 0.0)
-        _exp_nonpositive(z, scratch)
+def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset, acc, scratch):
+    """acc[k] += sum_i coef[j0+i] * (K + offset) for the reductions Z[i, k] of m support vectors.
+
+    Z (SV_BLOCK, r) is overwritten; the exp runs over the block as one flat array, so it
+    vectorises over m * r values instead of r at a time. scratch: flat, SV_BLOCK * r.
+    """
+    r = Z.shape[1]
+    if kind == RBF or kind == LAPLACIAN:
+        twice = 2.0 if kind == RBF else 1.0
+        for i in range(m):
+            n_sv = norms[j0 + i]
+            for k in range(r):
+                Z[i, k] = -gamma * max(n_sv + x_norm[k] - twice * Z[i, k], 0.0)
+        flat = Z.reshape(Z.shape[0] * r)[:m * r]
+        _exp_nonpositive(flat, scratch[:m * r])
     elif kind == POLY:
+        for i in range(m):
+            for k in range(r):
+                base = gamma * Z[i, k] + coef0
+                value = base
+                for _ in range(degree - 1):
+                    value *= base
+                Z[i, k] = value
+    for i in range(m):
+        c = coef[j0 + i]
         for k in range(r):
-            base = gamma * z[k] + coef0
-            value = base
-            for _ in range(degree - 1):
-                value *= base
-            z[k] = value
+            acc[k] += c * (Z[i, k] + offset)
 
 
 @njit(inline="always")
@@ -109,7 +120,7 @@ def _reduce_entry(kind, v, xt_row, z):
             z[k] += v * xt_row[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath={"contract"})
 def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm,
                      kind, gamma, coef0, degree, offset, out):
     """out[k] += sum_j coef[j] * (K(sv_j, x_k) + offset) for CSR support vectors.
@@ -122,12 +133,13 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm,
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, r))
     for b in prange(n_blocks):
-        z = np.empty(r)
-        scratch = np.empty(r)
-        acc = partial[b]
-        for j in range(b * SV_BLOCK, min(n_sv, (b + 1) * SV_BLOCK)):
-            z[:] = 0.0
-            e, end = indptr[j], indptr[j + 1]
+        Z = np.zeros((SV_BLOCK, r))
+        scratch = np.empty(SV_BLOCK * r)
+        j0 = b * SV_BLOCK
+        m = min(n_sv, j0 + SV_BLOCK) - j0
+        for i in range(m):
+            z = Z[i]
+            e, end = indptr[j0 + i], indptr[j0 + i + 1]
             if kind != LAPLACIAN:
                 # four nonzeros per pass: one load and store of z per four multiply-adds
                 while e + 4 <= end:
@@ -138,16 +150,14 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm,
                     e += 4
             for e in range(e, end):
                 _reduce_entry(kind, values[e], XT[indices[e]], z)
-            _kernel_from_reductions(kind, z, norms[j], x_norm, gamma, coef0, degree, scratch)
-            c = coef[j]
-            for k in range(r):
-                acc[k] += c * (z[k] + offset)
+        _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
+                          partial[b], scratch)
     for b in range(n_blocks):
         for k in range(r):
             out[k] += partial[b, k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath={"contract"})
 def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm,
                        kind, gamma, coef0, degree, offset, out):
     """As ``csr_partial_sums`` for dense support vectors ``features`` (n_sv, n_features).
@@ -159,25 +169,23 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm,
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, r))
     for b in prange(n_blocks):
-        z = np.empty(r)
-        scratch = np.empty(r)
-        acc = partial[b]
-        for j in range(b * SV_BLOCK, min(n_sv, (b + 1) * SV_BLOCK)):
-            z[:] = 0.0
+        Z = np.zeros((SV_BLOCK, r))
+        scratch = np.empty(SV_BLOCK * r)
+        j0 = b * SV_BLOCK
+        m = min(n_sv, j0 + SV_BLOCK) - j0
+        for i in range(m):
             for f in range(d):
-                v = features[j, f]
+                v = features[j0 + i, f]
                 if v != 0.0:
-                    _reduce_entry(kind, v, XT[f], z)
-            _kernel_from_reductions(kind, z, norms[j], x_norm, gamma, coef0, degree, scratch)
-            c = coef[j]
-            for k in range(r):
-                acc[k] += c * (z[k] + offset)
+                    _reduce_entry(kind, v, XT[f], Z[i])
+        _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
+                          partial[b], scratch)
     for b in range(n_blocks):
         for k in range(r):
             out[k] += partial[b, k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, fastmath={"contract"})
 def dot_tile_partial_sums(G, norms, coef, x_norm, kind, gamma, coef0, degree, offset, out):
     """out[k] += sum_j coef[j] * (K + offset) given the dot products G (n_tile, r) of a tile.
 
@@ -187,16 +195,15 @@ def dot_tile_partial_sums(G, norms, coef, x_norm, kind, gamma, coef0, degree, of
     n_blocks = (n + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, r))
     for b in prange(n_blocks):
-        z = np.empty(r)
-        scratch = np.empty(r)
-        acc = partial[b]
-        for j in range(b * SV_BLOCK, min(n, (b + 1) * SV_BLOCK)):
+        Z = np.empty((SV_BLOCK, r))
+        scratch = np.empty(SV_BLOCK * r)
+        j0 = b * SV_BLOCK
+        m = min(n, j0 + SV_BLOCK) - j0
+        for i in range(m):
             for k in range(r):
-                z[k] = G[j, k]
-            _kernel_from_reductions(kind, z, norms[j], x_norm, gamma, coef0, degree, scratch)
-            c = coef[j]
-            for k in range(r):
-                acc[k] += c * (z[k] + offset)
+                Z[i, k] = G[j0 + i, k]
+        _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
+                          partial[b], scratch)
     for b in range(n_blocks):
         for k in range(r):
             out[k] += partial[b, k]
