@@ -120,13 +120,14 @@ def run_convert(comm, args):
         run_collectively(comm, lambda: None)
 
 
-def _read(comm, path, dtype, n_features=None):
+def _read(comm, path, dtype):
+    """Collective: this rank's shard of ``path`` and the seconds it took."""
     from mpi4py import MPI
 
     from .data.shard import load_shard
 
     start = MPI.Wtime()
-    shard = load_shard(comm, path, dtype=dtype, n_features=n_features)
+    shard = load_shard(comm, path, dtype=dtype)
     return shard, MPI.Wtime() - start
 
 
@@ -165,7 +166,7 @@ def run_train(comm, args):
                "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
                "seconds": dict(info["seconds"], read=comm.allreduce(read_seconds, op=MPI.MAX))}
     if test is not None:
-        test_shard, test_read = _read(comm, test, np.dtype(args.dtype), n_features=model.n_features_in_)
+        test_shard, test_read = _read(comm, test, np.dtype(args.dtype))
         start = MPI.Wtime()
         decisions, labels = model.decision_function_shard(test_shard)
         metrics["seconds"]["read"] += comm.allreduce(test_read, op=MPI.MAX)
@@ -194,8 +195,8 @@ def run_predict(comm, args):
                          f"{', '.join(OUTPUT_FORMATS)}", collective=True)
     start = MPI.Wtime()
     model = PackSVC.load(args.model, comm)
-    shard, read_seconds = _read(comm, args.data, np.dtype(model.dtype), n_features=None)
-    read_seconds += MPI.Wtime() - start - read_seconds
+    shard, _ = _read(comm, args.data, np.dtype(model.dtype))
+    read_seconds = MPI.Wtime() - start  # model and data
     start = MPI.Wtime()
     decisions, labels = model.decision_function_shard(shard)
     seconds = {"read": comm.allreduce(read_seconds, op=MPI.MAX),
