@@ -49,6 +49,12 @@ class RowBlock:
         indptr, indices, values = self.csr
         return indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
 
+    def take(self, rows):
+        """Rows ``rows`` (list of positions) as a dense array or a scipy CSR matrix."""
+        if self.dense is not None:
+            return self.dense[rows]
+        return sp.csr_matrix(self.csr[::-1], shape=(self.n_rows, self.n_features))[rows]
+
     def transposed(self, start, stop):
         """Dense float64 array (n_features, stop - start): rows start..stop-1 as columns."""
         XT = np.zeros((self.n_features, stop - start))

@@ -150,15 +150,20 @@ class PackedSolver:
             else:
                 added[key] = [coef[k], k]
         occupancy = state.occupancy
+        new_keys, new_coef, new_rows = [], [], []
         for key, (value, k) in added.items():
             owner = owners[k]
             if owner < 0:
                 owner = int(np.argmin(occupancy))  # least occupied, lowest rank on ties
                 occupancy[owner] += 1
                 if owner == rank:
-                    table.insert(key, value, block.row(k))
+                    new_keys.append(key)
+                    new_coef.append(value)
+                    new_rows.append(k)
             elif owner == rank:
                 table.add_to(table.slot_of(key), value)
+        if new_keys:
+            table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows))
 
 
 def _moving_average(previous, values, weight):
