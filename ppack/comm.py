@@ -80,9 +80,12 @@ def configure_threads(comm, threads=None):
     With ``threads=None`` the count comes from ``NUMBA_NUM_THREADS`` or
     ``OMP_NUM_THREADS`` when the user set one (SLURM ``--cpus-per-task``), otherwise
     it is the cores this process may use divided by the ranks on this node, so that
-    4 ranks on a 2-core laptop do not oversubscribe. Returns the count used.
+    4 ranks on a 2-core laptop do not oversubscribe. The threads are numba's; BLAS is
+    kept single-threaded, because the kernel sums call it from inside numba's parallel
+    loops (two thread pools taking turns spin against each other). Returns the count.
     """
     import numba
+    import scipy.linalg.cython_blas  # noqa: F401 - load the BLAS numba calls, so the limit reaches it
     from threadpoolctl import threadpool_limits
 
     if threads is None:
@@ -95,7 +98,7 @@ def configure_threads(comm, threads=None):
         threads = max(1, (cores or 1) // local_rank_count(comm))
     threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
     numba.set_num_threads(threads)
-    threadpool_limits(threads)
+    threadpool_limits(1, user_api="blas")
     return threads
 
 

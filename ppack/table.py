@@ -8,15 +8,15 @@ The model is ``w = scale * sum_j beta_j phi(x_j)`` over the entries of all shard
 import numpy as np
 
 from .kernels.spec import LAPLACIAN
-from .kernels.sums import csr_partial_sums, dense_partial_sums, dot_tile_partial_sums
+from .kernels.sums import csr_partial_sums, dense_partial_sums, gemm_partial_sums, work_items
 from .rows import row_norms_csr, row_norms_dense
 
 # Working memory for one kernel-sum pass: the dense transposed row block of the sparse
 # path and the (tile, r) dot-product tile of the dense path stay under this many bytes.
 DEFAULT_WORK_BYTES = 64 * 2**20
 # Support vectors per GEMM tile on the dense path: small enough that the tile of dot
-# products is still in cache when the fused kernel pass reads it (measured best: 1-2k).
-MAX_TILE_ROWS = 2048
+# products is still in cache when the fused kernel pass reads it.
+MAX_TILE_ROWS = 512
 
 
 class SupportVectorTable:
@@ -170,22 +170,18 @@ class SupportVectorTable:
                 part = np.zeros(c1 - c0)
                 if self.sparse:
                     csr_partial_sums(*self.features, self.norms, self.coef, self.n, XT,
-                                     block.norms[c0:c1], *spec.params(), part)
+                                     block.norms[c0:c1], work_items(self.n), *spec.params(), part)
                 else:
                     dense_partial_sums(self.features, self.norms, self.coef, self.n, XT,
-                                       block.norms[c0:c1], *spec.params(), part)
+                                       block.norms[c0:c1], work_items(self.n), *spec.params(), part)
                 out[c0:c1] += part
             return
         # dense: dot products by BLAS GEMM on tiles of support vectors, kernel fused after
         X = block.dense if block.dense is not None else block.transposed(0, r).T
         XT = np.ascontiguousarray(X.T, dtype=self.dtype)
         tile = max(1, min(MAX_TILE_ROWS, self.work_bytes // (8 * r)))
-        feats = self.features
-        for a in range(0, self.n, tile):
-            b = min(self.n, a + tile)
-            G = feats[a:b] @ XT
-            dot_tile_partial_sums(G, self._norms[a:b], self._coef[a:b], block.norms,
-                                  *spec.params(), out)
+        gemm_partial_sums(self.features, self.norms, self.coef, self.n, XT, block.norms, tile,
+                          *spec.params(), out)
 
 
 def _resized(array, n):

@@ -20,7 +20,7 @@ else of fast-math): it is what lets LLVM vectorise the exp polynomial.
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from .spec import LAPLACIAN, POLY, RBF
 
@@ -106,6 +106,24 @@ def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree,
             acc[k] += c * (Z[i, k] + offset)
 
 
+def work_items(n_sv):
+    """Parallel work items for ``n_sv`` support vectors: a few per numba thread.
+
+    Each block of SV_BLOCK support vectors keeps its own partial sum, so the result does
+    not depend on this count (nor on the number of threads).
+    """
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    return max(1, min(n_blocks, 4 * get_num_threads()))
+
+
+@njit(inline="always")
+def _sum_rows(partial, out):
+    """out += the rows of ``partial`` added in row order (a fixed order, unlike a reduction)."""
+    for b in range(partial.shape[0]):
+        for k in range(partial.shape[1]):
+            out[k] += partial[b, k]
+
+
 @njit(inline="always")
 def _reduce_entry(kind, v, xt_row, z):
     """Add one support-vector nonzero ``v`` (at feature f, with ``xt_row = XT[f]``) to ``z``."""
@@ -121,44 +139,44 @@ def _reduce_entry(kind, v, xt_row, z):
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
-def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm,
+def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chunks,
                      kind, gamma, coef0, degree, offset, out):
     """out[k] += sum_j coef[j] * (K(sv_j, x_k) + offset) for CSR support vectors.
 
     indptr (n_sv+1,), indices/values (nnz,): the support vectors; norms, coef (n_sv,);
     XT (n_features, r) float64: the block rows, transposed and dense; x_norm (r,);
-    out (r,) float64.
+    n_chunks: parallel work items (``work_items``); out (r,) float64.
     """
     r = XT.shape[1]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, r))
-    for b in prange(n_blocks):
-        Z = np.zeros((SV_BLOCK, r))
+    for c in prange(n_chunks):
+        Z = np.empty((SV_BLOCK, r))
         scratch = np.empty(SV_BLOCK * r)
-        j0 = b * SV_BLOCK
-        m = min(n_sv, j0 + SV_BLOCK) - j0
-        for i in range(m):
-            z = Z[i]
-            e, end = indptr[j0 + i], indptr[j0 + i + 1]
-            if kind != LAPLACIAN:
-                # four nonzeros per pass: one load and store of z per four multiply-adds
-                while e + 4 <= end:
-                    f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
-                    v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
-                    for k in range(r):
-                        z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
-                    e += 4
-            for e in range(e, end):
-                _reduce_entry(kind, values[e], XT[indices[e]], z)
-        _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
-                          partial[b], scratch)
-    for b in range(n_blocks):
-        for k in range(r):
-            out[k] += partial[b, k]
+        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            j0 = b * SV_BLOCK
+            m = min(n_sv, j0 + SV_BLOCK) - j0
+            Z[:] = 0.0
+            for i in range(m):
+                z = Z[i]
+                e, end = indptr[j0 + i], indptr[j0 + i + 1]
+                if kind != LAPLACIAN:
+                    # four nonzeros per pass: one load and store of z per four multiply-adds
+                    while e + 4 <= end:
+                        f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
+                        v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
+                        for k in range(r):
+                            z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
+                        e += 4
+                for e in range(e, end):
+                    _reduce_entry(kind, values[e], XT[indices[e]], z)
+            _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
+                              partial[b], scratch)
+    _sum_rows(partial, out)
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
-def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm,
+def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
                        kind, gamma, coef0, degree, offset, out):
     """As ``csr_partial_sums`` for dense support vectors ``features`` (n_sv, n_features).
 
@@ -168,45 +186,50 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm,
     d = features.shape[1]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, r))
-    for b in prange(n_blocks):
-        Z = np.zeros((SV_BLOCK, r))
+    for c in prange(n_chunks):
+        Z = np.empty((SV_BLOCK, r))
         scratch = np.empty(SV_BLOCK * r)
-        j0 = b * SV_BLOCK
-        m = min(n_sv, j0 + SV_BLOCK) - j0
-        for i in range(m):
-            for f in range(d):
-                v = features[j0 + i, f]
-                if v != 0.0:
-                    _reduce_entry(kind, v, XT[f], Z[i])
-        _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
-                          partial[b], scratch)
-    for b in range(n_blocks):
-        for k in range(r):
-            out[k] += partial[b, k]
+        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            j0 = b * SV_BLOCK
+            m = min(n_sv, j0 + SV_BLOCK) - j0
+            Z[:] = 0.0
+            for i in range(m):
+                for f in range(d):
+                    v = features[j0 + i, f]
+                    if v != 0.0:
+                        _reduce_entry(kind, v, XT[f], Z[i])
+            _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
+                              partial[b], scratch)
+    _sum_rows(partial, out)
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
-def dot_tile_partial_sums(G, norms, coef, x_norm, kind, gamma, coef0, degree, offset, out):
-    """out[k] += sum_j coef[j] * (K + offset) given the dot products G (n_tile, r) of a tile.
+def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
+                      kind, gamma, coef0, degree, offset, out):
+    """As ``csr_partial_sums`` for dense support vectors, with the dot products from BLAS.
 
-    The GEMM that made G ran in BLAS; this fuses the kernel transform and the weighted sum.
+    features (n_sv, d) and XT (d, r) share a dtype; each parallel work item multiplies one
+    tile of ``tile`` support vectors by XT (one single-threaded GEMM call, small enough to
+    stay in cache) and fuses the kernel and the weighted sum over it. Keep BLAS itself
+    single-threaded while this runs: the parallelism is here.
     """
-    n, r = G.shape
-    n_blocks = (n + SV_BLOCK - 1) // SV_BLOCK
-    partial = np.zeros((n_blocks, r))
-    for b in prange(n_blocks):
+    r = XT.shape[1]
+    n_tiles = (n_sv + tile - 1) // tile
+    partial = np.zeros((n_tiles, r))
+    for b in prange(n_tiles):
+        a0 = b * tile
+        a1 = min(n_sv, a0 + tile)
+        G = np.dot(features[a0:a1], XT)
         Z = np.empty((SV_BLOCK, r))
         scratch = np.empty(SV_BLOCK * r)
-        j0 = b * SV_BLOCK
-        m = min(n, j0 + SV_BLOCK) - j0
-        for i in range(m):
-            for k in range(r):
-                Z[i, k] = G[j0 + i, k]
-        _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
-                          partial[b], scratch)
-    for b in range(n_blocks):
-        for k in range(r):
-            out[k] += partial[b, k]
+        for j0 in range(a0, a1, SV_BLOCK):
+            m = min(a1, j0 + SV_BLOCK) - j0
+            for i in range(m):
+                for k in range(r):
+                    Z[i, k] = G[j0 - a0 + i, k]
+            _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
+                              partial[b], scratch)
+    _sum_rows(partial, out)
 
 
 @njit(inline="always")
