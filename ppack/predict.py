@@ -9,7 +9,10 @@ from mpi4py import MPI
 
 from .rows import deliver_rows
 
-MAX_BLOCK_ROWS = 2048
+# Rows per block: the block's dense transposed copy (n_features x rows, float64) should
+# stay in a core's cache while every support vector sweeps over it.
+BLOCK_BYTES = 512 * 1024
+MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 2048
 
 
 def distributed_decisions(comm, table, scale, spec, shard, n_features):
@@ -20,7 +23,7 @@ def distributed_decisions(comm, table, scale, spec, shard, n_features):
     """
     rank = comm.Get_rank()
     n = shard.n_samples
-    rows = max(1, min(MAX_BLOCK_ROWS, table.work_bytes // (8 * max(1, n_features))))
+    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, BLOCK_BYTES // (8 * max(1, n_features))))
     decisions = np.empty(n) if rank == 0 else None
     labels = np.empty(n) if rank == 0 else None
     for b0 in range(0, n, rows):

@@ -62,9 +62,9 @@ class RowBlock:
             XT[:, :] = self.dense[start:stop].T
         else:
             indptr, indices, values = self.csr
-            for k in range(start, stop):
-                span = slice(indptr[k], indptr[k + 1])
-                XT[indices[span], k - start] = values[span]
+            span = slice(indptr[start], indptr[stop])
+            columns = np.repeat(np.arange(stop - start), np.diff(indptr[start:stop + 1]))
+            XT[indices[span], columns] = values[span]
         return XT
 
     def pair_kernels(self, left, right, spec, out):
