@@ -44,10 +44,13 @@ def build_parser():
                    help="feature value type in the file (default float64)")
     c.add_argument("--quiet", action="store_true", help="print only errors")
 
-    t = sub.add_parser("train", help="train a kernel SVM with P-packSVM")
+    t = sub.add_parser("train", help="train a kernel SVM (P-packSVM) or a linear SVM (block averaging)")
     t.add_argument("--data", help="training data, HDF5 or LIBSVM text (default: the bundled a9a set)")
     t.add_argument("--test", help="test data to report accuracy on (default with the bundled set: a9a.t)")
     t.add_argument("--model", help="model file to write (.h5); without it no model is saved")
+    t.add_argument("--solver", default="packsvm", choices=["packsvm", "dcd", "llsvm", "stream", "alm", "pegasos"],
+                   help="packsvm: the kernel trainer (default); the others train a linear SVM on each "
+                        "rank's block and average the models")
     k = t.add_argument_group("kernel")
     k.add_argument("--kernel", choices=["rbf", "linear", "poly", "laplacian"], default="rbf")
     k.add_argument("--gamma", type=float, default=None, help="kernel width (default 1 / n_features)")
@@ -65,6 +68,18 @@ def build_parser():
     t.add_argument("--seed", type=int, default=0, help="seed of the shared sampling stream (default 0)")
     t.add_argument("--dtype", choices=["float32", "float64"], default="float64",
                    help="stored feature type; sums are float64 either way (default float64)")
+    lin = t.add_argument_group("linear solvers (--solver other than packsvm)")
+    lin.add_argument("--loss", choices=["l1", "l2"], default="l1", help="hinge (l1, default) or squared hinge (l2)")
+    lin.add_argument("--p", type=float, default=None, help="alm only: loss power 1 <= p <= 2 (overrides --loss)")
+    lin.add_argument("--averaging", choices=["iterative", "oneshot"], default="iterative",
+                     help="iterative: rounds warm-started from the average (default); oneshot: average once")
+    lin.add_argument("--rounds", type=int, default=20, help="most averaging rounds (default 20)")
+    lin.add_argument("--features", default=None,
+                     help="COFFIN feature map computed on demand: poly2, hash:BITS (e.g. hash:20), shifts:S "
+                          "(virtual shifted images)")
+    lin.add_argument("--no-bias", action="store_true", help="no bias term (default: a regularised bias, like -B 1)")
+    lin.add_argument("--solver-option", action="append", default=[], metavar="NAME=VALUE",
+                     help="extra solver option, e.g. tol=0.01, max_epochs=50, cache_rows=5000 (repeatable)")
     _add_common(t)
 
     pr = sub.add_parser("predict", help="decision values and labels of a data set")
@@ -131,20 +146,27 @@ def _read(comm, path, dtype):
     return shard, MPI.Wtime() - start
 
 
+def _train_data(comm, args, say):
+    """The training and test paths: the user's, or the bundled a9a set."""
+    from .data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
+
+    if args.data is not None:
+        return args.data, args.test
+    say(f"no --data given: training on the bundled {DEFAULT_TRAIN} set (UCI Adult), testing on {DEFAULT_TEST}")
+    return str(bundled_path(DEFAULT_TRAIN)), args.test or str(bundled_path(DEFAULT_TEST))
+
+
 def run_train(comm, args):
+    if args.solver != "packsvm":
+        return run_train_linear(comm, args)
     from mpi4py import MPI
 
     from .comm import configure_threads, run_collectively
-    from .data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
     from .estimator import PackSVC
 
     say = _Report(comm, args.quiet)
     threads = configure_threads(comm, args.threads)
-    data, test = args.data, args.test
-    if data is None:
-        data = str(bundled_path(DEFAULT_TRAIN))
-        test = test or str(bundled_path(DEFAULT_TEST))
-        say(f"no --data given: training on the bundled {DEFAULT_TRAIN} set (UCI Adult), testing on {DEFAULT_TEST}")
+    data, test = _train_data(comm, args, say)
     model = PackSVC(kernel=args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0, C=args.C,
                     sigma=args.sigma, epochs=args.epochs, iterations=args.iterations, pack=args.pack,
                     seed=args.seed, dtype=args.dtype, bias=args.bias, comm=comm,
@@ -182,11 +204,74 @@ def run_train(comm, args):
     _write_metrics(comm, args.metrics_json, metrics)
 
 
+def _solver_options(items):
+    """NAME=VALUE strings to a dict of ints, floats or strings."""
+    options = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise PPackError(f"--solver-option: expected NAME=VALUE, got {item!r}", collective=True)
+        for kind in (int, float):
+            try:
+                options[name] = kind(value)
+                break
+            except ValueError:
+                continue
+        else:
+            options[name] = value
+    return options
+
+
+def run_train_linear(comm, args):
+    from mpi4py import MPI
+
+    from .comm import configure_threads
+    from .linear.estimator import BlockAveragedSVC
+
+    say = _Report(comm, args.quiet)
+    threads = configure_threads(comm, args.threads)
+    data, test = _train_data(comm, args, say)
+    model = BlockAveragedSVC(solver=args.solver, C=1.0 if args.C is None else args.C, loss=args.loss, p=args.p,
+                             bias=not args.no_bias, averaging=args.averaging, rounds=args.rounds,
+                             features=args.features, solver_options=_solver_options(args.solver_option), comm=comm)
+    shard, read_seconds = _read(comm, data, np.float64)
+    say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
+        f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} threads")
+
+    def show(report):
+        gap = f", duality gap {report.gap:.6g}" if report.dual else ""
+        say(f"  round {report.rounds}: primal objective {report.primal[-1]:.6g}{gap}")
+
+    model.fit(shard, on_round=None if args.quiet else show)
+    info = model.training_
+    say(f"{args.solver} ({args.averaging} averaging over {comm.Get_size()} blocks): {info['rounds']} rounds in "
+        f"{info['seconds']:.2f} s, primal objective {info['primal_objective']:.6g}")
+    metrics = {"command": "train", "solver": args.solver, "ranks": comm.Get_size(), "threads_per_rank": threads,
+               "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features, "C": model.C,
+               "loss": args.loss, "p": model._power(), "features": args.features, **{
+                   k: info[k] for k in ("mode", "rounds", "primal_objective", "dual_objective", "duality_gap",
+                                        "primal_by_round", "dual_by_round")},
+               "seconds": {"total": info["seconds"], "read": comm.allreduce(read_seconds, op=MPI.MAX)}}
+    if test is not None:
+        test_shard, _ = _read(comm, test, np.float64)
+        decisions, labels = model.decision_function_shard(test_shard)
+        accuracy = comm.bcast(_accuracy(model, decisions, labels), root=0)
+        metrics.update(test_data=test, test_samples=test_shard.n_samples, test_accuracy=accuracy)
+        if accuracy is not None:
+            say(f"test accuracy {100 * accuracy:.2f}% on {test} ({test_shard.n_samples} rows)")
+    if args.model:
+        model.save(args.model)
+        say(f"model written to {args.model}")
+    _write_metrics(comm, args.metrics_json, metrics)
+
+
 def run_predict(comm, args):
     from mpi4py import MPI
 
     from .comm import configure_threads, run_collectively
     from .estimator import PackSVC
+    from .linear.estimator import BlockAveragedSVC
+    from .model import model_type
 
     say = _Report(comm, args.quiet)
     threads = configure_threads(comm, args.threads)
@@ -194,15 +279,22 @@ def run_predict(comm, args):
         raise PPackError(f"--output: unknown file type {Path(args.output).suffix!r}; expected one of "
                          f"{', '.join(OUTPUT_FORMATS)}", collective=True)
     start = MPI.Wtime()
-    model = PackSVC.load(args.model, comm)
-    shard, _ = _read(comm, args.data, np.dtype(model.dtype))
+    if run_collectively(comm, model_type, args.model) == "linear":
+        model = BlockAveragedSVC.load(args.model, comm)
+        described = f"a linear {model.solver} model"
+        dtype = np.float64
+    else:
+        model = PackSVC.load(args.model, comm)
+        described = f"{model.n_support_} support vectors"
+        dtype = np.dtype(model.dtype)
+    shard, _ = _read(comm, args.data, dtype)
     read_seconds = MPI.Wtime() - start  # model and data
     start = MPI.Wtime()
     decisions, labels = model.decision_function_shard(shard)
     seconds = {"read": comm.allreduce(read_seconds, op=MPI.MAX),
                "predict": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)}
     accuracy = comm.bcast(_accuracy(model, decisions, labels), root=0)
-    say(f"predicted {shard.n_samples} rows of {args.data} with {model.n_support_} support vectors "
+    say(f"predicted {shard.n_samples} rows of {args.data} with {described} "
         f"on {comm.Get_size()} ranks x {threads} threads in {seconds['predict']:.2f} s")
     if accuracy is not None:
         say(f"accuracy {100 * accuracy:.2f}%")
@@ -214,7 +306,7 @@ def run_predict(comm, args):
         say(f"decisions written to {args.output}")
     _write_metrics(comm, args.metrics_json, {
         "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
-        "n_samples": shard.n_samples, "support_vectors": model.n_support_, "seconds": seconds,
+        "n_samples": shard.n_samples, "model": described, "seconds": seconds,
         "test_accuracy": accuracy})
 
 

@@ -1,7 +1,7 @@
-"""The self-describing, versioned HDF5 model file of a kernel SVM.
+"""The self-describing, versioned HDF5 model files: kernel SVMs and linear SVMs.
 
-Layout (format "ppack-model", format_version 1):
-  root attributes  format, format_version, kernel (name), gamma, degree, coef0,
+Kernel model layout (format "ppack-model", format_version 1, model_type "kernel"):
+  root attributes  format, format_version, model_type, kernel (name), gamma, degree, coef0,
                    kernel_offset (1.0 when the bias term is on), C, sigma, scale,
                    n_features, n_support, storage ("dense" or "csr"), training (JSON text)
   classes          (2,) float64: the original label values mapped to -1 and +1
@@ -10,6 +10,15 @@ Layout (format "ppack-model", format_version 1):
   support_vectors  dense (n_support, n_features), or a group with data, indices
                    (int32, 0-based), indptr (int64, n_support + 1)
 The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset).
+
+Linear model layout (model_type "linear"):
+  root attributes  format, format_version, model_type, solver, C, loss, p, bias,
+                   features (feature map name, "identity" when none), n_features,
+                   training (JSON text)
+  classes          (2,) float64
+  w                (n_weights,) float64 (n_features, or the feature map's output size)
+  b                scalar float64
+The decision value of x is  w . phi(x) + b.
 """
 import json
 import os
@@ -80,7 +89,7 @@ def save_model(comm, path, table, scale, spec, C, sigma, classes, training):
         keys, coef, X = keys[order], coef[order], X[order]
 
         def write(f):
-            f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, kernel=spec.name,
+            f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, model_type="kernel", kernel=spec.name,
                            gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
                            kernel_offset=spec.offset, C=C, sigma=sigma, scale=scale,
                            n_features=table.n_features, n_support=len(keys),
@@ -102,8 +111,8 @@ def save_model(comm, path, table, scale, spec, C, sigma, classes, training):
         run_collectively(comm, lambda: None)
 
 
-def read_model_header(path):
-    """Validate the model file's layout and return its ``ModelHeader``."""
+def open_model(path):
+    """Open a model file read-only after checking its format; returns the h5py File."""
     path = str(path)
     if not Path(path).exists():
         raise InputError("No such file", path)
@@ -111,14 +120,31 @@ def read_model_header(path):
         f = h5py.File(path, "r")
     except OSError as exc:
         raise InputError(f"not an HDF5 model file ({exc})", path) from None
-    with f:
+    a = f.attrs
+    if a.get("format") != FORMAT:
+        f.close()
+        raise InputError(f"attribute 'format': expected {FORMAT!r}, got {a.get('format')!r} "
+                         "(is this a data file rather than a model?)", path)
+    if int(a.get("format_version", -1)) > FORMAT_VERSION:
+        f.close()
+        raise InputError(f"attribute 'format_version': {a['format_version']} is newer than "
+                         f"this ppack reads ({FORMAT_VERSION})", path)
+    return f
+
+
+def model_type(path):
+    """"kernel" or "linear" (files without the attribute are kernel models)."""
+    with open_model(path) as f:
+        return str(f.attrs.get("model_type", "kernel"))
+
+
+def read_model_header(path):
+    """Validate a kernel model file's layout and return its ``ModelHeader``."""
+    path = str(path)
+    with open_model(path) as f:
         a = f.attrs
-        if a.get("format") != FORMAT:
-            raise InputError(f"attribute 'format': expected {FORMAT!r}, got {a.get('format')!r} "
-                             "(is this a data file rather than a model?)", path)
-        if int(a.get("format_version", -1)) > FORMAT_VERSION:
-            raise InputError(f"attribute 'format_version': {a['format_version']} is newer than "
-                             f"this ppack reads ({FORMAT_VERSION})", path)
+        if str(a.get("model_type", "kernel")) != "kernel":
+            raise InputError(f"attribute 'model_type': expected 'kernel', got {a['model_type']!r}", path)
         for name in ("classes", "support_keys", "coef", "support_vectors"):
             if name not in f:
                 raise InputError(f"missing dataset {name!r} of a ppack model file", path)
@@ -157,3 +183,47 @@ def _read_table_slice(path, header, rank, size, work_bytes):
             X = f["support_vectors"][start:stop]
     table.insert_many(keys, coef, X)
     return table
+
+
+@dataclass
+class LinearModelFile:
+    w: np.ndarray
+    b: float
+    classes: np.ndarray
+    solver: str
+    C: float
+    loss: str
+    p: float
+    bias: bool
+    features: str
+    n_features: int
+    training: dict
+
+
+def save_linear_model(path, model):
+    """Write a ``LinearModelFile`` atomically (call on one rank)."""
+    def write(f):
+        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, model_type="linear", solver=model.solver,
+                       C=model.C, loss=model.loss, p=model.p, bias=model.bias, features=model.features,
+                       n_features=model.n_features, training=json.dumps(model.training, sort_keys=True))
+        f.create_dataset("classes", data=np.asarray(model.classes, dtype=np.float64))
+        f.create_dataset("w", data=np.asarray(model.w, dtype=np.float64))
+        f.create_dataset("b", data=float(model.b))
+
+    atomic_h5_write(path, write)
+
+
+def read_linear_model(path):
+    """Validate and read a linear model file."""
+    path = str(path)
+    with open_model(path) as f:
+        a = f.attrs
+        if str(a.get("model_type", "kernel")) != "linear":
+            raise InputError(f"attribute 'model_type': expected 'linear', got {a.get('model_type', 'kernel')!r}",
+                             path)
+        for name in ("classes", "w", "b"):
+            if name not in f:
+                raise InputError(f"missing dataset {name!r} of a ppack linear model file", path)
+        return LinearModelFile(f["w"][()], float(f["b"][()]), f["classes"][()], str(a["solver"]), float(a["C"]),
+                               str(a["loss"]), float(a["p"]), bool(a["bias"]), str(a["features"]),
+                               int(a["n_features"]), json.loads(a["training"]))
