@@ -88,12 +88,12 @@ def row_norms_csr(indptr, indices, values, l1):
     return sums
 
 
-def deliver_rows(comm, shard, labels, ids, spec, n_features=None, on_allreduce=None):
+def deliver_rows(comm, shard, labels, ids, spec, n_features=None, allreduce=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
-    ``shard`` is this rank's ``Shard``; ``labels`` its rows' labels in {-1, +1} (or None);
-    ``n_features`` pads rows to a model's width. Exactly one ``Allreduce``;
-    ``on_allreduce(seconds)`` is told how long it took. Returns a ``RowBlock``.
+    ``shard`` is this rank's ``Shard``; ``labels`` its rows' labels (or None);
+    ``n_features`` pads rows to a model's width. Exactly one sum-Allreduce, done by
+    ``allreduce(buffer)`` when given (to count and time it). Returns a ``RowBlock``.
     """
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
@@ -118,10 +118,10 @@ def deliver_rows(comm, shard, labels, ids, spec, n_features=None, on_allreduce=N
         rows[mine, :shard.n_features] = shard.X[local]
     if labels is not None:
         ylab[mine] = labels[local]
-    start = MPI.Wtime()
-    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    if on_allreduce is not None:
-        on_allreduce(MPI.Wtime() - start)
+    if allreduce is None:
+        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    else:
+        allreduce(buf)
     y = ylab.copy()
     if shard.sparse:
         counts = nnz.astype(np.int64)

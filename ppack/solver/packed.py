@@ -9,6 +9,7 @@ rank on ties), which every rank computes alike from the replicated occupancy cou
 """
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from mpi4py import MPI
@@ -72,56 +73,39 @@ class PackedSolver:
         table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, self.spec, self.work_bytes)
         state = SolverState(occupancy=np.zeros(size, dtype=np.int64))
         stats = SolverStats()
-        sampler = RowSampler(shard.n_samples, self.seed)
         seconds = stats.seconds
-        pair_index = {}
+        collective = _TimedAllreduce(comm, stats)
+        sampler = RowSampler(shard.n_samples, self.seed)
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
         last_report = time.monotonic()
-
-        delivery_wait = [0.0]
-
-        def count_allreduce(dt):
-            seconds["communication"] += dt
-            stats.allreduce_calls += 1
-            delivery_wait[0] = dt
 
         while state.iteration < self.iterations:
             r = min(self.pack, self.iterations - state.iteration)
             ids = sampler.take(r)
             t0 = MPI.Wtime()
-            block = deliver_rows(comm, shard, labels, ids, self.spec, on_allreduce=count_allreduce)
+            block = deliver_rows(comm, shard, labels, ids, self.spec, allreduce=collective)  # collective 1
             t1 = MPI.Wtime()
-            seconds["delivery"] += t1 - t0 - delivery_wait[0]
+            seconds["delivery"] += t1 - t0 - collective.last_seconds
 
-            # local work: partial predictions, this rank's pair kernels, key flags
-            if r not in pair_index:
-                left, right = np.triu_indices(r)
-                lo, hi = chunk(len(left), rank, size)
-                pair_index[r] = (left, right, lo, hi)
-            left, right, lo, hi = pair_index[r]
+            # local work: partial predictions, this rank's share of the pair kernels, key flags
+            left, right = _pairs(r)
+            lo, hi = chunk(len(left), rank, size)
             n_pairs = len(left)
             buf = np.zeros(2 * r + n_pairs)
             table.partial_sums(block, buf[:r])
             block.pair_kernels(left[lo:hi], right[lo:hi], self.spec, buf[r + lo:r + hi])
-            flags = buf[r + n_pairs:]
-            for k in range(r):
-                if table.slot_of(ids[k]) >= 0:
-                    flags[k] = rank + 1
-            t2 = MPI.Wtime()
-            seconds["kernel_sums"] += t2 - t1
+            buf[r + n_pairs:] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
+            seconds["kernel_sums"] += MPI.Wtime() - t1
 
-            comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+            collective(buf)  # collective 2
             t3 = MPI.Wtime()
-            count_allreduce(t3 - t2)
 
             # the r sequential updates, identical on every rank
             pred = state.scale * buf[:r]
             pair = np.empty((r, r))
-            pair[left, right] = buf[r:r + n_pairs]
-            pair[right, left] = buf[r:r + n_pairs]
+            pair[left, right] = pair[right, left] = buf[r:r + n_pairs]
             owners = np.rint(buf[r + n_pairs:]).astype(np.int64) - 1
-            coef = np.empty(r)
-            loss = np.empty(r)
+            coef, loss = np.empty(r), np.empty(r)
             state.scale, state.norm, projections = replay_pack(
                 block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss)
             state.iteration += r
@@ -164,6 +148,28 @@ class PackedSolver:
                 table.add_to(table.slot_of(key), value)
         if new_keys:
             table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows))
+
+
+class _TimedAllreduce:
+    """Sums a float64 buffer over all ranks in place, counting and timing each call."""
+
+    def __init__(self, comm, stats):
+        self.comm = comm
+        self.stats = stats
+        self.last_seconds = 0.0
+
+    def __call__(self, buf):
+        start = MPI.Wtime()
+        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        self.last_seconds = MPI.Wtime() - start
+        self.stats.seconds["communication"] += self.last_seconds
+        self.stats.allreduce_calls += 1
+
+
+@lru_cache(maxsize=4)
+def _pairs(r):
+    """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
+    return np.triu_indices(r)
 
 
 def _moving_average(previous, values, weight):
