@@ -14,7 +14,8 @@ from .errors import PPackError
 from .kernels.spec import KernelSpec
 from .model import load_model_shard, save_model
 from .predict import distributed_decisions
-from .solver.packed import PHASES, PackedSolver
+from .solver.checkpoint import checkpoint_exists, read_checkpoint
+from .solver.packed import Checkpointing, PackedSolver
 from .table import DEFAULT_WORK_BYTES
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -95,8 +96,17 @@ class PackSVC:
         return Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size())
 
     # -- training --------------------------------------------------------------------
-    def fit(self, X, y=None):
-        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``."""
+    def fit(self, X, y=None, checkpoint=None, checkpoint_every_seconds=None, checkpoint_every_packs=None,
+            resume=False, should_stop=None, stop_after_packs=None):
+        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
+
+        checkpoint: file for the solver's state, written every ``checkpoint_every_seconds``
+        (rank 0's clock) and/or ``checkpoint_every_packs``, and when the run is stopped;
+        resume: continue from ``checkpoint`` if it holds a complete checkpoint;
+        should_stop: a callable polled once per pack (on any rank) that stops the run;
+        stop_after_packs: stop after this many packs (tests). ``stopped_`` tells whether the
+        run ended early; the fitted state is then the checkpointed one.
+        """
         comm = self._comm()
         shard = run_collectively(comm, self._validated_shard, X, y)
         self.classes_ = find_classes(comm, shard)
@@ -109,9 +119,20 @@ class PackSVC:
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, self.seed,
-                              self.work_bytes, self.progress)
+                              self.work_bytes, self.progress, should_stop=should_stop)
+        params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
+                  "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
+                  "pack": int(self.pack), "seed": int(self.seed), "n_samples": m, "n_features": d,
+                  "dtype": self.dtype, "iterations": T}
+        checkpointing = None if checkpoint is None else Checkpointing(
+            str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
+        previous = None
+        if resume and checkpoint is not None and comm.bcast(checkpoint_exists(checkpoint), root=0):
+            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype], self.work_bytes)
+        self.resumed_from_ = None if previous is None else previous[1].iteration
         start = MPI.Wtime()
-        self.table_, state, stats = solver.run(shard, labels)
+        self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
+                                                              stop_after_packs)
         seconds = dict(stats.seconds, total=MPI.Wtime() - start)
         self.scale_ = state.scale
         self.n_features_in_ = d

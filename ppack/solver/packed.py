@@ -17,6 +17,7 @@ from mpi4py import MPI
 from ..comm import chunk
 from ..rows import deliver_rows
 from ..table import DEFAULT_WORK_BYTES, SupportVectorTable
+from .checkpoint import write_checkpoint
 from .replay import replay_pack
 from .sampler import RowSampler
 
@@ -37,6 +38,20 @@ class SolverState:
 
 
 @dataclass
+class Checkpointing:
+    """Where and how often the solver saves its state (see ``checkpoint.py``).
+
+    every_seconds: rank 0's clock decides, the decision travels in the pack's second
+    Allreduce; every_packs: counted alike on every rank. ``params`` identify the run.
+    """
+
+    path: str
+    every_seconds: float = None
+    every_packs: int = None
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
 class SolverStats:
     packs: int = 0
     allreduce_calls: int = 0
@@ -51,11 +66,13 @@ class PackedSolver:
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
     ``progress(state, stats, table_size)`` is called on rank 0 about every
-    ``progress_seconds`` (no communication involved).
+    ``progress_seconds`` (no communication involved). When ``should_stop()`` turns true on
+    any rank (a SIGTERM handler sets it), every rank stops after the current pack, writing
+    a checkpoint first when ``checkpointing`` is set.
     """
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
-                 work_bytes=DEFAULT_WORK_BYTES, progress=None, progress_seconds=5.0):
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, progress_seconds=5.0, should_stop=None):
         self.comm = comm
         self.spec = spec
         self.sigma = float(sigma)
@@ -65,19 +82,30 @@ class PackedSolver:
         self.work_bytes = work_bytes
         self.progress = progress
         self.progress_seconds = progress_seconds
+        self.should_stop = should_stop or (lambda: False)
 
-    def run(self, shard, labels):
-        """Train; returns ``(table, state, stats)``. ``labels``: (shard rows,) in {-1, +1}."""
+    def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None):
+        """Train; returns ``(table, state, stats, stopped)``.
+
+        labels: (shard rows,) in {-1, +1}; checkpointing: a ``Checkpointing`` or None;
+        resume: ``(table, state, stats, sampler)`` from ``checkpoint.read_checkpoint``;
+        stop_after_packs: stop (as if asked to) after this many packs of this call.
+        ``stopped`` is True when the run ended early on request.
+        """
         comm = self.comm
         rank, size = comm.Get_rank(), comm.Get_size()
-        table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, self.spec, self.work_bytes)
-        state = SolverState(occupancy=np.zeros(size, dtype=np.int64))
-        stats = SolverStats()
+        if resume is None:
+            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, self.spec, self.work_bytes)
+            state = SolverState(occupancy=np.zeros(size, dtype=np.int64))
+            stats = SolverStats()
+            sampler = RowSampler(shard.n_samples, self.seed)
+        else:
+            table, state, stats, sampler = resume
         seconds = stats.seconds
         collective = _TimedAllreduce(comm, stats)
-        sampler = RowSampler(shard.n_samples, self.seed)
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
-        last_report = time.monotonic()
+        last_report = last_checkpoint = time.monotonic()
+        packs_this_run = 0
 
         while state.iteration < self.iterations:
             r = min(self.pack, self.iterations - state.iteration)
@@ -91,10 +119,16 @@ class PackedSolver:
             left, right = _pairs(r)
             lo, hi = chunk(len(left), rank, size)
             n_pairs = len(left)
-            buf = np.zeros(2 * r + n_pairs)
+            buf = np.zeros(2 * r + n_pairs + 2)
             table.partial_sums(block, buf[:r])
             block.pair_kernels(left[lo:hi], right[lo:hi], self.spec, buf[r + lo:r + hi])
-            buf[r + n_pairs:] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
+            buf[r + n_pairs:2 * r + n_pairs] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
+            # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
+            due = checkpointing is not None and checkpointing.every_seconds is not None and \
+                time.monotonic() - last_checkpoint >= checkpointing.every_seconds
+            buf[-2] = 1.0 if (rank == 0 and due) else 0.0
+            packs_this_run += 1
+            buf[-1] = 1.0 if self.should_stop() or packs_this_run == stop_after_packs else 0.0
             seconds["kernel_sums"] += MPI.Wtime() - t1
 
             collective(buf)  # collective 2
@@ -104,7 +138,7 @@ class PackedSolver:
             pred = state.scale * buf[:r]
             pair = np.empty((r, r))
             pair[left, right] = pair[right, left] = buf[r:r + n_pairs]
-            owners = np.rint(buf[r + n_pairs:]).astype(np.int64) - 1
+            owners = np.rint(buf[r + n_pairs:2 * r + n_pairs]).astype(np.int64) - 1
             coef, loss = np.empty(r), np.empty(r)
             state.scale, state.norm, projections = replay_pack(
                 block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss)
@@ -121,7 +155,14 @@ class PackedSolver:
             if self.progress is not None and rank == 0 and time.monotonic() - last_report >= self.progress_seconds:
                 last_report = time.monotonic()
                 self.progress(state, stats, int(state.occupancy.sum()))
-        return table, state, stats
+            stop = buf[-1] > 0
+            if checkpointing is not None and (stop or buf[-2] > 0 or (
+                    checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
+                write_checkpoint(comm, checkpointing.path, table, state, stats, sampler, checkpointing.params)
+                last_checkpoint = time.monotonic()
+            if stop and state.iteration < self.iterations:
+                return table, state, stats, True
+        return table, state, stats, False
 
     @staticmethod
     def _update_table(table, state, ids, owners, coef, block, rank):

@@ -31,3 +31,17 @@ class RowSampler:
             filled += k
             self._pos += k
         return out
+
+    def state(self):
+        """Everything needed to continue the stream exactly: a dict of JSON-able values and the
+        current block of ids (int64 array)."""
+        return {"n_samples": self.n_samples, "position": self._pos,
+                "bit_generator": self._rng.bit_generator.state}, self._block.copy()
+
+    @classmethod
+    def from_state(cls, state, block):
+        sampler = cls(state["n_samples"], 0)
+        sampler._rng.bit_generator.state = state["bit_generator"]
+        sampler._block = np.asarray(block, dtype=np.int64).copy()
+        sampler._pos = int(state["position"])
+        return sampler

@@ -1,0 +1,64 @@
+"""Checkpoint and resume: a stopped run continues exactly where it stopped."""
+import h5py
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack.errors import PPackError
+from ppack.estimator import PackSVC
+
+from conftest import make_problem
+
+WORLD = MPI.COMM_WORLD
+SELF = MPI.COMM_SELF
+PARAMS = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1200, "pack": 50, "seed": 5}
+
+
+def interrupted_and_resumed(comm, X, y, path):
+    first = PackSVC(comm=comm, **PARAMS).fit(X, y, checkpoint=path, checkpoint_every_packs=4, stop_after_packs=10)
+    assert first.stopped_
+    with h5py.File(path, "r") as f:
+        assert f.attrs["complete"] and f.attrs["iteration"] == 10 * PARAMS["pack"]
+    return PackSVC(comm=comm, **PARAMS).fit(X, y, checkpoint=path, resume=True)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_resume_on_one_rank_equals_an_uninterrupted_run(sparse, tmp_path):
+    X, y = make_problem(500, 8, sparse=sparse, seed=41)
+    full = PackSVC(comm=SELF, **PARAMS).fit(X, y)
+    resumed = interrupted_and_resumed(SELF, X, y, tmp_path / "state.h5")
+    assert resumed.resumed_from_ == 500 and not resumed.stopped_
+    np.testing.assert_array_equal(np.sort(resumed.table_.keys), np.sort(full.table_.keys))
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_resume_on_all_ranks_is_exact_and_other_rank_counts_redistribute(mpi_tmp_path):
+    X, y = make_problem(600, 8, sparse=True, seed=42)
+    path = mpi_tmp_path / "state.h5"
+    full = PackSVC(comm=WORLD, **PARAMS).fit(X, y)
+    resumed = interrupted_and_resumed(WORLD, X, y, path)
+    assert resumed.resumed_from_ == 500
+    # same ranks: every entry back on its rank and slot, so the run continues bit for bit
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+    WORLD.Barrier()
+    # one rank reading the 4-rank checkpoint: entries dealt out again, same model up to rounding
+    on_one = PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=path, resume=True)
+    np.testing.assert_allclose(on_one.decision_function(X), full.decision_function(X), rtol=1e-9, atol=1e-9)
+
+
+def test_resume_refuses_a_checkpoint_of_other_settings(tmp_path):
+    X, y = make_problem(300, 6, seed=43)
+    PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=tmp_path / "s.h5", stop_after_packs=2)
+    with pytest.raises(PPackError, match="gamma=0.2.*gamma=0.3"):
+        PackSVC(comm=SELF, **dict(PARAMS, gamma=0.3)).fit(X, y, checkpoint=tmp_path / "s.h5", resume=True)
+
+
+def test_checkpoint_every_packs_keeps_one_complete_file(tmp_path):
+    X, y = make_problem(300, 6, seed=44)
+    model = PackSVC(comm=SELF, **dict(PARAMS, iterations=600)).fit(X, y, checkpoint=tmp_path / "s.h5",
+                                                                    checkpoint_every_packs=5)
+    assert not model.stopped_
+    with h5py.File(tmp_path / "s.h5", "r") as f:
+        assert f.attrs["complete"] and f.attrs["iteration"] == 500  # the last multiple of 5 packs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]  # no temporary files left
