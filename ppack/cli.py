@@ -7,6 +7,7 @@ an unexpected failure on one rank aborts the whole MPI job (never a hang).
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -68,6 +69,12 @@ def build_parser():
     t.add_argument("--seed", type=int, default=0, help="seed of the shared sampling stream (default 0)")
     t.add_argument("--dtype", choices=["float32", "float64"], default="float64",
                    help="stored feature type; sums are float64 either way (default float64)")
+    ck = t.add_argument_group("checkpoints (packsvm)")
+    ck.add_argument("--checkpoint", help="state file: written atomically every --checkpoint-every, and on SIGTERM")
+    ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
+                    help="seconds (600 or 600s) or packs (50p) between checkpoints (default: only on SIGTERM)")
+    ck.add_argument("--resume", action="store_true",
+                    help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
     lin = t.add_argument_group("linear solvers (--solver other than packsvm)")
     lin.add_argument("--loss", choices=["l1", "l2"], default="l1", help="hinge (l1, default) or squared hinge (l2)")
     lin.add_argument("--p", type=float, default=None, help="alm only: loss power 1 <= p <= 2 (overrides --loss)")
@@ -88,6 +95,17 @@ def build_parser():
     pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
     _add_common(pr)
     return p
+
+
+def _every(text):
+    """'600' or '600s' -> ('seconds', 600.0); '50p' or '50packs' -> ('packs', 50)."""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)(s|p|packs)?", text.strip().lower())
+    if match and float(match[1]) > 0:
+        if match[2] in ("p", "packs") and match[1].isdigit():
+            return "packs", int(match[1])
+        if match[2] in (None, "s"):
+            return "seconds", float(match[1])
+    raise argparse.ArgumentTypeError(f"expected seconds (600, 600s) or packs (50p), got {text!r}")
 
 
 def _add_common(p):
@@ -175,7 +193,19 @@ def run_train(comm, args):
     shard, read_seconds = _read(comm, data, np.dtype(args.dtype))
     say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
         f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} threads")
-    model.fit(shard)
+    every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
+    if (args.checkpoint_every or args.resume) and not args.checkpoint:
+        raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
+    stop = _stop_on_sigterm()
+    model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
+              checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set)
+    if model.resumed_from_ is not None:
+        say(f"resumed from {args.checkpoint} at iteration {model.resumed_from_}")
+    if model.stopped_:
+        say(f"stopped at iteration {model.training_['iterations_done']} of {model.training_['iterations']} "
+            f"(SIGTERM); state saved to {args.checkpoint or 'nowhere (no --checkpoint)'}; "
+            "run the same command with --resume to continue")
+        return
     info = model.training_
     say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
         f"T={info['iterations']}, r={info['pack']}")
@@ -308,6 +338,17 @@ def run_predict(comm, args):
         "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
         "n_samples": shard.n_samples, "model": described, "seconds": seconds,
         "test_accuracy": accuracy})
+
+
+def _stop_on_sigterm():
+    """An event set by SIGTERM (what SLURM sends at the time limit): the solver then stops
+    after its current pack on every rank and writes its checkpoint."""
+    import signal
+    import threading
+
+    event = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: event.set())
+    return event
 
 
 def _accuracy(model, decisions, labels):

@@ -139,7 +139,8 @@ class PackSVC:
         self.n_support_ = int(state.occupancy.sum())
         self.stats_ = stats
         self.training_ = {
-            "n_samples": m, "iterations": T, "pack": int(self.pack), "ranks": comm.Get_size(),
+            "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
+            "ranks": comm.Get_size(),
             "seed": int(self.seed), "packs": stats.packs, "projections": stats.projections,
             "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype,
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,

@@ -62,3 +62,51 @@ def test_checkpoint_every_packs_keeps_one_complete_file(tmp_path):
     with h5py.File(tmp_path / "s.h5", "r") as f:
         assert f.attrs["complete"] and f.attrs["iteration"] == 500  # the last multiple of 5 packs
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]  # no temporary files left
+
+
+def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path, rank0_launcher):
+    """SLURM's time limit, for real: SIGTERM to one rank of a 4-rank job stops every rank
+    after the current pack with a complete checkpoint; --resume then finishes the run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ppack.data.hdf5 import write_dataset
+
+    from conftest import clean_mpi_env, mpiexec, run_ppack
+
+    X, y = make_problem(3000, 20, seed=45)
+    write_dataset(tmp_path / "train.h5", X, y)
+    args = ["train", "--data", tmp_path / "train.h5", "--iterations", "2000000", "--pack", "20",
+            "--checkpoint", tmp_path / "state.h5", "--model", tmp_path / "model.h5"]
+    cmd = [mpiexec(), "-n", "4", sys.executable, "-m", "ppack", *map(str, args)]
+    job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        ranks = []
+        while time.monotonic() < deadline and len(ranks) < 4:  # the 4 python ranks under mpiexec
+            found = subprocess.run(["pgrep", "-f", f"-m ppack train .*{tmp_path}"], capture_output=True,
+                                   text=True).stdout
+            ranks = [int(pid) for pid in found.split() if int(pid) != job.pid]
+            time.sleep(0.5)
+        time.sleep(8)  # let training get going (numba cache load, first packs)
+        assert job.poll() is None, job.communicate()
+        os.kill(ranks[-1], signal.SIGTERM)
+        out, err = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, err
+    assert "stopped at iteration" in out and "--resume" in out
+    assert not (tmp_path / "model.h5").exists()
+    with h5py.File(tmp_path / "state.h5", "r") as f:
+        assert f.attrs["complete"]
+        stopped_at = int(f.attrs["iteration"])
+    assert 0 < stopped_at < 2_000_000
+    args[args.index("2000000")] = str(stopped_at + 200)  # finish quickly
+    done = run_ppack(args + ["--resume"])
+    assert done.returncode == 0, done.stderr
+    assert f"resumed from {tmp_path / 'state.h5'} at iteration {stopped_at}" in done.stdout
+    assert (tmp_path / "model.h5").exists()
