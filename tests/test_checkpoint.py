@@ -87,7 +87,7 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path, rank0_launche
         deadline = time.monotonic() + 120
         ranks = []
         while time.monotonic() < deadline and len(ranks) < 4:  # the 4 python ranks under mpiexec
-            found = subprocess.run(["pgrep", "-f", f"-m ppack train .*{tmp_path}"], capture_output=True,
+            found = subprocess.run(["pgrep", "-f", "--", f"-m ppack train .*{tmp_path}"], capture_output=True,
                                    text=True).stdout
             ranks = [int(pid) for pid in found.split() if int(pid) != job.pid]
             time.sleep(0.5)
