@@ -66,6 +66,10 @@ def build_parser():
     it.add_argument("--epochs", type=float, default=1.0, help="T = epochs * n_samples (default 1)")
     it.add_argument("--iterations", type=int, default=None, help="T, the number of SGD iterations")
     t.add_argument("--pack", type=int, default=100, help="r, iterations per pack (default 100)")
+    t.add_argument("--tol", type=float, default=None,
+                   help="stop before T when the mean hinge loss of the last --tol-window sampled rows "
+                        "changes by at most this fraction from the window before (default: run T iterations)")
+    t.add_argument("--tol-window", type=int, default=1000, help="rows per window of --tol (default 1000)")
     t.add_argument("--seed", type=int, default=0, help="seed of the shared sampling stream (default 0)")
     t.add_argument("--dtype", choices=["float32", "float64"], default="float64",
                    help="stored feature type; sums are float64 either way (default float64)")
@@ -114,6 +118,8 @@ def _add_common(p):
                    help="numba/BLAS threads per rank (default: NUMBA_NUM_THREADS or OMP_NUM_THREADS if "
                         "set, else this node's cores divided by its ranks)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--log-every", type=float, default=30.0,
+                   help="seconds between progress lines when not on a terminal (default 30)")
 
 
 def main(argv=None):
@@ -187,8 +193,8 @@ def run_train(comm, args):
     data, test = _train_data(comm, args, say)
     model = PackSVC(kernel=args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0, C=args.C,
                     sigma=args.sigma, epochs=args.epochs, iterations=args.iterations, pack=args.pack,
-                    seed=args.seed, dtype=args.dtype, bias=args.bias, comm=comm,
-                    progress=None if args.quiet else _progress_printer())
+                    seed=args.seed, dtype=args.dtype, bias=args.bias, tol=args.tol, tol_window=args.tol_window,
+                    comm=comm, progress=None if args.quiet or comm.Get_rank() else _progress(args.log_every))
     run_collectively(comm, model._check_params)
     shard, read_seconds = _read(comm, data, np.dtype(args.dtype))
     say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
@@ -199,6 +205,8 @@ def run_train(comm, args):
     stop = _stop_on_sigterm()
     model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
               checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set)
+    if model.progress is not None:
+        model.progress.close()
     if model.resumed_from_ is not None:
         say(f"resumed from {args.checkpoint} at iteration {model.resumed_from_}")
     if model.stopped_:
@@ -210,7 +218,8 @@ def run_train(comm, args):
     say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
         f"T={info['iterations']}, r={info['pack']}")
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
-        f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs")
+        f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
+        + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
     metrics = {"command": "train", "ranks": comm.Get_size(), "threads_per_rank": threads,
                "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features,
                "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
@@ -403,10 +412,13 @@ def _write_metrics(comm, path, metrics):
         run_collectively(comm, lambda: None)
 
 
-def _progress_printer():
-    start = time.monotonic()
+def _progress(log_every):
+    """Rank 0's progress callback for the solver: a bar on a terminal, log lines otherwise."""
+    from .progress import Progress
 
-    def show(state, stats, n_support):
-        print(f"  iteration {state.iteration}, {n_support} support vectors, moving hinge loss "
-              f"{stats.hinge_moving_average:.4f}, {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+    bar = Progress(log_every=log_every)
+
+    def show(state, stats, n_support, total):
+        bar.update(state.iteration, total, n_support, stats.hinge_moving_average)
+    show.close = bar.close
     return show

@@ -26,14 +26,15 @@ class PackSVC:
 
     Parameters mirror the CLI: kernel, gamma (None: 1 / n_features), degree, coef0,
     C or sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T), pack (r),
-    seed, dtype of stored features, bias (adds a regularised bias term: K + 1).
+    seed, dtype of stored features, bias (adds a regularised bias term: K + 1), tol and
+    tol_window (stop early when the windowed mean hinge loss is stable; paper section V).
     Fitted attributes: ``classes_`` (negative, positive label), ``table_`` (this rank's
     support vectors), ``scale_``, ``sigma_``, ``C_``, ``n_features_in_``, ``stats_``.
     """
 
     def __init__(self, kernel="rbf", gamma=None, degree=3, coef0=0.0, C=None, sigma=None,
                  epochs=1.0, iterations=None, pack=100, seed=0, dtype="float64", bias=False,
-                 comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
+                 tol=None, tol_window=1000, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -46,6 +47,8 @@ class PackSVC:
         self.seed = seed
         self.dtype = dtype
         self.bias = bias
+        self.tol = tol
+        self.tol_window = tol_window
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -66,6 +69,8 @@ class PackSVC:
         positive("epochs", self.epochs)
         positive("iterations", self.iterations, int)
         positive("pack", self.pack, int)
+        positive("tol", self.tol)
+        positive("tol_window", self.tol_window, int)
         if self.dtype not in DTYPES:
             raise PPackError(f"dtype: expected one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
@@ -119,7 +124,8 @@ class PackSVC:
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, self.seed,
-                              self.work_bytes, self.progress, should_stop=should_stop)
+                              self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
+                              tol_window=self.tol_window)
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": int(self.seed), "n_samples": m, "n_features": d,
@@ -142,6 +148,7 @@ class PackSVC:
             "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
             "ranks": comm.Get_size(),
             "seed": int(self.seed), "packs": stats.packs, "projections": stats.projections,
+            "converged": stats.converged,
             "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype,
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in seconds.items()},

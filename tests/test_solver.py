@@ -142,3 +142,12 @@ def test_any_two_label_values_map_to_the_classes():
     np.testing.assert_array_equal(model.classes_, [3.0, 7.0])
     assert set(np.unique(model.predict(X))) <= {3.0, 7.0}
     assert model.score(X, y) > 0.7
+
+
+def test_tol_stops_when_the_windowed_hinge_loss_is_stable():
+    X, y = make_problem(2000, 6, seed=12)
+    capped = fitted(X, y, iterations=20000, pack=100, tol=0.05, tol_window=500)
+    assert capped.training_["converged"] and capped.training_["iterations_done"] < 20000
+    assert capped.training_["iterations_done"] % 500 == 0  # decided at a window boundary
+    never = fitted(X, y, iterations=3000, pack=100, tol=1e-12, tol_window=500)
+    assert not never.training_["converged"] and never.training_["iterations_done"] == 3000

@@ -58,6 +58,7 @@ class SolverStats:
     projections: int = 0
     hinge_moving_average: float = float("nan")
     seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    converged: bool = False
 
 
 class PackedSolver:
@@ -65,14 +66,17 @@ class PackedSolver:
 
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
-    ``progress(state, stats, table_size)`` is called on rank 0 about every
-    ``progress_seconds`` (no communication involved). When ``should_stop()`` turns true on
+    ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
+    communication involved). ``tol``: the paper's convergence test (section V): stop when
+    the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
+    window before by at most ``tol`` relative (every rank sees the same losses, so all
+    stop together). When ``should_stop()`` turns true on
     any rank (a SIGTERM handler sets it), every rank stops after the current pack, writing
     a checkpoint first when ``checkpointing`` is set.
     """
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
-                 work_bytes=DEFAULT_WORK_BYTES, progress=None, progress_seconds=5.0, should_stop=None):
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000):
         self.comm = comm
         self.spec = spec
         self.sigma = float(sigma)
@@ -81,7 +85,8 @@ class PackedSolver:
         self.seed = seed
         self.work_bytes = work_bytes
         self.progress = progress
-        self.progress_seconds = progress_seconds
+        self.tol = tol
+        self.tol_window = int(tol_window)
         self.should_stop = should_stop or (lambda: False)
 
     def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None):
@@ -104,11 +109,13 @@ class PackedSolver:
         seconds = stats.seconds
         collective = _TimedAllreduce(comm, stats)
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
-        last_report = last_checkpoint = time.monotonic()
+        last_checkpoint = time.monotonic()
         packs_this_run = 0
+        window = _LossWindows(self.tol_window)
 
-        while state.iteration < self.iterations:
-            r = min(self.pack, self.iterations - state.iteration)
+        limit = self.iterations
+        while state.iteration < limit:
+            r = min(self.pack, limit - state.iteration)
             ids = sampler.take(r)
             t0 = MPI.Wtime()
             block = deliver_rows(comm, shard, labels, ids, self.spec, allreduce=collective)  # collective 1
@@ -152,15 +159,17 @@ class PackedSolver:
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
-            if self.progress is not None and rank == 0 and time.monotonic() - last_report >= self.progress_seconds:
-                last_report = time.monotonic()
-                self.progress(state, stats, int(state.occupancy.sum()))
+            if self.progress is not None and rank == 0:
+                self.progress(state, stats, int(state.occupancy.sum()), limit)
+            if self.tol is not None and window.add(loss) and window.stable(self.tol):
+                stats.converged = True
+                limit = state.iteration
             stop = buf[-1] > 0
             if checkpointing is not None and (stop or buf[-2] > 0 or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
                 write_checkpoint(comm, checkpointing.path, table, state, stats, sampler, checkpointing.params)
                 last_checkpoint = time.monotonic()
-            if stop and state.iteration < self.iterations:
+            if stop and state.iteration < limit:
                 return table, state, stats, True
         return table, state, stats, False
 
@@ -211,6 +220,32 @@ class _TimedAllreduce:
 def _pairs(r):
     """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
     return np.triu_indices(r)
+
+
+class _LossWindows:
+    """Means of the hinge loss over consecutive windows of ``size`` sampled rows."""
+
+    def __init__(self, size):
+        self.size = size
+        self.total = 0.0
+        self.count = 0
+        self.means = []
+
+    def add(self, losses):
+        """Add a pack's losses; True when a window was completed by them."""
+        self.total += float(np.sum(losses))
+        self.count += len(losses)
+        if self.count < self.size:
+            return False
+        self.means.append(self.total / self.count)
+        self.total, self.count = 0.0, 0
+        return True
+
+    def stable(self, tol):
+        if len(self.means) < 2:
+            return False
+        old, new = self.means[-2:]
+        return abs(new - old) <= tol * max(abs(old), 1e-12)
 
 
 def _moving_average(previous, values, weight):

@@ -1,0 +1,65 @@
+"""Progress of long training runs, shown by rank 0 without any communication.
+
+On a terminal: one status line redrawn in place (bar, iterations, rate, ETA, support
+vectors, moving hinge loss). Elsewhere (SLURM logs, pipes): a plain line every
+``log_every`` seconds.
+"""
+import sys
+import time
+
+BAR_WIDTH = 24
+
+
+class Progress:
+    """Call ``update(iteration, total, support_vectors, hinge)`` often; ``close()`` at the end."""
+
+    def __init__(self, stream=None, log_every=30.0, interactive=None):
+        self.stream = sys.stderr if stream is None else stream
+        self.interactive = self.stream.isatty() if interactive is None else interactive
+        self.interval = 0.2 if self.interactive else float(log_every)
+        self.start = time.monotonic()
+        self.last = self.start
+        self.first_iteration = None
+        self.drawn = False
+
+    def update(self, iteration, total, support_vectors, hinge):
+        now = time.monotonic()
+        if self.first_iteration is None:
+            self.first_iteration = iteration  # a resumed run starts past 0
+        if now - self.last < self.interval:
+            return
+        self.last = now
+        elapsed = now - self.start
+        done = iteration - self.first_iteration
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (total - iteration) / rate if rate > 0 else float("inf")
+        status = (f"{iteration}/{total} it ({100 * iteration / total:.0f}%), {_si(rate)} it/s, "
+                  f"ETA {_duration(eta)}, {support_vectors} SVs, hinge {hinge:.4f}")
+        if self.interactive:
+            filled = int(BAR_WIDTH * iteration / total)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {status}\033[K")
+            self.drawn = True
+        else:
+            self.stream.write(f"  {_duration(elapsed)}: {status}\n")
+        self.stream.flush()
+
+    def close(self):
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _si(value):
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.1f}{unit}"
+    return f"{value:.0f}"
+
+
+def _duration(seconds):
+    if seconds == float("inf"):
+        return "?"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
