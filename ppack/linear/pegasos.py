@@ -1,0 +1,115 @@
+"""Linear Pegasos (Shalev-Shwartz et al.): the linear case of the P-packSVM core.
+
+Pegasos minimises sigma/2 ||w~||^2 + 1/n sum_i max(0, 1 - y_i w~ . phi~(x_i)) with
+sigma = 1/(n C), which is the shared problem divided by n C (w~ = [w, b], phi~ = [phi, 1]).
+Step t draws a row uniformly, then
+
+    w~ <- (1 - 1/t) w~ + [y w~.phi~(x) < 1] y/(sigma t) phi~(x),
+    w~ <- min(1, 1/sqrt(sigma ||w~||^2)) w~,
+
+with w~ = s v (Figure 2 of the P-packSVM paper): scaling touches only s, the update only
+the non-zeros of phi(x), and ||w~||^2 is carried along (recomputed every epoch against
+drift). Only the hinge loss ("l1") is supported.
+"""
+import math
+import time
+
+import numpy as np
+from numba import njit
+
+from .dcd import MAX_ROWS, _rand_below, check_block, check_common, check_number, check_start
+from .features import _add, _dot, _row, _sqnorms, as_rows
+from .problem import LinearSolution
+
+_TINY_SCALE = 1e-9  # fold s into v below this, long before v could overflow
+
+
+@njit(cache=True)
+def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, bias, sqn, sigma, t0, epochs,
+             rng, s, norm):
+    """epochs * n_dual Pegasos steps numbered t0+1, t0+2, ... on w~ = s [v, vb[0]].
+
+    sqn[r] = ||phi(x_r)||^2. Returns (s, ||w~||^2, projections).
+    """
+    n_dual = sqn.shape[0]
+    projections = 0
+    t = t0
+    for _ in range(epochs):
+        for _ in range(n_dual):
+            t += 1
+            r = _rand_below(rng, n_dual)
+            i, shift = (r, 0) if n_virtual == 1 else (r // n_virtual, r % n_virtual)
+            idx, val = _row(i, indptr, indices, values, dense)
+            margin = y[i] * s * (_dot(kind, params, idx, val, v, shift) + vb[0] * bias)
+            keep = 1.0 - 1.0 / t
+            if keep == 0.0:  # step 1 forgets w~ entirely
+                v[:] = 0.0
+                vb[0] = 0.0
+                s, norm = 1.0, 0.0
+            else:
+                s *= keep
+                norm *= keep * keep
+            if margin < 1.0:
+                eta = 1.0 / (sigma * t)
+                norm += 2.0 * eta * keep * margin + eta * eta * (sqn[r] + bias)
+                _add(kind, params, idx, val, v, y[i] * eta / s, shift)
+                vb[0] += y[i] * eta / s * bias
+            if norm * sigma > 1.0:
+                s /= math.sqrt(sigma * norm)
+                norm = 1.0 / sigma
+                projections += 1
+            if s < _TINY_SCALE:
+                v *= s
+                vb[0] *= s
+                s = 1.0
+        norm = s * s * (np.dot(v, v) + vb[0] * vb[0])
+    return s, norm, projections
+
+
+def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w0=None, b0=0.0, alpha0=None,
+          epochs=10, t0=None, feature_map=None):
+    """Pegasos on one block; returns a LinearSolution with alpha=None.
+
+    X (n, d) CSR or dense, y (n,) in {-1, +1}; epochs * n steps (n counts virtual rows under
+    a shifts map). tol is not used (Pegasos runs a fixed number of steps); max_epochs, when
+    given, caps epochs. w0 (n_out,) / b0 warm-start w~; the steps are then numbered from
+    t0 + 1 with t0 = n by default, so the first step keeps n/(n+1) of w0 (t0 = 0 would wipe
+    it). feature_map: a FeatureMap (or name), applied on demand as in dcd.
+    """
+    y = check_block(X, y)
+    n, d = X.shape
+    if loss != "l1":
+        raise ValueError(f"loss: pegasos optimises the hinge loss only; expected 'l1', got {loss!r}")
+    C, seed, fmap = check_common(C, loss, bias, seed, feature_map, d)
+    if tol is not None:
+        check_number("tol", tol, 0.0)
+    epochs = check_number("epochs", epochs, 1, integer=True)
+    if max_epochs is not None:
+        epochs = min(epochs, check_number("max_epochs", max_epochs, 1, integer=True))
+    if alpha0 is not None:
+        raise ValueError("alpha0: pegasos has no dual variables; expected None")
+    n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
+    n_dual = n * n_virtual
+    if n_dual > MAX_ROWS:
+        raise ValueError(f"X: at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
+    w0, b0 = check_start(w0, b0, bias, n_out)
+    if t0 is None:
+        t0 = 0 if w0 is None else n_dual
+    t0 = check_number("t0", t0, 0, 2**62, integer=True)
+
+    indptr, indices, values, dense = as_rows(X)
+    bias_value = 1.0 if bias else 0.0
+    v = np.zeros(n_out) if w0 is None else w0
+    vb = np.array([b0 if bias else 0.0])
+    sqn = np.empty(n_dual)
+    _sqnorms(indptr, indices, values, dense, fmap.kind, params, n_virtual, 0.0, sqn)
+    sigma = 1.0 / (n_dual * C)
+    norm = float(v @ v + vb[0] ** 2)
+    rng = np.array([seed], dtype=np.uint64)
+
+    start = time.perf_counter()
+    s, norm, projections = _pegasos(indptr, indices, values, dense, y, fmap.kind, params, n_virtual, v, vb,
+                                    bias_value, sqn, sigma, t0, epochs, rng, 1.0, norm)
+    info = {"steps": epochs * n_dual, "t_end": t0 + epochs * n_dual, "sigma": sigma, "projections": int(projections),
+            "seconds": time.perf_counter() - start, "feature_map": fmap.name}
+    return LinearSolution(w=s * v, b=float(s * vb[0]), alpha=None, iterations=epochs, info=info)
