@@ -1,0 +1,478 @@
+"""LLSVM: dual coordinate ascent with harsh shrinking and an on-disk active set.
+
+Alrajeh, Takeda and Niranjan, "Memory-efficient large-scale linear support vector
+machine" (Algorithm 2):
+
+1. One pass of dual coordinate ascent over all rows (Algorithm 1's update, step
+   1 / (x~_i . x~_i)). A row whose alpha ends the update at a bound (alpha = 0, or
+   alpha = U with U = C for the hinge loss) is dropped for good; the others, the
+   active set, are appended to a binary file.
+2. Outer iterations over the file: the records whose alpha is still strictly inside
+   (0, U) are read, at most ``max_block_rows`` at a time (so the number of blocks
+   follows the active set size), each block gets ``inner_iterations`` shuffled sweeps
+   (the paper's N) and is then dropped from memory. A row that reaches a bound is
+   not read again, so the active set only shrinks. The outer loop stops when the
+   spread of projected gradients met in the active set, max - min over the rows read
+   in an outer iteration (each at its first visit), is below ``tol``.
+
+Two options go beyond the paper; their defaults follow it. ``reshrink=False`` reads
+every record in each outer iteration; ``full_passes`` > 1 runs the whole algorithm again
+from a new pass over all rows, warm-started where the previous run ended, so that rows
+dropped too early (at alpha = 0 while w was still far from the optimum) come back.
+
+Bias. The paper appends a constant feature tau to every row, x~ = [x, tau], and solves
+the SVM without bias in that space (tau = R = max_i ||x_i|| in its experiments). With
+w~ = [w, w_tau] the decision is w . x + tau w_tau, so this module returns b = tau w_tau;
+the problem solved is then min 1/2 (||w||^2 + b^2 / tau^2) + C sum loss, which is the
+shared problem (and ``liblinear -B 1``) only for tau = 1. Hence ``tau=1.0`` is the
+default; ``tau="radius"`` gives the paper's choice R for this block of rows.
+
+Loss. "l1" (hinge) as in the paper; "l2" (squared hinge) is the usual extension of the
+same dual: U = inf and alpha_i^2 / (4 C) subtracted, i.e. D_ii = 1 / (2 C) added to
+x~_i . x~_i; only alpha = 0 is a bound then.
+
+Record layout (native byte order, no padding): label float64, nnz int32, indices
+int32[nnz], values float64[nnz]: 12 + 12 nnz bytes. The file lives in ``workdir``
+(default: the system temporary directory) and is removed when ``solve`` returns or
+raises.
+"""
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from .problem import LinearSolution
+
+HEADER_BYTES = 12  # label float64 + nnz int32
+PAIR_BYTES = 12  # index int32 + value float64
+WRITE_CHUNK_ROWS = 16384  # rows serialised per write of the first pass
+
+
+# ---------------------------------------------------------------- numba cores
+
+
+@njit(cache=True)
+def _sweep_csr(indptr, indices, data, labels, rows, order, alpha, w, tau, diag, upper):
+    """One pass of Algorithm 1's update over the CSR rows ``order`` of a block.
+
+    Block row k is global row rows[k] (its alpha) with label labels[k]. w has length
+    d + 1, its last entry the weight of the constant feature tau (tau = 0: no bias).
+    Updates alpha and w in place; returns (max, min) of the projected gradients seen.
+    """
+    d = w.shape[0] - 1
+    pg_max = -np.inf
+    pg_min = np.inf
+    for t in range(order.shape[0]):
+        k = order[t]
+        i = rows[k]
+        yk = labels[k]
+        a = indptr[k]
+        b = indptr[k + 1]
+        dot = w[d] * tau
+        qii = tau * tau + diag
+        for p in range(a, b):
+            v = data[p]
+            dot += w[indices[p]] * v
+            qii += v * v
+        old = alpha[i]
+        g = 1.0 - yk * dot - diag * old  # dual gradient (ascent direction)
+        pg = g
+        if old <= 0.0:
+            pg = max(g, 0.0)
+        elif old >= upper:
+            pg = min(g, 0.0)
+        pg_max = max(pg_max, pg)
+        pg_min = min(pg_min, pg)
+        if qii > 0.0:
+            new = min(upper, max(0.0, old + g / qii))
+        else:  # an all-zero row without bias: g = 1, the dual is linear in alpha_i
+            new = upper
+        delta = new - old
+        if delta != 0.0:
+            alpha[i] = new
+            s = delta * yk
+            for p in range(a, b):
+                w[indices[p]] += s * data[p]
+            w[d] += s * tau
+    return pg_max, pg_min
+
+
+@njit(cache=True)
+def _sweep_dense(X, labels, rows, order, alpha, w, tau, diag, upper):
+    """``_sweep_csr`` for a dense block X (m, d)."""
+    d = w.shape[0] - 1
+    pg_max = -np.inf
+    pg_min = np.inf
+    for t in range(order.shape[0]):
+        k = order[t]
+        i = rows[k]
+        yk = labels[k]
+        dot = w[d] * tau
+        qii = tau * tau + diag
+        for j in range(d):
+            v = X[k, j]
+            dot += w[j] * v
+            qii += v * v
+        old = alpha[i]
+        g = 1.0 - yk * dot - diag * old
+        pg = g
+        if old <= 0.0:
+            pg = max(g, 0.0)
+        elif old >= upper:
+            pg = min(g, 0.0)
+        pg_max = max(pg_max, pg)
+        pg_min = min(pg_min, pg)
+        if qii > 0.0:
+            new = min(upper, max(0.0, old + g / qii))
+        else:
+            new = upper
+        delta = new - old
+        if delta != 0.0:
+            alpha[i] = new
+            s = delta * yk
+            for j in range(d):
+                w[j] += s * X[k, j]
+            w[d] += s * tau
+    return pg_max, pg_min
+
+
+@njit(cache=True)
+def _pack_csr(indptr, indices, data, labels, rows, out):
+    """Serialise CSR rows ``rows`` (with labels[rows]) into the byte buffer ``out``."""
+    label = np.empty(1, np.float64)
+    count = np.empty(1, np.int32)
+    pos = 0
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        a = indptr[i]
+        nnz = indptr[i + 1] - a
+        label[0] = labels[i]
+        count[0] = nnz
+        out[pos:pos + 8] = label.view(np.uint8)
+        out[pos + 8:pos + 12] = count.view(np.uint8)
+        pos += HEADER_BYTES
+        out[pos:pos + 4 * nnz] = indices[a:a + nnz].view(np.uint8)
+        pos += 4 * nnz
+        out[pos:pos + 8 * nnz] = data[a:a + nnz].view(np.uint8)
+        pos += 8 * nnz
+
+
+@njit(cache=True)
+def _pack_dense(X, labels, rows, out):
+    """Serialise the nonzeros of dense rows ``rows`` into the byte buffer ``out``."""
+    d = X.shape[1]
+    label = np.empty(1, np.float64)
+    count = np.empty(1, np.int32)
+    idx = np.empty(d, np.int32)
+    val = np.empty(d, np.float64)
+    pos = 0
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        nnz = 0
+        for j in range(d):
+            if X[i, j] != 0.0:
+                idx[nnz] = j
+                val[nnz] = X[i, j]
+                nnz += 1
+        label[0] = labels[i]
+        count[0] = nnz
+        out[pos:pos + 8] = label.view(np.uint8)
+        out[pos + 8:pos + 12] = count.view(np.uint8)
+        pos += HEADER_BYTES
+        out[pos:pos + 4 * nnz] = idx[:nnz].view(np.uint8)
+        pos += 4 * nnz
+        out[pos:pos + 8 * nnz] = val[:nnz].view(np.uint8)
+        pos += 8 * nnz
+
+
+@njit(cache=True)
+def _unpack(buf, labels, indptr, indices, data):
+    """Parse len(labels) consecutive records of ``buf`` into a CSR block (preallocated)."""
+    count = np.empty(1, np.int32)
+    pos = 0
+    nz = 0
+    indptr[0] = 0
+    for k in range(labels.shape[0]):
+        labels[k:k + 1].view(np.uint8)[:] = buf[pos:pos + 8]
+        count.view(np.uint8)[:] = buf[pos + 8:pos + 12]
+        nnz = count[0]
+        pos += HEADER_BYTES
+        indices[nz:nz + nnz].view(np.uint8)[:] = buf[pos:pos + 4 * nnz]
+        pos += 4 * nnz
+        data[nz:nz + nnz].view(np.uint8)[:] = buf[pos:pos + 8 * nnz]
+        pos += 8 * nnz
+        nz += nnz
+        indptr[k + 1] = nz
+
+
+# ---------------------------------------------------------------- the active-set file
+
+
+def _write_rows(f, X, y, rows):
+    """Append rows ``rows`` of X (CSR or dense) as records; returns their nnz counts."""
+    if sp.issparse(X):
+        nnz = (X.indptr[rows + 1] - X.indptr[rows]).astype(np.int64)
+    else:
+        nnz = np.count_nonzero(X[rows], axis=1).astype(np.int64)
+    out = np.empty(int(HEADER_BYTES * rows.size + PAIR_BYTES * nnz.sum()), np.uint8)
+    if sp.issparse(X):
+        _pack_csr(X.indptr, X.indices, X.data, y, rows, out)
+    else:
+        _pack_dense(X, y, rows, out)
+    f.write(memoryview(out))
+    return nnz
+
+
+def _write_active_set(f, X, y, kept):
+    """Overwrite the file with rows ``kept``; returns the records' byte offsets (len + 1,)."""
+    f.seek(0)
+    f.truncate()
+    offsets = np.zeros(kept.size + 1, np.int64)
+    for s in range(0, kept.size, WRITE_CHUNK_ROWS):
+        nnz = _write_rows(f, X, y, kept[s:s + WRITE_CHUNK_ROWS])
+        offsets[s + 1:s + 1 + nnz.size] = HEADER_BYTES + PAIR_BYTES * nnz
+    f.flush()
+    return np.cumsum(offsets, out=offsets)
+
+
+def _load_block(f, offsets, ids):
+    """Read records ``ids`` (ascending) of the file; returns (labels, indptr, indices, data).
+
+    offsets (records + 1,) are the records' byte offsets. Runs of consecutive records
+    are read with one call each, straight into the block's byte buffer, so nothing but
+    the requested records is held.
+    """
+    starts = offsets[ids]
+    ends = offsets[ids + 1]
+    buf = np.empty(int(np.sum(ends - starts)), np.uint8)
+    view = memoryview(buf)
+    cuts = np.flatnonzero(np.diff(ids) != 1) + 1
+    pos = 0
+    for first, last in zip(np.r_[0, cuts], np.r_[cuts, ids.size]):
+        size = int(ends[last - 1] - starts[first])
+        f.seek(int(starts[first]))
+        if f.readinto(view[pos:pos + size]) != size:
+            raise OSError(f"active-set file ended early: record at byte {starts[first]} is cut short")
+        pos += size
+    m = ids.size
+    nnz = (buf.size - HEADER_BYTES * m) // PAIR_BYTES
+    labels = np.empty(m, np.float64)
+    indptr = np.empty(m + 1, np.int64)
+    indices = np.empty(nnz, np.int32)
+    data = np.empty(nnz, np.float64)
+    _unpack(buf, labels, indptr, indices, data)
+    return labels, indptr, indices, data
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _positive(name, value):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
+    if not (v > 0.0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
+
+
+def _count(name, value, minimum, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        extra = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be an integer >= {minimum}{extra}, got {value!r}")
+    return int(value)
+
+
+def _check_data(X, y):
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if X.dtype != np.float64 or X.indices.dtype != np.int32 or not X.has_sorted_indices:
+            X = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32),
+                               X.indptr.astype(np.int64)), shape=X.shape)
+            X.sort_indices()
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-d array or a scipy sparse matrix, got {X.ndim} dimensions")
+        X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+    if not np.all((y == 1.0) | (y == -1.0)):
+        raise ValueError(f"y must hold labels in {{-1, +1}}, got values {np.unique(y)[:5]}")
+    return X, y
+
+
+def _row_radius(X):
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
+    return float(np.sqrt(sq.max())) if sq.size else 0.0
+
+
+# ---------------------------------------------------------------- the solver
+
+
+def _block_phase(f, offsets, kept, sweep_args, rng, tol, max_outer, inner_iterations,
+                 max_block_rows, reshrink, info):
+    """Algorithm 2, lines 9-21: outer iterations over the active-set file.
+
+    Runs at most ``max_outer`` outer iterations; returns how many it ran and records
+    the active set sizes, blocks and the last gap in ``info``.
+    """
+    alpha, upper = sweep_args[0], sweep_args[4]
+    block_rows = max_block_rows or max(kept.size, 1)
+    outer = 0
+    while outer < max_outer:
+        if reshrink:
+            ids = np.flatnonzero((alpha[kept] > 0.0) & (alpha[kept] < upper))
+        else:
+            ids = np.arange(kept.size)
+        info["active_history"].append(int(ids.size))
+        if ids.size == 0:
+            info["gap"] = 0.0
+            return outer, True
+        outer += 1
+        pg_max, pg_min = -np.inf, np.inf
+        blocks = 0
+        for s in range(0, ids.size, block_rows):
+            block = ids[s:s + block_rows]
+            labels, indptr, indices, data = _load_block(f, offsets, block)
+            rows = kept[block]
+            blocks += 1
+            info["rows_loaded"] += labels.size
+            info["max_rows_loaded"] = max(info["max_rows_loaded"], labels.size)
+            for sweep in range(inner_iterations):
+                hi, lo = _sweep_csr(indptr, indices, data, labels, rows,
+                                    rng.permutation(block.size), *sweep_args)
+                if sweep == 0:
+                    pg_max, pg_min = max(pg_max, hi), min(pg_min, lo)
+            del labels, indptr, indices, data  # the paper's "remove all data points from memory"
+        info["blocks_history"].append(blocks)
+        info["gap"] = float(pg_max - pg_min)
+        if info["gap"] < tol:
+            return outer, True
+    return outer, False
+
+
+def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0=None, b0=0.0,
+          alpha0=None, inner_iterations=10, max_block_rows=None, workdir=None, tau=1.0,
+          shuffle_first_pass=True, reshrink=True, full_passes=1):
+    """Train on one block of rows with LLSVM (harsh shrinking + block optimisation).
+
+    X (n, d) CSR or dense, y (n,) in {-1, +1}. ``max_epochs`` bounds the outer
+    iterations over the active set that follow a pass over all rows; ``iterations``
+    counts both kinds of pass. ``tol`` bounds the projected-gradient spread (LIBLINEAR's
+    dual criterion) over the active set.
+    Warm start: alpha0 (n,) the rows' previous duals; w0 (d,), b0 the model to update in
+    place of sum_i alpha_i y_i x~_i (it may contain other blocks' contributions);
+    without w0 the model is rebuilt from alpha0.
+
+    Options: ``inner_iterations`` sweeps per loaded block (the paper's N);
+    ``max_block_rows`` most rows loaded at once (None: the whole active set);
+    ``workdir`` folder of the active-set file; ``tau`` value of the constant bias
+    feature, a number or "radius" (see the module docstring); ``shuffle_first_pass``
+    visit rows in random order in the pass over all rows (False: row order, as the
+    paper reads its file); ``reshrink`` skip file rows that reached a bound (the
+    paper; False reads every record each outer iteration). ``full_passes`` (not in
+    the paper, which runs 1): how many times the whole algorithm runs, each from a new
+    pass over all rows that starts where the previous run ended, so rows dropped too
+    early come back; it stops early once such a pass finds the projected-gradient
+    spread over all rows below ``tol``.
+    """
+    started = time.perf_counter()
+    X, y = _check_data(X, y)
+    n, d = X.shape
+    C = _positive("C", C)
+    if loss not in ("l1", "l2"):
+        raise ValueError(f"loss must be 'l1' or 'l2', got {loss!r}")
+    tol = _positive("tol", tol)
+    max_epochs = _count("max_epochs", max_epochs, 1)
+    inner_iterations = _count("inner_iterations", inner_iterations, 1)
+    max_block_rows = _count("max_block_rows", max_block_rows, 1, allow_none=True)
+    full_passes = _count("full_passes", full_passes, 1)
+    if workdir is not None and not os.path.isdir(workdir):
+        raise ValueError(f"workdir must be an existing directory or None, got {workdir!r}")
+    if isinstance(tau, str):
+        if tau != "radius":
+            raise ValueError(f"tau must be a number > 0 or 'radius', got {tau!r}")
+        radius = _row_radius(X)
+        tau = radius if radius > 0.0 else 1.0
+    else:
+        tau = _positive("tau", tau)
+    if not bias:
+        if b0 != 0.0:
+            raise ValueError(f"b0 must be 0 when bias=False, got {b0!r}")
+        tau = 0.0
+    upper = C if loss == "l1" else np.inf
+    diag = 0.0 if loss == "l1" else 1.0 / (2.0 * C)
+
+    if alpha0 is None:
+        alpha = np.zeros(n)
+    else:
+        alpha = np.array(alpha0, dtype=np.float64, copy=True).ravel()
+        if alpha.shape != (n,):
+            raise ValueError(f"alpha0 must have shape ({n},), got {np.shape(alpha0)}")
+        if not np.all((alpha >= 0.0) & (alpha <= upper)):
+            span = "[0, C]" if loss == "l1" else "[0, inf)"
+            raise ValueError(f"alpha0 must lie in {span} for loss={loss!r}, got values in "
+                             f"[{alpha.min()}, {alpha.max()}]")
+    w = np.zeros(d + 1)
+    if w0 is not None:
+        w0 = np.asarray(w0, dtype=np.float64).ravel()
+        if w0.shape != (d,):
+            raise ValueError(f"w0 must have shape ({d},), got {w0.shape}")
+        if not math.isfinite(float(b0)):
+            raise ValueError(f"b0 must be finite, got {b0!r}")
+        w[:d] = w0
+        w[d] = float(b0) / tau if bias else 0.0
+    elif alpha0 is not None:
+        coef = alpha * y
+        w[:d] = X.T @ coef
+        w[d] = tau * coef.sum()
+
+    rng = np.random.default_rng(seed)
+    sweep_args = (alpha, w, tau, diag, upper)
+    all_rows = np.arange(n)
+    info = {"tau": tau, "active_first_pass": [], "active_history": [], "blocks_history": [],
+            "max_rows_loaded": 0, "rows_loaded": 0, "file_bytes": [], "gap": math.nan,
+            "full_gap": [], "converged": False}
+    epochs = 0
+    fd, path = tempfile.mkstemp(prefix="llsvm-", suffix=".bin", dir=workdir)
+    try:
+        with os.fdopen(fd, "w+b") as f:
+            for full in range(full_passes):
+                order = rng.permutation(n) if shuffle_first_pass else all_rows
+                if sp.issparse(X):
+                    hi, lo = _sweep_csr(X.indptr, X.indices, X.data, y, all_rows, order, *sweep_args)
+                else:
+                    hi, lo = _sweep_dense(X, y, all_rows, order, *sweep_args)
+                epochs += 1
+                info["full_gap"].append(float(hi - lo) if n else 0.0)
+                if full > 0 and info["full_gap"][-1] < tol:
+                    info["converged"] = True
+                    break
+                # The paper's harsh rule: keep exactly the rows strictly inside (0, U).
+                kept = np.flatnonzero((alpha > 0.0) & (alpha < upper))
+                info["active_first_pass"].append(int(kept.size))
+                offsets = _write_active_set(f, X, y, kept)
+                info["file_bytes"].append(int(offsets[-1]))
+                outer, info["converged"] = _block_phase(
+                    f, offsets, kept, sweep_args, rng, tol, max_epochs, inner_iterations,
+                    max_block_rows, reshrink, info)
+                epochs += outer
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    info["active_final"] = int(np.count_nonzero((alpha > 0.0) & (alpha < upper)))
+    info["seconds"] = time.perf_counter() - started
+    b = tau * float(w[d]) if bias else 0.0
+    return LinearSolution(w=w[:d].copy(), b=b, alpha=alpha, iterations=epochs, info=info)
