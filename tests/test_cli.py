@@ -153,3 +153,26 @@ def test_help_of_every_command(capsys):
     out = capsys.readouterr().out
     if WORLD.Get_rank() == 0:
         assert "--pack" in out and "--metrics-json" in out and "--n-features" in out
+
+
+@pytest.mark.parametrize("extra", [[], ["--features", "poly2", "--averaging", "oneshot"]])
+def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
+    X, y = make_problem(500, 6, seed=36)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--test", str(d / "train.txt"), "--C", "2",
+          "--model", str(d / "lin.h5"), "--metrics-json", str(d / "lin.json"), "--quiet",
+          "--solver-option", "tol=0.01", *extra])
+    main(["predict", "--model", str(d / "lin.h5"), "--data", str(d / "train.txt"), "--output", str(d / "o.npy"),
+          "--quiet"])
+    if WORLD.Get_rank() == 0:
+        metrics = json.loads((d / "lin.json").read_text())
+        out = np.load(d / "o.npy")
+        assert metrics["solver"] == "dcd" and metrics["ranks"] == WORLD.Get_size()
+        assert metrics["test_accuracy"] == pytest.approx(np.mean(out[:, 1] == y))
+        assert metrics["primal_objective"] > 0 and len(metrics["primal_by_round"]) == metrics["rounds"]
+        with h5py.File(d / "lin.h5", "r") as f:
+            assert f.attrs["model_type"] == "linear" and f.attrs["solver"] == "dcd"
+    WORLD.Barrier()
+    fails_with(capsys, ["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--p", "1.5"],
+               "--p: only the alm solver")
