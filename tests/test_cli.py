@@ -176,3 +176,50 @@ def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
     WORLD.Barrier()
     fails_with(capsys, ["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--p", "1.5"],
                "--p: only the alm solver")
+
+
+FAILING_RANK_SCRIPT = """
+import sys
+from mpi4py import MPI
+sys.path.insert(0, {tests!r})
+from conftest import make_problem
+from ppack.comm import abort_on_exception
+from ppack.estimator import PackSVC
+
+comm = MPI.COMM_WORLD
+
+
+def train():
+    X, y = make_problem(2000, 10, seed=37)
+    packs = [0]
+
+    def should_stop():  # polled once per pack on every rank
+        packs[0] += 1
+        if comm.Get_rank() == 2 and packs[0] == 30:
+            raise RuntimeError("simulated failure on rank 2 in the middle of training")
+        return False
+
+    PackSVC(comm=comm, iterations=10**7, pack=20).fit(X, y, should_stop=should_stop)
+
+
+abort_on_exception(comm, train)
+"""
+
+
+def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_launcher):
+    """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from conftest import clean_mpi_env, mpiexec
+
+    script = tmp_path / "fail.py"
+    script.write_text(FAILING_RANK_SCRIPT.format(tests=str(Path(__file__).parent)))
+    start = time.monotonic()
+    job = subprocess.run([mpiexec(), "-n", "4", sys.executable, str(script)], env=clean_mpi_env(),
+                         capture_output=True, text=True, timeout=180)
+    assert job.returncode != 0
+    assert "rank 2 failed" in job.stderr and "simulated failure on rank 2" in job.stderr
+    assert time.monotonic() - start < 120
