@@ -93,6 +93,9 @@ def build_parser():
                      help="extra solver option, e.g. tol=0.01, max_epochs=50, cache_rows=5000 (repeatable)")
     _add_common(t)
 
+    inf = sub.add_parser("info", help="describe a data, model or checkpoint file")
+    inf.add_argument("file", help="ppack HDF5 data, model or checkpoint file, or LIBSVM text")
+
     pr = sub.add_parser("predict", help="decision values and labels of a data set")
     pr.add_argument("--model", required=True, help="model file written by train")
     pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
@@ -130,7 +133,7 @@ def main(argv=None):
     comm = MPI.COMM_WORLD
     _Parser.rank = comm.Get_rank()
     args = build_parser().parse_args(argv)
-    commands = {"convert": run_convert, "train": run_train, "predict": run_predict}
+    commands = {"convert": run_convert, "train": run_train, "predict": run_predict, "info": run_info}
     abort_on_exception(comm, commands[args.command], comm, args)
 
 
@@ -157,6 +160,16 @@ def run_convert(comm, args):
                                   f"{header.storage} storage, {time.perf_counter() - start:.2f} s")
     else:
         run_collectively(comm, lambda: None)
+
+
+def run_info(comm, args):
+    from .comm import run_collectively
+    from .info import describe
+
+    lines = run_collectively(comm, describe, args.file) if comm.Get_rank() == 0 else run_collectively(
+        comm, lambda: None)
+    if comm.Get_rank() == 0:
+        print("\n".join(lines))
 
 
 def _read(comm, path, dtype):

@@ -223,3 +223,20 @@ def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_launcher
     assert job.returncode != 0
     assert "rank 2 failed" in job.stderr and "simulated failure on rank 2" in job.stderr
     assert time.monotonic() - start < 120
+
+
+def test_info_describes_data_model_and_checkpoint(mpi_tmp_path, capsys):
+    X, y = make_problem(300, 6, sparse=True, seed=38)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--storage", "csr", "--quiet"])
+    main(["train", "--data", str(d / "train.h5"), "--model", str(d / "m.h5"), "--checkpoint", str(d / "c.h5"),
+          "--checkpoint-every", "3p", *TRAIN])
+    capsys.readouterr()
+    for name, expected in [("train.txt", "LIBSVM text"), ("train.h5", "rows 300, features 6, storage csr"),
+                           ("m.h5", "ppack kernel model"), ("c.h5", "ppack checkpoint")]:
+        main(["info", str(d / name)])
+        out = capsys.readouterr().out
+        if WORLD.Get_rank() == 0:
+            assert expected in out, out
+    fails_with(capsys, ["info", str(d / "missing.h5")], "missing.h5: No such file")

@@ -1,0 +1,87 @@
+"""``python -m ppack info FILE``: what a data, model or checkpoint file holds."""
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from .errors import InputError
+
+
+def describe(path):
+    """Lines of text describing ``path`` (ppack HDF5 data, model, checkpoint, or LIBSVM text)."""
+    from .data.hdf5 import is_hdf5
+
+    path = str(path)
+    if not Path(path).exists():
+        raise InputError("No such file", path)
+    if not is_hdf5(path):
+        return _describe_text(path)
+    with h5py.File(path, "r") as f:
+        kind = f.attrs.get("format")
+        if kind == "ppack-data":
+            return _describe_data(path, f)
+        if kind == "ppack-model":
+            return _describe_model(path, f)
+        if kind == "ppack-checkpoint":
+            return _describe_checkpoint(path, f)
+    raise InputError(f"attribute 'format': not a ppack file (found {kind!r}; expected ppack-data, "
+                     "ppack-model or ppack-checkpoint)", path)
+
+
+def _labels(y):
+    values, counts = np.unique(y, return_counts=True)
+    return ", ".join(f"{v:g}: {c}" for v, c in zip(values[:12], counts[:12])) + (" ..." if len(values) > 12 else "")
+
+
+def _describe_data(path, f):
+    from .data.hdf5 import read_header
+
+    h = read_header(path, check_indices=False)
+    nnz = len(f["X/data"]) if h.storage == "csr" else h.n_samples * h.n_features
+    stored = f["X/data"].dtype if h.storage == "csr" else f["X"].dtype
+    return [f"{path}: ppack data set (format_version {f.attrs['format_version']})",
+            f"  rows {h.n_samples}, features {h.n_features}, storage {h.storage} ({stored})",
+            f"  stored values {nnz} ({100 * nnz / max(1, h.n_samples * h.n_features):.2f}% of the matrix), "
+            f"longest row {h.max_row_nnz}",
+            f"  labels {_labels(f['y'][()])}"]
+
+
+def _describe_model(path, f):
+    a = f.attrs
+    training = json.loads(a["training"])
+    classes = f["classes"][()]
+    lines = [f"{path}: ppack {a.get('model_type', 'kernel')} model (format_version {a['format_version']})",
+             f"  classes {classes[0]:g} -> -1, {classes[1]:g} -> +1; features {a['n_features']}"]
+    if a.get("model_type", "kernel") == "linear":
+        lines.append(f"  solver {a['solver']}, loss p={a['p']:g}, C={a['C']:g}, bias {bool(a['bias'])}, "
+                     f"features map {a['features']}")
+        lines.append(f"  averaging {training.get('mode')} over {training.get('ranks')} ranks, "
+                     f"{training.get('rounds')} rounds, primal objective {training.get('primal_objective')}")
+    else:
+        lines.append(f"  kernel {a['kernel']} (gamma={a['gamma']:g}, degree={a['degree']}, coef0={a['coef0']:g}, "
+                     f"offset={a['kernel_offset']:g}); C={a['C']:g}, sigma={a['sigma']:g}, scale={a['scale']:g}")
+        lines.append(f"  support vectors {a['n_support']} ({a['storage']})")
+        lines.append(f"  trained on {training.get('data')} ({training.get('n_samples')} rows), "
+                     f"T={training.get('iterations')}, r={training.get('pack')}, {training.get('ranks')} ranks, "
+                     f"seed {training.get('seed')}, {training.get('seconds', {}).get('total', float('nan')):.2f} s")
+    return lines
+
+
+def _describe_checkpoint(path, f):
+    a = f.attrs
+    params = json.loads(a["params"])
+    stats = json.loads(a["stats"])
+    return [f"{path}: ppack checkpoint (format_version {a['format_version']}, "
+            f"{'complete' if a.get('complete', False) else 'INCOMPLETE'})",
+            f"  iteration {a['iteration']} of {params.get('iterations')}, {len(f['keys'])} support vectors "
+            f"on {a['ranks']} ranks, {stats['packs']} packs done",
+            f"  run: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))]
+
+
+def _describe_text(path):
+    from .data.libsvm import read_libsvm
+
+    _, y, info = read_libsvm(path)
+    return [f"{path}: LIBSVM text", f"  rows {info.n_samples}, features {info.n_features} (largest index), "
+            f"longest row {info.max_row_nnz}", f"  labels {_labels(y)}"]
