@@ -45,6 +45,16 @@ def build_parser():
                    help="feature value type in the file (default float64)")
     c.add_argument("--quiet", action="store_true", help="print only errors")
 
+    pl = sub.add_parser("plan", help="memory per rank and run time of a packsvm run, before running it")
+    pl.add_argument("--data", required=True, help="training data, HDF5 or LIBSVM text")
+    pl.add_argument("--ranks", type=int, required=True, help="number of MPI ranks of the planned run")
+    pl.add_argument("--mem-per-rank", type=float, default=None, metavar="GIB",
+                    help="memory each rank may use, GiB (default: this machine's memory over its ranks)")
+    pl.add_argument("--allreduce-latency", type=float, default=50e-6, metavar="SECONDS",
+                    help="assumed latency of one Allreduce at 2 ranks (default 50e-6; grows with log2(ranks))")
+    pl.add_argument("--no-calibration", action="store_true", help="memory only, no calibration run")
+    _add_training_options(pl)
+
     t = sub.add_parser("train", help="train a kernel SVM (P-packSVM) or a linear SVM (block averaging)")
     t.add_argument("--data", help="training data, HDF5 or LIBSVM text (default: the bundled a9a set)")
     t.add_argument("--test", help="test data to report accuracy on (default with the bundled set: a9a.t)")
@@ -52,27 +62,7 @@ def build_parser():
     t.add_argument("--solver", default="packsvm", choices=["packsvm", "dcd", "llsvm", "stream", "alm", "pegasos"],
                    help="packsvm: the kernel trainer (default); the others train a linear SVM on each "
                         "rank's block and average the models")
-    k = t.add_argument_group("kernel")
-    k.add_argument("--kernel", choices=["rbf", "linear", "poly", "laplacian"], default="rbf")
-    k.add_argument("--gamma", type=float, default=None, help="kernel width (default 1 / n_features)")
-    k.add_argument("--degree", type=int, default=3, help="poly degree (default 3)")
-    k.add_argument("--coef0", type=float, default=0.0, help="poly constant (default 0)")
-    k.add_argument("--bias", action="store_true",
-                   help="learn a bias term, regularised with w (kernel K + 1; paper section V)")
-    reg = t.add_argument_group("regularisation (C = 1 / (n_samples * sigma))").add_mutually_exclusive_group()
-    reg.add_argument("--C", type=float, default=None, help="SVM cost (default 1)")
-    reg.add_argument("--sigma", type=float, default=None, help="regulariser weight of the primal objective")
-    it = t.add_argument_group("iterations").add_mutually_exclusive_group()
-    it.add_argument("--epochs", type=float, default=1.0, help="T = epochs * n_samples (default 1)")
-    it.add_argument("--iterations", type=int, default=None, help="T, the number of SGD iterations")
-    t.add_argument("--pack", type=int, default=100, help="r, iterations per pack (default 100)")
-    t.add_argument("--tol", type=float, default=None,
-                   help="stop before T when the mean hinge loss of the last --tol-window sampled rows "
-                        "changes by at most this fraction from the window before (default: run T iterations)")
-    t.add_argument("--tol-window", type=int, default=1000, help="rows per window of --tol (default 1000)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the shared sampling stream (default 0)")
-    t.add_argument("--dtype", choices=["float32", "float64"], default="float64",
-                   help="stored feature type; sums are float64 either way (default float64)")
+    _add_training_options(t)
     ck = t.add_argument_group("checkpoints (packsvm)")
     ck.add_argument("--checkpoint", help="state file: written atomically every --checkpoint-every, and on SIGTERM")
     ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
@@ -104,6 +94,31 @@ def build_parser():
     return p
 
 
+def _add_training_options(t):
+    """The packsvm training options, shared by train and plan."""
+    k = t.add_argument_group("kernel")
+    k.add_argument("--kernel", choices=["rbf", "linear", "poly", "laplacian"], default="rbf")
+    k.add_argument("--gamma", type=float, default=None, help="kernel width (default 1 / n_features)")
+    k.add_argument("--degree", type=int, default=3, help="poly degree (default 3)")
+    k.add_argument("--coef0", type=float, default=0.0, help="poly constant (default 0)")
+    k.add_argument("--bias", action="store_true",
+                   help="learn a bias term, regularised with w (kernel K + 1; paper section V)")
+    reg = t.add_argument_group("regularisation (C = 1 / (n_samples * sigma))").add_mutually_exclusive_group()
+    reg.add_argument("--C", type=float, default=None, help="SVM cost (default 1)")
+    reg.add_argument("--sigma", type=float, default=None, help="regulariser weight of the primal objective")
+    it = t.add_argument_group("iterations").add_mutually_exclusive_group()
+    it.add_argument("--epochs", type=float, default=1.0, help="T = epochs * n_samples (default 1)")
+    it.add_argument("--iterations", type=int, default=None, help="T, the number of SGD iterations")
+    t.add_argument("--pack", type=int, default=100, help="r, iterations per pack (default 100)")
+    t.add_argument("--tol", type=float, default=None,
+                   help="stop before T when the mean hinge loss of the last --tol-window sampled rows "
+                        "changes by at most this fraction from the window before (default: run T iterations)")
+    t.add_argument("--tol-window", type=int, default=1000, help="rows per window of --tol (default 1000)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the shared sampling stream (default 0)")
+    t.add_argument("--dtype", choices=["float32", "float64"], default="float64",
+                   help="stored feature type; sums are float64 either way (default float64)")
+
+
 def _every(text):
     """'600' or '600s' -> ('seconds', 600.0); '50p' or '50packs' -> ('packs', 50)."""
     match = re.fullmatch(r"(\d+(?:\.\d*)?)(s|p|packs)?", text.strip().lower())
@@ -133,7 +148,8 @@ def main(argv=None):
     comm = MPI.COMM_WORLD
     _Parser.rank = comm.Get_rank()
     args = build_parser().parse_args(argv)
-    commands = {"convert": run_convert, "train": run_train, "predict": run_predict, "info": run_info}
+    commands = {"convert": run_convert, "train": run_train, "predict": run_predict, "info": run_info,
+                "plan": run_plan}
     abort_on_exception(comm, commands[args.command], comm, args)
 
 
@@ -158,6 +174,22 @@ def run_convert(comm, args):
                                   storage=args.storage, dtype=np.dtype(args.dtype))
         _Report(comm, args.quiet)(f"wrote {args.output}: {header.n_samples} rows, {header.n_features} features, "
                                   f"{header.storage} storage, {time.perf_counter() - start:.2f} s")
+    else:
+        run_collectively(comm, lambda: None)
+
+
+def run_plan(comm, args):
+    from .comm import run_collectively
+    from .plan import make_plan
+
+    params = dict(kernel=args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0, C=args.C,
+                  sigma=args.sigma, epochs=args.epochs, iterations=args.iterations, pack=args.pack, seed=args.seed,
+                  dtype=args.dtype, bias=args.bias, tol=args.tol, tol_window=args.tol_window)
+    mem = None if args.mem_per_rank is None else args.mem_per_rank * 2**30
+    if comm.Get_rank() == 0:
+        plan = run_collectively(comm, make_plan, args.data, args.ranks, params, mem, args.allreduce_latency,
+                                not args.no_calibration)
+        print("\n".join(plan.lines + plan.warnings))
     else:
         run_collectively(comm, lambda: None)
 
