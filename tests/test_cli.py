@@ -249,7 +249,7 @@ def test_plan_reports_memory_and_warns_before_a_run_that_would_not_fit(mpi_tmp_p
     main(["plan", "--data", str(d / "train.txt"), "--ranks", "4", "--mem-per-rank", "100", "--iterations", "3000"])
     out = capsys.readouterr().out
     if WORLD.Get_rank() == 0:
-        assert "data shard" in out and "support vectors" in out and "(up to 750 per rank)" in out
+        assert "data shard" in out and "support vectors" in out and "(up to 500 per rank)" in out
         assert "estimate" in out and "WARNING" not in out
     main(["plan", "--data", str(d / "train.txt"), "--ranks", "4", "--mem-per-rank", "0.0001", "--no-calibration"])
     out = capsys.readouterr().out
