@@ -64,15 +64,16 @@ def polite_barrier(comm, poll=0.02):
 
 
 @pytest.fixture
-def rank0_launcher():
-    """For tests that launch their own ``mpiexec``: run them once, on world rank 0.
+def rank0_only():
+    """For serial tests that are heavy or launch their own ``mpiexec``: run them once.
 
-    Under ``mpiexec -n 4 pytest --with-mpi`` the other ranks wait (sleeping, not spinning)
-    until rank 0 has finished the test, then report it as run elsewhere.
+    Under ``mpiexec -n 4 pytest --with-mpi`` world rank 0 runs the test while the other
+    ranks wait (sleeping, not spinning, so rank 0 gets the cores), then report it as run
+    on rank 0. In a plain serial pytest run the test simply runs.
     """
     if WORLD.Get_size() > 1 and WORLD.Get_rank() != 0:
         polite_barrier(WORLD)
-        pytest.skip("launches its own mpiexec: runs on world rank 0 only")
+        pytest.skip("serial test run once, on MPI world rank 0")
     yield
     if WORLD.Get_size() > 1:
         polite_barrier(WORLD)

@@ -64,7 +64,7 @@ def test_checkpoint_every_packs_keeps_one_complete_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]  # no temporary files left
 
 
-def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path, rank0_launcher):
+def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path, rank0_only):
     """SLURM's time limit, for real: SIGTERM to one rank of a 4-rank job stops every rank
     after the current pack with a complete checkpoint; --resume then finishes the run."""
     import os

@@ -9,7 +9,7 @@ from mpi4py import MPI
 from ppack.cli import main
 from ppack.estimator import PackSVC
 
-from conftest import make_problem, rank0_launcher, run_ppack  # noqa: F401 (fixture)
+from conftest import make_problem, rank0_only, run_ppack  # noqa: F401 (fixture)
 
 WORLD = MPI.COMM_WORLD
 TRAIN = ["--gamma", "0.2", "--C", "5", "--iterations", "900", "--pack", "50", "--seed", "4", "--quiet"]
@@ -117,7 +117,7 @@ def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
     main(["predict", "--model", model, "--data", str(d / "nan.txt").replace("nan", "good"), "--quiet"])
 
 
-def test_real_mpiexec_jobs_exit_cleanly(tmp_path, rank0_launcher):
+def test_real_mpiexec_jobs_exit_cleanly(tmp_path, rank0_only):
     """Whole jobs on 4 ranks: a run succeeds; bad input ends every rank non-zero, quickly."""
     X, y = make_problem(300, 6, sparse=True, seed=35)
     from ppack.data.hdf5 import write_dataset
@@ -206,7 +206,7 @@ abort_on_exception(comm, train)
 """
 
 
-def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_launcher):
+def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_only):
     """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
     import subprocess
     import sys

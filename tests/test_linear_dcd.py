@@ -14,6 +14,8 @@ from ppack.linear.problem import dual_objective, primal_objective, weights_from_
 
 from conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
+
 MASK = (1 << 64) - 1
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared benchmark data not found at {SHARED_DATA}")
 

@@ -14,6 +14,8 @@ from ppack.linear.problem import dual_objective, loss_sum, primal_objective
 
 from conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
+
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared benchmark data not found at {SHARED_DATA}")
 
 
