@@ -136,10 +136,9 @@ class PackSVC:
         if resume and checkpoint is not None and comm.bcast(checkpoint_exists(checkpoint), root=0):
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype], self.work_bytes)
         self.resumed_from_ = None if previous is None else previous[1].iteration
-        start = MPI.Wtime()
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs)
-        seconds = dict(stats.seconds, total=MPI.Wtime() - start)
+        seconds = dict(stats.seconds)
         self.scale_ = state.scale
         self.n_features_in_ = d
         self.n_support_ = int(state.occupancy.sum())

@@ -24,7 +24,7 @@ from .sampler import RowSampler
 # Below this scale the coefficients are folded into the table (beta *= s, s = 1) so that
 # beta = eta / s cannot overflow on very long runs.
 RESCALE_BELOW = 1e-100
-PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery")
+PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery", "total")
 
 
 @dataclass
@@ -57,7 +57,7 @@ class SolverStats:
     allreduce_calls: int = 0
     projections: int = 0
     hinge_moving_average: float = float("nan")
-    seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))  # wall time, all runs
     converged: bool = False
 
 
@@ -107,6 +107,8 @@ class PackedSolver:
         else:
             table, state, stats, sampler = resume
         seconds = stats.seconds
+        seconds.setdefault("total", 0.0)
+        run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
         collective = _TimedAllreduce(comm, stats)
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
         last_checkpoint = time.monotonic()
@@ -165,6 +167,7 @@ class PackedSolver:
                 stats.converged = True
                 limit = state.iteration
             stop = buf[-1] > 0
+            seconds["total"] = total_before + MPI.Wtime() - run_start
             if checkpointing is not None and (stop or buf[-2] > 0 or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
                 write_checkpoint(comm, checkpointing.path, table, state, stats, sampler, checkpointing.params)
