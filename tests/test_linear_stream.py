@@ -1,0 +1,489 @@
+"""StreamSVM (ppack.linear.stream): numba cores against numpy twins, convergence against
+a duality-gap certificate and LIBLINEAR, the cache bound, memory, and thread shutdown."""
+import math
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ppack.data.hdf5 import read_header, read_rows, write_dataset
+from ppack.data.bundled import bundled_path
+from ppack.data.libsvm import read_libsvm
+from ppack.linear import stream
+from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
+
+pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+READER = "ppack-stream-reader"
+
+
+def reader_threads():
+    return [t for t in threading.enumerate() if t.name == READER and t.is_alive()]
+
+
+def linear_problem(n=600, d=20, density=0.4, seed=0, sparse=True, zero_row=False):
+    """Labels from a noisy linear rule; X CSR or dense float64."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    if zero_row:
+        X[n // 2] = 0.0
+    y = np.where(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return (sp.csr_matrix(X) if sparse else X), y
+
+
+def liblinear_reference(X, y, C, loss, Xt=None, yt=None):
+    """LIBLINEAR -s 3 (l1) or -s 1 (l2) with -B 1 -e 0.001: (primal objective, accuracy)."""
+    ll = pytest.importorskip("liblinear.liblinearutil", reason="liblinear-official not installed")
+    model = ll.train(y, X, f"-s {3 if loss == 'l1' else 1} -B 1 -e 0.001 -c {C} -q")
+    w, b = model.get_decfun()
+    w = np.asarray(w)
+    if model.get_labels()[0] != 1:  # LIBLINEAR's decision function is for its first label
+        w, b = -w, -b
+    p = 1 if loss == "l1" else 2
+    acc = None if Xt is None else float(np.mean(np.where(Xt @ w + b > 0, 1.0, -1.0) == yt))
+    return primal_objective(X, y, w, b, C, p), acc
+
+
+# ------------------------------------------------------------------ numpy twins
+
+M64 = (1 << 64) - 1
+
+
+def rand_below(state, k):
+    """splitmix64 on a Python int, reduced mod k."""
+    z = (state[0] + 0x9E3779B97F4A7C15) & M64
+    state[0] = z
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return (z ^ (z >> 31)) % k
+
+
+class TwinCache:
+    """Algorithms 1 and 2 on Python lists and dense numpy rows, step by step."""
+
+    def __init__(self, omega, dense, seed_reader, seed_trainer):
+        self.omega, self.dense = omega, dense
+        self.act = []  # active slots, in the order the solver keeps them
+        self.free = list(range(omega - 1, -1, -1))
+        self.rows = {}  # slot -> (row index, dense x, y, stored entries)
+        self.rng_reader, self.rng_trainer = [seed_reader], [seed_trainer]
+        self.counts = dict(read=0, skipped=0, evict_reader=0, evict_trainer=0, updates=0,
+                           peak_rows=0, peak_bytes=0)
+        self.eps, self.eps_new, self.m_plus, self.m_minus, self.t = 9.0, 0.0, -math.inf, math.inf, 0
+
+    def bytes(self):
+        entry = 8 if self.dense else 12
+        return sum(nnz * entry + stream._Cache.META_BYTES for _, _, _, nnz in self.rows.values())
+
+    def evict(self, s):
+        p = self.act.index(s)
+        self.act[p] = self.act[-1]
+        self.act.pop()
+        self.free.append(s)
+        del self.rows[s]
+
+    def cached(self):
+        return {row for row, _, _, _ in self.rows.values()}
+
+    def insert(self, Xc, yc, first):
+        Xd = Xc.toarray() if sp.issparse(Xc) else np.asarray(Xc)
+        for r in range(len(yc)):
+            i = first + r
+            self.counts["read"] += 1
+            if i in self.cached():
+                self.counts["skipped"] += 1
+                continue
+            if len(self.act) == self.omega:
+                self.evict(self.act[rand_below(self.rng_reader, self.omega)])
+                self.counts["evict_reader"] += 1
+            s = self.free.pop()
+            nnz = Xd.shape[1] if self.dense else Xc[r].nnz
+            self.rows[s] = (i, Xd[r].copy(), yc[r], nnz)
+            self.act.append(s)
+            self.counts["peak_rows"] = max(self.counts["peak_rows"], len(self.act))
+            self.counts["peak_bytes"] = max(self.counts["peak_bytes"], self.bytes())
+
+    def train(self, alpha, w, bias, upper, diag, n_outer, n_steps):
+        d = len(w) - 1
+        for _ in range(n_steps):
+            if not self.act:
+                break
+            if len(self.act) > 0.9 * self.omega:
+                self.eps *= 0.9
+            s = self.act[rand_below(self.rng_trainer, len(self.act))]
+            i, x, yi, _ = self.rows[s]
+            a = alpha[i]
+            g = yi * (x @ w[:d] + bias * w[d]) - 1.0 + diag * a
+            if (a == 0 and g > self.eps) or (a == upper and g < -self.eps):
+                self.evict(s)
+                self.counts["evict_trainer"] += 1
+                pg = 0.0
+            else:
+                pg = min(g, 0.0) if a == 0 else max(g, 0.0) if a == upper else g
+                self.eps_new = max(self.eps_new, abs(pg))
+                if pg != 0:
+                    qbar = x @ x + bias * bias + diag
+                    if qbar > 0:
+                        new = min(max(a - g / qbar, 0.0), upper)
+                    else:
+                        new = upper if g < 0 else 0.0
+                    alpha[i] = new
+                    w[:d] += (new - a) * yi * x
+                    w[d] += (new - a) * yi * bias
+            self.m_plus, self.m_minus = max(self.m_plus, pg), min(self.m_minus, pg)
+            self.counts["updates"] += 1
+            self.t += 1
+            if self.t == n_outer:
+                self.eps, self.eps_new, self.t = self.eps_new, 0.0, 0
+
+
+def numba_insert(cache, X, y, first, bias, rng):
+    """stream._insert_rows on rows X (CSR or dense chunk) numbered from first."""
+    if sp.issparse(X):
+        args = (X.data, X.indices.astype(np.int32), X.indptr.astype(np.int64), np.empty((0, 0)))
+    else:
+        args = (np.empty(0), np.empty(0, np.int32), np.zeros(1, np.int64), np.ascontiguousarray(X))
+    stream._insert_rows(*args, y, first, bias, cache.vals, cache.cols, cache.slot_int,
+                        cache.slot_f, cache.act, cache.free, cache.in_cache, cache.ctr, rng,
+                        cache.META_BYTES)
+
+
+def assert_same_cache(cache, twin, n, bias):
+    ctr = cache.ctr
+    n_act = int(ctr[stream.N_ACT])
+    assert list(cache.act[:n_act]) == twin.act
+    assert sorted(cache.free[:ctr[stream.N_FREE]]) == sorted(twin.free)
+    assert list(cache.free[:ctr[stream.N_FREE]]) == twin.free
+    assert set(np.flatnonzero(cache.in_cache)) == twin.cached()
+    for s in twin.act:
+        row, x, yi, nnz = twin.rows[s]
+        assert cache.slot_int[stream.ROW, s] == row and cache.slot_int[stream.NNZ, s] == nnz
+        assert cache.slot_int[stream.POS, s] == twin.act.index(s)
+        assert cache.slot_f[stream.Y, s] == yi
+        assert cache.slot_f[stream.QD, s] == pytest.approx(x @ x + bias * bias, rel=1e-13)
+        stored = np.zeros_like(x)
+        if twin.dense:
+            stored[:] = cache.vals[s]
+        else:
+            stored[cache.cols[s, :nnz]] = cache.vals[s, :nnz]
+        np.testing.assert_array_equal(stored, x)
+    c = twin.counts
+    assert ctr[stream.ROWS_READ] == c["read"] and ctr[stream.ROWS_SKIPPED] == c["skipped"]
+    assert ctr[stream.EVICT_READER] == c["evict_reader"]
+    assert ctr[stream.EVICT_TRAINER] == c["evict_trainer"]
+    assert ctr[stream.PEAK_ROWS] == c["peak_rows"] and ctr[stream.PEAK_BYTES] == c["peak_bytes"]
+    assert ctr[stream.CUR_BYTES] == twin.bytes()
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("loss,bias", [("l1", 1.0), ("l2", 1.0), ("l1", 0.0)])
+def test_numba_cores_match_numpy_twin(dense, loss, bias):
+    n, omega, C = 150, 40, 0.5
+    X, y = linear_problem(n=n, d=15, density=0.3, seed=3, sparse=not dense, zero_row=True)
+    rng = np.random.default_rng(7)
+    alpha = np.where(rng.random(n) < 0.3, rng.uniform(0, C, n), 0.0)
+    alpha[rng.random(n) < 0.2] = C  # exactly at the l1 bound
+    w = np.append(*weights_from_dual(X, y, alpha, bias=bool(bias)))
+    upper, diag = (C, 0.0) if loss == "l1" else (math.inf, 1.0 / (2 * C))
+
+    cache = stream._Cache(omega, X.shape[1] if dense else int(np.diff(X.indptr).max()), dense, n)
+    rng_r, rng_t = np.array([12345], np.uint64), np.array([2**63 + 99], np.uint64)
+    twin = TwinCache(omega, dense, 12345, 2**63 + 99)
+    # Rows 0..99 fill the cache and replace at random; rows 60..149 then meet cached rows.
+    for first, stop in ((0, 50), (50, 100), (60, 150)):
+        numba_insert(cache, X[first:stop], y[first:stop], first, bias, rng_r)
+        twin.insert(X[first:stop], y[first:stop], first)
+    assert_same_cache(cache, twin, n, bias)
+    assert twin.counts["skipped"] > 0 and twin.counts["evict_reader"] > 0
+
+    alpha_nb, w_nb, alpha_tw, w_tw = alpha.copy(), w.copy(), alpha.copy(), w.copy()
+    fstate = np.array([9.0, 0.0, -math.inf, math.inf])
+    for n_steps in (7, 300, 2000):  # batches of several sizes share the state
+        done = stream._train_batch(cache.vals, cache.cols, cache.slot_int, cache.slot_f,
+                                   cache.act, cache.free, cache.in_cache, alpha_nb, w_nb, bias,
+                                   upper, diag, 97, n_steps, fstate, cache.ctr, rng_t,
+                                   cache.META_BYTES)
+        before = twin.counts["updates"]
+        twin.train(alpha_tw, w_tw, bias, upper, diag, 97, n_steps)
+        assert done == twin.counts["updates"] - before
+    np.testing.assert_allclose(alpha_nb, alpha_tw, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(w_nb, w_tw, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(fstate, [twin.eps, twin.eps_new, twin.m_plus, twin.m_minus],
+                               rtol=1e-11, atol=1e-13)
+    assert cache.ctr[stream.UPDATES] == twin.counts["updates"]
+    assert cache.ctr[stream.T_OUTER] == twin.t
+    assert int(rng_t[0]) == twin.rng_trainer[0]
+    assert_same_cache(cache, twin, n, bias)
+    assert twin.counts["evict_trainer"] > 0 and not np.array_equal(alpha_nb, alpha)
+    # w was updated incrementally and still equals sum_i alpha_i y_i x~_i.
+    w_dual, b_dual = weights_from_dual(X, y, alpha_nb, bias=bool(bias))
+    np.testing.assert_allclose(w_nb, np.append(w_dual, b_dual), atol=1e-10)
+
+
+# ------------------------------------------------------------------ in-memory solve
+
+
+def relative_duality_gap(X, y, sol, C, loss, bias=True):
+    p = 1 if loss == "l1" else 2
+    primal = primal_objective(X, y, sol.w, sol.b, C, p)
+    return (primal - dual_objective(X, y, sol.alpha, C, loss, bias)) / primal
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+def test_solve_reaches_the_optimum_with_a_small_cache(sparse, loss):
+    X, y = linear_problem(n=800, d=20, sparse=sparse, seed=1)
+    sol = stream.solve(X, y, 0.5, loss=loss, tol=1e-3, cache_rows=80, chunk_rows=40, seed=2)
+    info = sol.info
+    assert info["stop"] == "tol" and sol.iterations == info["passes"] == len(info["gap_history"])
+    assert info["gap"] <= 1e-3
+    assert -1e-12 <= relative_duality_gap(X, y, sol, 0.5, loss) < 1e-3
+    assert info["peak_cache_rows"] <= 80 == info["cache_rows"]
+    assert info["evicted_by_trainer"] > 0 and info["updates"] > 0
+    upper = 0.5 if loss == "l1" else np.inf
+    assert sol.alpha.shape == (800,) and sol.alpha.min() >= 0 and sol.alpha.max() <= upper
+    w, b = weights_from_dual(X, y, sol.alpha)
+    np.testing.assert_allclose(sol.w, w, atol=1e-9)
+    assert sol.b == pytest.approx(b, abs=1e-9)
+
+
+def test_solve_without_bias_and_with_a_zero_row():
+    X, y = linear_problem(n=300, d=10, sparse=False, seed=4, zero_row=True)
+    sol = stream.solve(X, y, 1.0, bias=False, tol=1e-3, cache_rows=30, chunk_rows=20)
+    assert sol.b == 0.0
+    assert sol.alpha[150] == 1.0  # x = 0: the loss term is C regardless, alpha goes to C
+    assert -1e-12 <= relative_duality_gap(X, y, sol, 1.0, "l1", bias=False) < 1e-3
+
+
+def test_runs_are_reproducible_and_storage_independent():
+    """With kappa > 0 the threads take turns at fixed points: same seed, same result."""
+    X, y = linear_problem(n=700, d=15, seed=12)
+    kwargs = dict(tol=1e-3, cache_rows=70, chunk_rows=30, seed=3)
+    first = stream.solve(X, y, 1.0, **kwargs)
+    again = stream.solve(X, y, 1.0, **kwargs)
+    dense = stream.solve(X.toarray(), y, 1.0, **kwargs)  # zeros add nothing to the sums
+    # Each entry split in two with the same column: summed back to X before solving.
+    halves = sp.csr_matrix((np.repeat(X.data / 2, 2), np.repeat(X.indices, 2), 2 * X.indptr),
+                           shape=X.shape)
+    assert not halves.has_canonical_format
+    split = stream.solve(halves, y, 1.0, **kwargs)
+    for other in (again, dense, split):
+        np.testing.assert_array_equal(other.alpha, first.alpha)
+        np.testing.assert_array_equal(other.w, first.w)
+        assert other.info["updates"] == first.info["updates"]
+        assert other.iterations == first.iterations
+    other_seed = stream.solve(X, y, 1.0, **dict(kwargs, seed=4))
+    assert not np.array_equal(other_seed.alpha, first.alpha)
+    # The pace: 8 steps per row read in every pass (no pass emptied the cache here).
+    assert first.info["updates"] == 8 * 700 * first.iterations
+
+
+@pytest.mark.timeout(60)
+def test_free_running_threads_still_converge():
+    """updates_per_row=0: the reader and the trainer run free, as in the paper; the
+    in-memory reader then makes many passes per trainer batch."""
+    X, y = linear_problem(n=400, d=10, seed=13)
+    sol = stream.solve(X, y, 1.0, tol=1e-2, cache_rows=400, updates_per_row=0,
+                       max_epochs=10**6)
+    assert sol.info["stop"] == "tol"
+    assert sol.info["rows_read"] >= 400 * sol.iterations
+    assert -1e-12 <= relative_duality_gap(X, y, sol, 1.0, "l1") < 1e-2
+    w, b = weights_from_dual(X, y, sol.alpha)
+    np.testing.assert_allclose(sol.w, w, atol=1e-9)
+
+
+def test_warm_start_updates_the_given_w_incrementally():
+    """CoCoA style: w0 holds other blocks' contributions, which must survive."""
+    X, y = linear_problem(n=400, d=12, seed=5)
+    first = stream.solve(X, y, 1.0, tol=1e-3, max_epochs=2, cache_rows=50)
+    rng = np.random.default_rng(0)
+    w_other, b_other = rng.normal(size=12), 0.7
+    w0, b0 = first.w + w_other, first.b + b_other
+    sol = stream.solve(X, y, 1.0, tol=1e-3, max_epochs=3, cache_rows=50, w0=w0, b0=b0,
+                       alpha0=first.alpha)
+    w_mine, b_mine = weights_from_dual(X, y, sol.alpha)
+    np.testing.assert_allclose(sol.w - w_other, w_mine, atol=1e-9)
+    assert sol.b - b_other == pytest.approx(b_mine, abs=1e-9)
+    assert not np.allclose(sol.alpha, first.alpha)  # it did move
+    assert np.array_equal(w0, first.w + w_other)  # the caller's arrays are not modified
+
+    # Warm starting from a converged solution stops in its first pass.
+    done = stream.solve(X, y, 1.0, tol=1e-3, cache_rows=400)
+    again = stream.solve(X, y, 1.0, tol=1e-3, cache_rows=400, w0=done.w, b0=done.b,
+                         alpha0=done.alpha)
+    assert again.iterations == 1 and again.info["stop"] == "tol"
+    # alpha0 alone (in memory) starts from w = sum alpha0_i y_i x_i.
+    from_alpha = stream.solve(X, y, 1.0, tol=1e-3, cache_rows=400, alpha0=done.alpha)
+    assert from_alpha.iterations == 1
+
+
+def test_max_updates_and_max_epochs_stop_the_run():
+    X, y = linear_problem(n=500, d=10, seed=6)
+    sol = stream.solve(X, y, 1.0, tol=1e-12, max_updates=1000, batch_updates=300)
+    assert sol.info["stop"] == "max_updates" and sol.info["updates"] == 1000
+    sol = stream.solve(X, y, 1.0, tol=1e-12, max_epochs=3, cache_rows=50)
+    assert sol.info["stop"] == "max_epochs" and sol.iterations == 3
+    assert sol.info["rows_read"] == 3 * 500
+
+
+def test_cache_bytes_bound_and_a9a_against_liblinear():
+    """a9a (bundled, CSR) with a byte budget of 10% of the rows, l1 and l2."""
+    path = bundled_path("a9a")
+    n = read_header(path).n_samples
+    X, y = read_rows(path, 0, n, dtype=np.float64)
+    Xt, yt = read_rows(bundled_path("a9a.t"), 0, read_header(bundled_path("a9a.t")).n_samples,
+                       dtype=np.float64)
+    slot = stream._Cache.slot_bytes(int(np.diff(X.indptr).max()), dense=False)
+    budget = (n // 10) * slot + slot // 2
+    for loss in ("l1", "l2"):
+        ref, ref_acc = liblinear_reference(X, y, 1.0, loss, Xt, yt)
+        sol = stream.solve(X, y, 1.0, loss=loss, tol=0.1, cache_bytes=budget)
+        info = sol.info
+        assert info["cache_rows"] == n // 10 and info["cache_slot_bytes"] == slot
+        assert info["cache_bytes_allocated"] == (n // 10) * slot <= budget
+        assert info["peak_cache_rows"] <= n // 10 and info["peak_cache_bytes"] <= budget
+        obj = primal_objective(X, y, sol.w, sol.b, 1.0, 1 if loss == "l1" else 2)
+        acc = float(np.mean(np.where(Xt @ sol.w + sol.b > 0, 1.0, -1.0) == yt))
+        print(f"a9a {loss}: stream obj {obj:.3f} acc {acc:.4f} ({info['passes']} passes, "
+              f"{info['time_s']:.2f} s); liblinear obj {ref:.3f} acc {ref_acc:.4f}")
+        assert obj <= 1.01 * ref
+        assert abs(acc - ref_acc) <= 0.003
+
+
+# ------------------------------------------------------------------ streaming a file
+
+
+@pytest.fixture(scope="module")
+def ijcnn1(tmp_path_factory):
+    folder = SHARED_DATA / "ijcnn1"
+    if not folder.is_dir():
+        pytest.skip(f"shared data folder {folder} is absent")
+    parts = [read_libsvm(folder / f"ijcnn1.{s}.bz2", n_features=22)[:2] for s in ("tr", "val")]
+    X = sp.vstack([p[0] for p in parts]).tocsr()
+    y = np.concatenate([p[1] for p in parts])
+    Xt, yt, _ = read_libsvm(folder / "ijcnn1.t.bz2", n_features=22)
+    path = tmp_path_factory.mktemp("stream") / "ijcnn1.h5"
+    write_dataset(path, X, y)
+    return path, X, y, Xt, yt
+
+
+def test_solve_file_ijcnn1_with_a_tenth_of_the_rows_cached(ijcnn1):
+    path, X, y, Xt, yt = ijcnn1
+    n = X.shape[0]
+    assert n == 49990
+    ref, ref_acc = liblinear_reference(X, y, 1.0, "l1", Xt, yt)
+    stream.solve_file(path, 1.0, max_epochs=1, cache_rows=100)  # compile before measuring
+
+    full_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + y.nbytes
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        sol = stream.solve_file(path, 1.0, tol=0.1, cache_rows=n // 10)
+        growth = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    info = sol.info
+    obj = primal_objective(X, y, sol.w, sol.b, 1.0, 1)
+    acc = float(np.mean(np.where(Xt @ sol.w + sol.b > 0, 1.0, -1.0) == yt))
+    print(f"ijcnn1 l1: stream obj {obj:.3f} acc {acc:.4f} ({info['passes']} passes, stop "
+          f"{info['stop']}, {info['updates']} updates, {info['time_s']:.2f} s); liblinear obj "
+          f"{ref:.3f} acc {ref_acc:.4f}; peak cache {info['peak_cache_rows']} rows "
+          f"{info['peak_cache_bytes']} B (allocated {info['cache_bytes_allocated']} B); "
+          f"traced peak growth {growth} B vs {full_bytes} B of CSR data")
+    assert obj <= 1.01 * ref
+    assert abs(acc - ref_acc) <= 0.003
+    assert info["cache_rows"] == n // 10 and info["peak_cache_rows"] <= n // 10
+    assert info["peak_cache_bytes"] <= info["cache_bytes_allocated"]
+    assert info["cache_bytes_allocated"] == (n // 10) * info["cache_slot_bytes"]
+    # What a pass may hold: the cache, the per-row state (alpha, flags), the returned
+    # alpha, one chunk as read and converted (dense float64 rows here), and slack.
+    chunk = info["chunk_rows"] * X.shape[1] * 8
+    bound = info["cache_bytes_allocated"] + info["row_state_bytes"] + 8 * n + 3 * chunk + (1 << 19)
+    assert growth <= bound
+    assert growth < 0.5 * full_bytes
+
+
+def test_solve_file_row_range_and_csr_storage(tmp_path):
+    X, y = linear_problem(n=1200, d=30, density=0.2, seed=8)
+    path = tmp_path / "block.h5"
+    write_dataset(path, X, y, storage="csr", dtype=np.float32, compression="gzip")
+    sol = stream.solve_file(path, 0.5, row_range=(200, 900), loss="l2", tol=1e-3,
+                            cache_rows=100, chunk_rows=64)
+    Xb = read_rows(path, 200, 900, dtype=np.float64)[0]
+    assert sol.alpha.shape == (700,) and sol.info["stop"] == "tol"
+    assert -1e-12 <= relative_duality_gap(Xb, y[200:900], sol, 0.5, "l2") < 1e-3
+    assert sol.info["peak_cache_rows"] <= 100
+
+
+# ------------------------------------------------------------------ errors and shutdown
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bad_row", [0, 3000])
+def test_reader_error_stops_the_trainer_and_reaches_the_caller(tmp_path, bad_row):
+    X, y = linear_problem(n=5000, d=8, seed=9, sparse=False)
+    y[bad_row] = 2.0
+    path = tmp_path / "bad.h5"
+    write_dataset(path, X, y)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=f"row {bad_row} has 2.0"):
+        stream.solve_file(path, 1.0, cache_rows=500, chunk_rows=256, tol=1e-9)
+    assert time.perf_counter() - t0 < 30
+    assert reader_threads() == []
+
+
+@pytest.mark.timeout(60)
+def test_trainer_error_stops_the_reader_and_reaches_the_caller(monkeypatch):
+    X, y = linear_problem(n=3000, d=8, seed=10)
+    real, calls = stream._train_batch, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("trainer failed")
+        return real(*args)
+
+    monkeypatch.setattr(stream, "_train_batch", failing)
+    with pytest.raises(RuntimeError, match="trainer failed"):
+        stream.solve(X, y, 1.0, cache_rows=300, batch_updates=100, tol=1e-9)
+    assert reader_threads() == []
+
+
+def test_invalid_arguments_name_the_parameter(tmp_path):
+    X, y = linear_problem(n=50, d=5, seed=11)
+    cases = [
+        (dict(C=0.0), "C must be a finite number > 0, got 0.0"),
+        (dict(loss="hinge"), "loss must be 'l1' or 'l2', got 'hinge'"),
+        (dict(tol=-1.0), "tol must be a finite number > 0, got -1.0"),
+        (dict(max_epochs=0), "max_epochs must be an integer >= 1, got 0"),
+        (dict(cache_rows=0), "cache_rows must be an integer >= 1 or None, got 0"),
+        (dict(cache_bytes=10), "cache_bytes must be an integer >= "),
+        (dict(batch_updates=0), "batch_updates must be an integer >= 1, got 0"),
+        (dict(updates_per_row=-1), "updates_per_row must be a finite number >= 0, got -1"),
+        (dict(w0=np.zeros(4)), r"w0 must be finite with shape \(5,\)"),
+        (dict(alpha0=np.zeros(49)), r"alpha0 must have shape \(50,\)"),
+        (dict(alpha0=np.full(50, 2.0)), r"alpha0 must lie in \[0, C=1.0\]"),
+        (dict(bias=False, b0=1.0), "b0 must be 0 when bias=False, got 1.0"),
+        (dict(shrink=True), r"unknown option\(s\) for the stream solver: \['shrink'\]"),
+    ]
+    for kwargs, message in cases:
+        args = dict(C=1.0)
+        args.update(kwargs)
+        C = args.pop("C")
+        with pytest.raises(ValueError, match=message):
+            stream.solve(X, y, C, **args)
+    with pytest.raises(ValueError, match="y must hold labels -1 or \\+1, row 3 has 0.0"):
+        stream.solve(X, np.where(np.arange(50) == 3, 0.0, y), 1.0)
+    path = tmp_path / "ok.h5"
+    write_dataset(path, X, y)
+    with pytest.raises(ValueError, match=r"row_range must satisfy 0 <= start < stop <= 50"):
+        stream.solve_file(path, 1.0, row_range=(10, 60))
+    with pytest.raises(ValueError, match="alpha0 requires the matching w0"):
+        stream.solve_file(path, 1.0, alpha0=np.zeros(50))
+    assert reader_threads() == []
