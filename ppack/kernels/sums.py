@@ -219,16 +219,11 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
     for b in prange(n_tiles):
         a0 = b * tile
         a1 = min(n_sv, a0 + tile)
-        G = np.dot(features[a0:a1], XT)
-        Z = np.empty((SV_BLOCK, r))
-        scratch = np.empty(SV_BLOCK * r)
-        for j0 in range(a0, a1, SV_BLOCK):
-            m = min(a1, j0 + SV_BLOCK) - j0
-            for i in range(m):
-                for k in range(r):
-                    Z[i, k] = G[j0 - a0 + i, k]
-            _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
-                              partial[b], scratch)
+        G = np.dot(features[a0:a1], XT).astype(np.float64)
+        scratch = np.empty((a1 - a0) * r)
+        # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
+        _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset,
+                          partial[b], scratch)
     _sum_rows(partial, out)
 
 
