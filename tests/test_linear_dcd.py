@@ -98,11 +98,13 @@ def dcd_twin(Z, y, C, loss, tol, max_epochs, seed):
     return alpha, w, epochs
 
 
-def pegasos_twin(Z, y, C, epochs, seed):
-    """Pegasos exactly as Figure 1 states it: explicit w~, ||w~|| recomputed at every step."""
+def pegasos_twin(Z, y, C, epochs, seed, average=False):
+    """Pegasos exactly as Figure 1 states it: explicit w~, ||w~|| recomputed at every step;
+    with ``average`` the plain mean of the iterates of the last half of the steps."""
     n = Z.shape[0]
     sigma = 1.0 / (n * C)
     w = np.zeros(Z.shape[1])
+    total, count = np.zeros(Z.shape[1]), 0
     rng = SplitMix(seed)
     for t in range(1, epochs * n + 1):
         r = rng.below(n)
@@ -113,7 +115,10 @@ def pegasos_twin(Z, y, C, epochs, seed):
         norm = float(w @ w)
         if norm > 1.0 / sigma:
             w /= math.sqrt(sigma * norm)
-    return w
+        if average and t > epochs * n // 2:
+            total += w
+            count += 1
+    return total / count if average else w
 
 
 def tiny_problem(n=40, d=7, seed=0, density=0.5):
@@ -342,8 +347,9 @@ def test_argument_errors_name_the_parameter():
 # ---------------------------------------------------------------- Pegasos against its twin
 
 
+@pytest.mark.parametrize("average", [False, True])
 @pytest.mark.parametrize("spec", ["identity", "poly2", "shifts:1"])
-def test_pegasos_equals_figure_1_twin(spec):
+def test_pegasos_equals_figure_1_twin(spec, average):
     fmap = FeatureMap.parse(spec)
     if spec == "shifts:1":
         images, y = tiny_images(6, side=4)
@@ -352,8 +358,8 @@ def test_pegasos_equals_figure_1_twin(spec):
     else:
         X, y = tiny_problem(30, 6, seed=12)
         Z, yz = with_bias(fmap.expand(X)), y
-    sol = pegasos.solve(X, y, 5.0, epochs=7, seed=5, feature_map=fmap)
-    w = pegasos_twin(Z, yz, 5.0, 7, 5)
+    sol = pegasos.solve(X, y, 5.0, epochs=7, seed=5, feature_map=fmap, average=average)
+    w = pegasos_twin(Z, yz, 5.0, 7, 5, average)
     assert sol.alpha is None and sol.info["projections"] > 0
     np.testing.assert_allclose(np.append(sol.w, sol.b), w, rtol=1e-9, atol=1e-10)
 
@@ -361,7 +367,7 @@ def test_pegasos_equals_figure_1_twin(spec):
 def test_pegasos_warm_start_continues_the_step_count():
     X, y = tiny_problem(30, 6, seed=13)
     Z = with_bias(X)
-    sol = pegasos.solve(X, y, 1.0, epochs=2, seed=1, w0=np.full(6, 0.1), b0=0.2)
+    sol = pegasos.solve(X, y, 1.0, epochs=2, seed=1, w0=np.full(6, 0.1), b0=0.2, average=False)
     # the twin, started from w0 at t0 = n: steps n+1 .. 3n with the same draws
     sigma, w, rng = 1.0 / 30, np.append(np.full(6, 0.1), 0.2), SplitMix(1)
     for t in range(31, 91):

@@ -172,7 +172,7 @@ def test_first_pass_drops_exactly_the_rows_at_a_bound(monkeypatch):
     write = llsvm._write_active_set
     monkeypatch.setattr(llsvm, "_write_active_set",
                         lambda f, X_, y_, kept: written.append(kept.copy()) or write(f, X_, y_, kept))
-    sol = llsvm.solve(X, y, C, seed=seed, tol=1e-4)
+    sol = llsvm.solve(X, y, C, seed=seed, tol=1e-4, full_passes=1)  # the paper's single pass
 
     alpha, w = np.zeros(120), np.zeros(X.shape[1] + 1)
     order = np.random.default_rng(seed).permutation(120)
@@ -212,7 +212,7 @@ def test_rows_that_reach_a_bound_are_not_read_again(monkeypatch):
     monkeypatch.setattr(llsvm, "_load_block", spy)
     monkeypatch.setattr(llsvm, "_write_active_set", spy_write)
     monkeypatch.setattr(llsvm, "_sweep_csr", spy_sweep)
-    sol = llsvm.solve(X, y, C, tol=1e-6, inner_iterations=1)
+    sol = llsvm.solve(X, y, C, tol=1e-6, inner_iterations=1, full_passes=1)
     history = sol.info["active_history"]
     assert history == sorted(history, reverse=True) and history[-1] < history[0]
     assert at_load and len(at_load) == len(state["loads"])  # one sweep per block (inner_iterations=1)

@@ -10,6 +10,11 @@ Step t draws a row uniformly, then
 with w~ = s v (Figure 2 of the P-packSVM paper): scaling touches only s, the update only
 the non-zeros of phi(x), and ||w~||^2 is carried along (recomputed every epoch against
 drift). Only the hinge loss ("l1") is supported.
+
+By default the result is the average of the iterates of the last half of the steps
+(suffix averaging, which the last iterate of SGD lacks: it removes most of the step noise).
+It costs no pass over w: with S the running sum of s over the averaged steps and U the sum
+of every later addition delta to v weighted by the S before it, sum_t s_t v_t = S v - U.
 """
 import math
 import time
@@ -26,13 +31,16 @@ _TINY_SCALE = 1e-9  # fold s into v below this, long before v could overflow
 
 @njit(cache=True)
 def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, bias, sqn, sigma, t0, epochs,
-             rng, s, norm):
+             rng, s, norm, average_from, u, ub):
     """epochs * n_dual Pegasos steps numbered t0+1, t0+2, ... on w~ = s [v, vb[0]].
 
-    sqn[r] = ||phi(x_r)||^2. Returns (s, ||w~||^2, projections).
+    sqn[r] = ||phi(x_r)||^2. Steps t > average_from are averaged: u (n_out,) and ub (1,)
+    receive U (see the module docstring). Returns (s, ||w~||^2, projections, S, count).
     """
     n_dual = sqn.shape[0]
     projections = 0
+    total_s = 0.0
+    count = 0
     t = t0
     for _ in range(epochs):
         for _ in range(n_dual):
@@ -54,27 +62,35 @@ def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, 
                 norm += 2.0 * eta * keep * margin + eta * eta * (sqn[r] + bias)
                 _add(kind, params, idx, val, v, y[i] * eta / s, shift)
                 vb[0] += y[i] * eta / s * bias
+                if count > 0:
+                    _add(kind, params, idx, val, u, y[i] * eta / s * total_s, shift)
+                    ub[0] += y[i] * eta / s * bias * total_s
             if norm * sigma > 1.0:
                 s /= math.sqrt(sigma * norm)
                 norm = 1.0 / sigma
                 projections += 1
+            if t > average_from:
+                total_s += s
+                count += 1
             if s < _TINY_SCALE:
                 v *= s
                 vb[0] *= s
+                total_s /= s  # the averaged steps' scales, in the new units of v
                 s = 1.0
         norm = s * s * (np.dot(v, v) + vb[0] * vb[0])
-    return s, norm, projections
+    return s, norm, projections, total_s, count
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w0=None, b0=0.0, alpha0=None,
-          epochs=10, t0=None, feature_map=None):
+          epochs=10, t0=None, feature_map=None, average=True):
     """Pegasos on one block; returns a LinearSolution with alpha=None.
 
     X (n, d) CSR or dense, y (n,) in {-1, +1}; epochs * n steps (n counts virtual rows under
     a shifts map). tol is not used (Pegasos runs a fixed number of steps); max_epochs, when
     given, caps epochs. w0 (n_out,) / b0 warm-start w~; the steps are then numbered from
     t0 + 1 with t0 = n by default, so the first step keeps n/(n+1) of w0 (t0 = 0 would wipe
-    it). feature_map: a FeatureMap (or name), applied on demand as in dcd.
+    it). feature_map: a FeatureMap (or name), applied on demand as in dcd. average: return
+    the mean of the last half of the iterates (default) instead of the last one.
     """
     y = check_block(X, y)
     n, d = X.shape
@@ -107,9 +123,16 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     norm = float(v @ v + vb[0] ** 2)
     rng = np.array([seed], dtype=np.uint64)
 
+    steps = epochs * n_dual
+    average_from = t0 + steps // 2 if average else t0 + steps
+    u, ub = np.zeros(n_out), np.zeros(1)
     start = time.perf_counter()
-    s, norm, projections = _pegasos(indptr, indices, values, dense, y, fmap.kind, params, n_virtual, v, vb,
-                                    bias_value, sqn, sigma, t0, epochs, rng, 1.0, norm)
-    info = {"steps": epochs * n_dual, "t_end": t0 + epochs * n_dual, "sigma": sigma, "projections": int(projections),
-            "seconds": time.perf_counter() - start, "feature_map": fmap.name}
+    s, norm, projections, total_s, count = _pegasos(
+        indptr, indices, values, dense, y, fmap.kind, params, n_virtual, v, vb, bias_value, sqn, sigma, t0, epochs,
+        rng, 1.0, norm, average_from, u, ub)
+    info = {"steps": steps, "t_end": t0 + steps, "sigma": sigma, "projections": int(projections),
+            "averaged_steps": int(count), "seconds": time.perf_counter() - start, "feature_map": fmap.name}
+    if count:
+        return LinearSolution(w=(total_s * v - u) / count, b=float((total_s * vb[0] - ub[0]) / count), alpha=None,
+                              iterations=epochs, info=info)
     return LinearSolution(w=s * v, b=float(s * vb[0]), alpha=None, iterations=epochs, info=info)
