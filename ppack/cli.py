@@ -74,7 +74,10 @@ def build_parser():
     lin.add_argument("--p", type=float, default=None, help="alm only: loss power 1 <= p <= 2 (overrides --loss)")
     lin.add_argument("--averaging", choices=["iterative", "oneshot"], default="iterative",
                      help="iterative: rounds warm-started from the average (default); oneshot: average once")
-    lin.add_argument("--rounds", type=int, default=20, help="most averaging rounds (default 20)")
+    lin.add_argument("--rounds", type=int, default=50, help="most averaging rounds (default 50)")
+    lin.add_argument("--rounds-tol", type=float, default=1e-3,
+                     help="stop the rounds when the duality gap (dual solvers) or the change of the primal "
+                          "objective (primal solvers) is at most this fraction of the objective (default 1e-3)")
     lin.add_argument("--features", default=None,
                      help="COFFIN feature map computed on demand: poly2, hash:BITS (e.g. hash:20), shifts:S "
                           "(virtual shifted images)")
@@ -316,7 +319,7 @@ def run_train_linear(comm, args):
     threads = configure_threads(comm, args.threads)
     data, test = _train_data(comm, args, say)
     model = BlockAveragedSVC(solver=args.solver, C=1.0 if args.C is None else args.C, loss=args.loss, p=args.p,
-                             bias=not args.no_bias, averaging=args.averaging, rounds=args.rounds,
+                             bias=not args.no_bias, averaging=args.averaging, rounds=args.rounds, tol=args.rounds_tol,
                              features=args.features, solver_options=_solver_options(args.solver_option), comm=comm)
     shard, read_seconds = _read(comm, data, np.float64)
     say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "

@@ -38,7 +38,7 @@ def test_identical_blocks_give_the_single_rank_model(mode):
     whole = BlockAveragedSVC("dcd", C=0.5, averaging="oneshot", solver_options=options, comm=SELF).fit(
         sp.vstack([X] * size).tocsr(), np.tile(y, size))
     blocks = BlockAveragedSVC("dcd", C=0.5, averaging=mode, rounds=50, tol=1e-8, solver_options=options,
-                              comm=WORLD).fit(identical_blocks_shard(X, y, WORLD))
+                              shuffle=False, comm=WORLD).fit(identical_blocks_shard(X, y, WORLD))
     rtol = 1e-5 if mode == "oneshot" else 1e-3  # solver accuracy; CoCoA rounds converge linearly
     np.testing.assert_allclose(blocks.w_, whole.w_, rtol=rtol, atol=rtol)
     assert blocks.b_ == pytest.approx(whole.b_, rel=rtol, abs=rtol)
@@ -77,3 +77,22 @@ def test_feature_map_model_predicts_through_the_map(tmp_path):
     poly.save(tmp_path / "poly.h5")
     np.testing.assert_array_equal(BlockAveragedSVC.load(tmp_path / "poly.h5", SELF).decision_function(Xt),
                                   poly.decision_function(Xt))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rows_of_a_sorted_file_are_dealt_out_at_random():
+    """Contiguous shards of a label-sorted data set hold one class each; the blocks must not."""
+    X, y = linear_problem(n=800, seed=6)
+    order = np.argsort(y, kind="stable")
+    X, y = X[order], y[order]
+    from ppack.linear.blocks import random_blocks
+
+    shard = Shard.from_arrays(X, y, WORLD.Get_rank(), WORLD.Get_size())
+    X_block, y_block = random_blocks(WORLD, shard.X, shard.y, seed=1)
+    assert len(np.unique(y_block)) == 2
+    assert WORLD.allreduce(X_block.shape[0]) == 800
+    assert WORLD.allreduce(float(X_block.sum())) == pytest.approx(float(X.sum()))
+    single = BlockAveragedSVC("dcd", C=1.0, averaging="oneshot", solver_options={"tol": 1e-6}, comm=SELF).fit(X, y)
+    optimum = primal_objective(X, y, single.w_, single.b_, 1.0)
+    model = BlockAveragedSVC("dcd", C=1.0, rounds=60, tol=1e-6, comm=WORLD).fit(shard)
+    assert model.report_.primal[-1] <= 1.01 * optimum

@@ -47,12 +47,14 @@ class AveragingReport:
 
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",
-                   rounds=20, tol=1e-4, solver_options=None, on_round=None, local_loss=None):
+                   rounds=50, tol=1e-3, solver_options=None, on_round=None, local_loss=None):
     """Collective: the block-averaged model ``(w, b, report)`` of every rank's block (X, y).
 
     ``solve`` is a solver's ``solve`` function and ``has_dual`` whether its solutions carry
-    alpha. ``rounds`` and ``tol`` (relative change of the primal objective between rounds)
-    bound the iterative mode. ``local_loss(w, b)`` may replace the default evaluation of
+    alpha. ``rounds`` and ``tol`` bound the iterative mode: with a dual, rounds stop when
+    the duality gap is at most ``tol`` times the primal objective (so the model is that
+    close to the optimum); without one, when the primal objective changes by at most
+    ``tol`` relative between rounds. ``local_loss(w, b)`` may replace the default evaluation of
     the block's loss sum (feature maps). ``on_round(report)`` runs on every rank after
     each round.
     """
@@ -86,7 +88,10 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
             report.dual.append(float(dual))
         if on_round is not None:
             on_round(report)
-        if len(report.primal) > 1 and abs(report.primal[-2] - report.primal[-1]) <= tol * abs(report.primal[-1]):
+        if cocoa and report.gap <= tol * abs(report.primal[-1]):
+            break
+        if not cocoa and len(report.primal) > 1 and \
+                abs(report.primal[-2] - report.primal[-1]) <= tol * abs(report.primal[-1]):
             break
     return w, b, report
 

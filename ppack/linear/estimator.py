@@ -16,6 +16,7 @@ from ..errors import PPackError
 from ..estimator import find_classes
 from ..model import LinearModelFile, read_linear_model, save_linear_model
 from .averaging import MODES, block_averaged
+from .blocks import random_blocks
 from .problem import margins
 
 # name -> (module, whether its solutions carry dual variables)
@@ -36,14 +37,15 @@ class BlockAveragedSVC:
     """Linear SVM: ``solver`` on each rank's block, models averaged (see averaging.py).
 
     Parameters: solver, C, loss ("l1" hinge / "l2" squared hinge), p (alm: 1 <= p <= 2,
-    overrides loss), bias, averaging ("iterative" or "oneshot"), rounds, tol (between
-    rounds), features (COFFIN feature map, e.g. "poly2", "hash:20", "shifts:1"),
-    solver_options (passed to the solver). Fitted: ``w_``, ``b_``, ``classes_``,
-    ``report_`` (objectives per round).
+    overrides loss), bias, averaging ("iterative" or "oneshot"), rounds, tol (when rounds
+    stop: relative duality gap, or relative change for primal solvers), features (COFFIN feature map, e.g. "poly2", "hash:20", "shifts:1"),
+    solver_options (passed to the solver), shuffle (deal the rows out to the ranks at
+    random before solving, so each block is a random sample even of a sorted file), seed.
+    Fitted: ``w_``, ``b_``, ``classes_``, ``report_`` (objectives per round).
     """
 
-    def __init__(self, solver="dcd", C=1.0, loss="l1", p=None, bias=True, averaging="iterative", rounds=20,
-                 tol=1e-4, features=None, solver_options=None, comm=None):
+    def __init__(self, solver="dcd", C=1.0, loss="l1", p=None, bias=True, averaging="iterative", rounds=50,
+                 tol=1e-3, features=None, solver_options=None, shuffle=True, seed=0, comm=None):
         self.solver = solver
         self.C = C
         self.loss = loss
@@ -54,6 +56,8 @@ class BlockAveragedSVC:
         self.tol = tol
         self.features = features
         self.solver_options = solver_options
+        self.shuffle = shuffle
+        self.seed = seed
         self.comm = comm
 
     def _comm(self):
@@ -108,6 +112,8 @@ class BlockAveragedSVC:
         self.classes_ = find_classes(comm, shard)
         labels = np.where(shard.y == self.classes_[1], 1.0, -1.0)
         block = self._block(shard)
+        if self.shuffle:
+            block, labels = random_blocks(comm, block, labels, self.seed)
         solve, has_dual = solver_function(self.solver)
         options = dict(self.solver_options or {})
         if self.p is not None:
