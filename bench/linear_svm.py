@@ -151,7 +151,7 @@ def averaging(name, data_dir, ranks, C, solvers):
                 subprocess.run([str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(ranks), sys.executable,
                                 "-m", "ppack", "train", "--solver", solver, "--data", str(Path(work) / "train.h5"),
                                 "--test", str(Path(work) / "test.h5"), "--C", str(C), "--averaging", mode,
-                                "--rounds", "50", "--metrics-json", str(out), "--quiet"], check=True,
+                                "--metrics-json", str(out), "--quiet"], check=True,
                                env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
                 results.append(json.loads(out.read_text()))
     return results

@@ -74,7 +74,7 @@ def build_parser():
     lin.add_argument("--p", type=float, default=None, help="alm only: loss power 1 <= p <= 2 (overrides --loss)")
     lin.add_argument("--averaging", choices=["iterative", "oneshot"], default="iterative",
                      help="iterative: rounds warm-started from the average (default); oneshot: average once")
-    lin.add_argument("--rounds", type=int, default=50, help="most averaging rounds (default 50)")
+    lin.add_argument("--rounds", type=int, default=100, help="most averaging rounds (default 100)")
     lin.add_argument("--rounds-tol", type=float, default=1e-3,
                      help="stop the rounds when the duality gap (dual solvers) or the change of the primal "
                           "objective (primal solvers) is at most this fraction of the objective (default 1e-3)")

@@ -47,7 +47,7 @@ class AveragingReport:
 
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",
-                   rounds=50, tol=1e-3, solver_options=None, on_round=None, local_loss=None):
+                   rounds=100, tol=1e-3, solver_options=None, on_round=None, local_loss=None):
     """Collective: the block-averaged model ``(w, b, report)`` of every rank's block (X, y).
 
     ``solve`` is a solver's ``solve`` function and ``has_dual`` whether its solutions carry

@@ -44,7 +44,7 @@ class BlockAveragedSVC:
     Fitted: ``w_``, ``b_``, ``classes_``, ``report_`` (objectives per round).
     """
 
-    def __init__(self, solver="dcd", C=1.0, loss="l1", p=None, bias=True, averaging="iterative", rounds=50,
+    def __init__(self, solver="dcd", C=1.0, loss="l1", p=None, bias=True, averaging="iterative", rounds=100,
                  tol=1e-3, features=None, solver_options=None, shuffle=True, seed=0, comm=None):
         self.solver = solver
         self.C = C
