@@ -96,3 +96,15 @@ def test_rows_of_a_sorted_file_are_dealt_out_at_random():
     optimum = primal_objective(X, y, single.w_, single.b_, 1.0)
     model = BlockAveragedSVC("dcd", C=1.0, rounds=60, tol=1e-6, comm=WORLD).fit(shard)
     assert model.report_.primal[-1] <= 1.01 * optimum
+
+
+@pytest.mark.mpi(min_size=2)
+def test_alm_iterative_mode_is_the_single_rank_run():
+    """alm sums the blocks' gradient and step at every iteration: the single-rank iterates."""
+    X, y = linear_problem(n=900, seed=7)
+    options = {"max_epochs": 200}
+    single = BlockAveragedSVC("alm", C=1.0, averaging="iterative", solver_options=options, comm=SELF).fit(X, y)
+    spread = BlockAveragedSVC("alm", C=1.0, averaging="iterative", solver_options=options, shuffle=False,
+                              comm=WORLD).fit(X, y)
+    np.testing.assert_allclose(spread.w_, single.w_, rtol=1e-8, atol=1e-10)
+    assert spread.report_.primal[-1] == pytest.approx(single.report_.primal[-1], rel=1e-10)

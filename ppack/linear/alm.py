@@ -34,8 +34,13 @@ from ppack.linear.problem import LinearSolution
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w0=None,
           b0=0.0, alpha0=None, p=None, mu0=None, rho=1.01, mu_max=1e5,
-          regularize_bias=True, bisect_tol=1e-12):
+          regularize_bias=True, bisect_tol=1e-12, comm=None):
     """Minimise 1/2 (||w||^2 + b^2) + C sum_i max(0, 1 - y_i (w . x_i + b))^p by inexact ALM.
+
+    With ``comm`` (an MPI communicator) every rank passes its own block of rows and the
+    method runs on their union: e and lambda are per row, so they stay local, and each
+    iteration sums the blocks' contributions to the gradient and to the step (Eq. 16-18)
+    with Allreduce; every rank ends with the same (w, b), that of a single-rank run.
 
     X: CSR matrix or dense array (n, d); y (n,) in {-1, +1}. ``loss`` "l1" means p = 1 and
     "l2" p = 2; ``p`` in [1, 2] overrides it. Stops when the (sub)gradient norm of the
@@ -76,23 +81,23 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
 
     Xw = _matvec(X, w)
     zero = np.zeros(d)
-    g0 = _gradient_norm(X, y, zero, 0.0, np.zeros(n), C, p, bias, regb)
-    n_pos = int(np.count_nonzero(y > 0))
-    grad_tol = tol * max(min(n_pos, n - n_pos), 1) / n * g0
+    g0 = _gradient_norm(X, y, zero, 0.0, np.zeros(n), C, p, bias, regb, comm)
+    n_total, n_pos = _sum(comm, np.array([n, np.count_nonzero(y > 0)], dtype=np.float64))
+    grad_tol = tol * max(min(n_pos, n_total - n_pos), 1) / n_total * g0
 
     mu = mu0
     iterations = 0
     converged = False
     e = None
     for _ in range(max_epochs):
-        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb)
+        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, comm)
         if gnorm <= grad_tol:
             converged = True
             break
         t = y - Xw - b - lam / mu
         e = e_update(t, y, C / mu, p, bisect_tol)
         # residual of the least-squares problem (14): X w + 1 b - z = e - t
-        wg, bg, Xwg, step = gradient_step(X, w, b, e - t, mu, bias, regb)
+        wg, bg, Xwg, step = gradient_step(X, w, b, e - t, mu, bias, regb, comm)
         w -= step * wg
         b -= step * bg
         Xw -= step * Xwg
@@ -101,11 +106,13 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
         iterations += 1
     Xw = _matvec(X, w)  # exact, for the report: the loop carried X w by updates
     if not converged:
-        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb)
+        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, comm)
         converged = gnorm <= grad_tol
     slack = np.maximum(0.0, 1.0 - y * (Xw + b))
-    objective = 0.5 * (float(w @ w) + (b * b if regb else 0.0)) + C * float(np.sum(slack ** p))
-    residual = float(np.linalg.norm(Xw + b - y + e)) if e is not None else float("nan")
+    loss, squared_residual = _sum(comm, np.array([np.sum(slack ** p), 0.0 if e is None else
+                                                  float(np.sum((Xw + b - y + e) ** 2))]))
+    objective = 0.5 * (float(w @ w) + (b * b if regb else 0.0)) + C * float(loss)
+    residual = math.sqrt(squared_residual) if e is not None else float("nan")
     info = {"lambda": lam, "mu": mu, "p": p, "grad_norm": gnorm, "grad_tol": grad_tol,
             "converged": converged, "objective": objective, "residual": residual}
     return LinearSolution(w=w, b=float(b), alpha=None, iterations=iterations, info=info)
@@ -157,27 +164,29 @@ def _bisect_slack(s, gamma, p, width):
     return lo + 0.5 * half
 
 
-def gradient_step(X, w, b, r, mu, bias=True, regularize_bias=True):
+def gradient_step(X, w, b, r, mu, bias=True, regularize_bias=True, comm=None):
     """One gradient step of G(w, b) = mu^-1 (||w||^2 [+ b^2]) + ||r||^2 (Eq. 14, 16-18).
 
     r (n,) = X w + 1 b - z is G's residual at (w, b). Returns (w_g (d,), b_g, X w_g (n,),
     s): the half-gradient (Eq. 16) and the step s minimising G(w - s w_g, b - s b_g)
     (Eq. 18 in its simplified form). The caller moves w, b and X w by -s times them.
+    With ``comm`` the rows are spread over its ranks and the sums over rows are reduced.
     """
-    wg = _rmatvec(X, r) + w / mu
+    sums = _sum(comm, np.append(_rmatvec(X, r), np.sum(r)))
+    wg = sums[:-1] + w / mu
     bg = 0.0
     if bias:
-        bg = float(np.sum(r)) + (b / mu if regularize_bias else 0.0)
+        bg = float(sums[-1]) + (b / mu if regularize_bias else 0.0)
     Xwg = _matvec(X, wg)
     q = Xwg + bg
     wgwg = float(wg @ wg)
     num = wgwg + bg * bg
-    den = float(q @ q) + (num if regularize_bias else wgwg) / mu
+    den = float(_sum(comm, np.array([q @ q]))[0]) + (num if regularize_bias else wgwg) / mu
     step = num / den if den > 0.0 else 0.0
     return wg, bg, Xwg, step
 
 
-def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True):
+def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, comm=None):
     """(g_w (d,), g_b): the gradient of the objective at (w, b); Xw (n,) = X w.
 
     For p = 1 the hinge has no derivative at margin 1; this is the subgradient that
@@ -188,14 +197,27 @@ def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True):
         v = np.where(margin < 1.0, -C * y, 0.0)
     else:
         v = -C * p * y * np.maximum(0.0, 1.0 - margin) ** (p - 1.0)
-    gw = w + _rmatvec(X, v)
-    gb = (float(np.sum(v)) + (b if regularize_bias else 0.0)) if bias else 0.0
+    sums = _sum(comm, np.append(_rmatvec(X, v), np.sum(v)))
+    gw = w + sums[:-1]
+    gb = (float(sums[-1]) + (b if regularize_bias else 0.0)) if bias else 0.0
     return gw, gb
 
 
-def _gradient_norm(X, y, w, b, Xw, C, p, bias, regb):
-    gw, gb = objective_gradient(X, y, w, b, Xw, C, p, bias, regb)
+def _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, comm=None):
+    gw, gb = objective_gradient(X, y, w, b, Xw, C, p, bias, regb, comm)
     return math.sqrt(float(gw @ gw) + gb * gb)
+
+
+def _sum(comm, values):
+    """values (float64 array) summed over the ranks of ``comm`` (unchanged without one)."""
+    values = np.asarray(values, dtype=np.float64)
+    if comm is None or comm.Get_size() == 1:
+        return values
+    from mpi4py import MPI
+
+    total = np.empty_like(values)
+    comm.Allreduce(values, total, op=MPI.SUM)
+    return total
 
 
 def _matvec(X, v):

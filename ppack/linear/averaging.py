@@ -9,8 +9,10 @@ Two modes:
   solution carries ``alpha``) a round is the averaging variant of CoCoA: each block
   starts from the shared (w, b) and its own alpha, and the average of the changes is
   applied, which keeps w = sum_i alpha_i y_i x_i and converges to the optimum of the
-  whole problem. Primal solvers are restarted from the average each round (parameter
-  mixing) with the block-scaled C of the one-shot mode.
+  whole problem. A data-parallel solver (alm) combines the blocks at every one of its
+  iterations instead (its gradient and step are sums over rows), which gives the
+  single-rank result exactly. Other primal solvers are restarted from the average each
+  round (parameter mixing) with the block-scaled C of the one-shot mode.
 
 After every round the primal objective of the averaged model over the whole data set
 (and the dual objective, hence the duality gap, when the solver has a dual) is computed
@@ -47,11 +49,14 @@ class AveragingReport:
 
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",
-                   rounds=100, tol=1e-3, solver_options=None, on_round=None, local_loss=None):
+                   rounds=100, tol=1e-3, solver_options=None, on_round=None, local_loss=None,
+                   data_parallel=False):
     """Collective: the block-averaged model ``(w, b, report)`` of every rank's block (X, y).
 
     ``solve`` is a solver's ``solve`` function and ``has_dual`` whether its solutions carry
-    alpha. ``rounds`` and ``tol`` bound the iterative mode: with a dual, rounds stop when
+    alpha, ``data_parallel`` whether it takes ``comm`` and runs on the union of the blocks
+    (then the iterative mode is one such run). ``rounds`` and ``tol`` bound the iterative
+    mode of the others: with a dual, rounds stop when
     the duality gap is at most ``tol`` times the primal objective (so the model is that
     close to the optimum); without one, when the primal objective changes by at most
     ``tol`` relative between rounds. ``local_loss(w, b)`` may replace the default evaluation of
@@ -65,6 +70,16 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
     cocoa = has_dual and mode == "iterative"
     block_C = C if cocoa else C * size
     report = AveragingReport(mode)
+    if data_parallel and mode == "iterative":
+        start = MPI.Wtime()
+        sol = solve(X, y, C, loss=loss, bias=bias, comm=comm, **(solver_options or {}))
+        report.rounds = sol.iterations
+        report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+        block_loss = loss_sum(X, y, sol.w, sol.b, power) if local_loss is None else local_loss(sol.w, sol.b)
+        report.primal.append(0.5 * (float(sol.w @ sol.w) + sol.b ** 2) + C * comm.allreduce(block_loss, op=MPI.SUM))
+        if on_round is not None:
+            on_round(report)
+        return sol.w, sol.b, report
     w = b = alpha = None
     for _ in range(1 if mode == "oneshot" else rounds):
         start = MPI.Wtime()
