@@ -246,7 +246,7 @@ def run_train(comm, args):
     run_collectively(comm, model._check_params)
     shard, read_seconds = _read(comm, data, np.dtype(args.dtype))
     say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
-        f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} threads")
+        f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} thread{'s' if threads > 1 else ''}")
     every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
     if (args.checkpoint_every or args.resume) and not args.checkpoint:
         raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
@@ -323,7 +323,7 @@ def run_train_linear(comm, args):
                              features=args.features, solver_options=_solver_options(args.solver_option), comm=comm)
     shard, read_seconds = _read(comm, data, np.float64)
     say(f"data {data}: {shard.n_samples} rows, {shard.n_features} features, "
-        f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} threads")
+        f"{'csr' if shard.sparse else 'dense'}; {comm.Get_size()} ranks x {threads} thread{'s' if threads > 1 else ''}")
 
     def show(report):
         gap = f", duality gap {report.gap:.6g}" if report.dual else ""
@@ -382,7 +382,7 @@ def run_predict(comm, args):
                "predict": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)}
     accuracy = comm.bcast(_accuracy(model, decisions, labels), root=0)
     say(f"predicted {shard.n_samples} rows of {args.data} with {described} "
-        f"on {comm.Get_size()} ranks x {threads} threads in {seconds['predict']:.2f} s")
+        f"on {comm.Get_size()} ranks x {threads} thread{'s' if threads > 1 else ''} in {seconds['predict']:.2f} s")
     if accuracy is not None:
         say(f"accuracy {100 * accuracy:.2f}%")
     if args.output:
