@@ -108,3 +108,14 @@ def test_alm_iterative_mode_is_the_single_rank_run():
                               comm=WORLD).fit(X, y)
     np.testing.assert_allclose(spread.w_, single.w_, rtol=1e-8, atol=1e-10)
     assert spread.report_.primal[-1] == pytest.approx(single.report_.primal[-1], rel=1e-10)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_pegasos_iterative_mode_is_local_sgd_with_one_epoch_per_round():
+    X, y = linear_problem(n=800, seed=8)
+    single = BlockAveragedSVC("dcd", C=1.0, averaging="oneshot", solver_options={"tol": 1e-6}, comm=SELF).fit(X, y)
+    optimum = primal_objective(X, y, single.w_, single.b_, 1.0)
+    model = BlockAveragedSVC("pegasos", C=1.0, solver_options={"epochs": 60}, comm=WORLD).fit(X, y)
+    assert model.report_.rounds == 60
+    assert model.report_.primal[-1] == pytest.approx(primal_objective(X, y, model.w_, model.b_, 1.0))
+    assert model.report_.primal[-1] <= 1.1 * optimum

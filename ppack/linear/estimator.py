@@ -19,18 +19,19 @@ from .averaging import MODES, block_averaged
 from .blocks import random_blocks
 from .problem import margins
 
-# name -> (module, whether its solutions carry dual variables, whether it runs data-parallel)
-SOLVERS = {"dcd": ("dcd", True, False), "llsvm": ("llsvm", True, False), "stream": ("stream", True, False),
-           "alm": ("alm", False, True), "pegasos": ("pegasos", False, False)}
+# name -> (module, how block averaging combines it: "dual" (CoCoA rounds), "data-parallel"
+# (sums every iteration) or "stochastic" (local SGD))
+SOLVERS = {"dcd": ("dcd", "dual"), "llsvm": ("llsvm", "dual"), "stream": ("stream", "dual"),
+           "alm": ("alm", "data-parallel"), "pegasos": ("pegasos", "stochastic")}
 LOSSES = ("l1", "l2")
 
 
 def solver_function(name):
-    """(solve, has_dual, data_parallel) of a solver name; raises PPackError naming the choices."""
+    """(solve, combination kind) of a solver name; raises PPackError naming the choices."""
     if name not in SOLVERS:
         raise PPackError(f"--solver: unknown solver {name!r}; expected one of packsvm, {', '.join(SOLVERS)}")
-    module, has_dual, data_parallel = SOLVERS[name]
-    return importlib.import_module(f"ppack.linear.{module}").solve, has_dual, data_parallel
+    module, kind = SOLVERS[name]
+    return importlib.import_module(f"ppack.linear.{module}").solve, kind
 
 
 class BlockAveragedSVC:
@@ -114,7 +115,7 @@ class BlockAveragedSVC:
         block = self._block(shard)
         if self.shuffle:
             block, labels = random_blocks(comm, block, labels, self.seed)
-        solve, has_dual, data_parallel = solver_function(self.solver)
+        solve, kind = solver_function(self.solver)
         options = dict(self.solver_options or {})
         if self.p is not None:
             options["p"] = self.p
@@ -132,9 +133,10 @@ class BlockAveragedSVC:
 
         start = MPI.Wtime()
         self.w_, self.b_, self.report_ = run_collectively(
-            comm, block_averaged, comm, solve, has_dual, block, labels, float(self.C), loss=self.loss, p=self.p,
+            comm, block_averaged, comm, solve, kind == "dual", block, labels, float(self.C), loss=self.loss, p=self.p,
             bias=self.bias, mode=self.averaging, rounds=int(self.rounds), tol=self.tol, solver_options=options,
-            on_round=on_round, local_loss=local_loss, data_parallel=data_parallel)
+            on_round=on_round, local_loss=local_loss, data_parallel=kind == "data-parallel",
+            stochastic=kind == "stochastic")
         self.n_features_in_ = shard.n_features
         self.training_ = {"n_samples": shard.n_samples, "ranks": comm.Get_size(), "data": shard.path,
                           "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **self.report_.as_dict()}

@@ -82,7 +82,7 @@ def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, 
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w0=None, b0=0.0, alpha0=None,
-          epochs=100, t0=None, feature_map=None, average=True):
+          epochs=200, t0=None, feature_map=None, average=True):
     """Pegasos on one block; returns a LinearSolution with alpha=None.
 
     X (n, d) CSR or dense, y (n,) in {-1, +1}; epochs * n steps (n counts virtual rows under
