@@ -10,6 +10,7 @@ Buffer layout, r rows: ``[labels (r) | dense rows (r*d)]`` or
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
+from numba import njit
 
 from .kernels.sums import csr_pair_kernels, dense_pair_kernels
 
@@ -88,6 +89,18 @@ def row_norms_csr(indptr, indices, values, l1):
     return sums
 
 
+@njit(cache=True)
+def _pad_rows(indptr, indices, values, rows, positions, nnz, idx, val):
+    """Copy CSR rows ``rows`` into the padded buffer slots ``positions`` (nnz, idx, val)."""
+    for k in range(rows.shape[0]):
+        row, pos = rows[k], positions[k]
+        a, b = indptr[row], indptr[row + 1]
+        nnz[pos] = b - a
+        for j in range(b - a):
+            idx[pos, j] = indices[a + j]
+            val[pos, j] = values[a + j]
+
+
 def deliver_rows(comm, shard, labels, ids, spec, n_features=None, allreduce=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
@@ -105,12 +118,7 @@ def deliver_rows(comm, shard, labels, ids, spec, n_features=None, allreduce=None
         ylab, nnz = buf[:r], buf[r:2 * r]
         idx = buf[2 * r:2 * r + r * L].reshape(r, L)
         val = buf[2 * r + r * L:].reshape(r, L)
-        X = shard.X
-        for pos, row in zip(mine, local):
-            a, b = X.indptr[row], X.indptr[row + 1]
-            nnz[pos] = b - a
-            idx[pos, :b - a] = X.indices[a:b]
-            val[pos, :b - a] = X.data[a:b]
+        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, nnz, idx, val)
     else:
         buf = np.zeros(r + r * d)
         ylab = buf[:r]

@@ -11,10 +11,8 @@ Two modes:
   applied, which keeps w = sum_i alpha_i y_i x_i and converges to the optimum of the
   whole problem. A data-parallel solver (alm) combines the blocks at every one of its
   iterations instead (its gradient and step are sums over rows), which gives the
-  single-rank result exactly. A stochastic solver (pegasos) runs one epoch of its block per
-  round, continuing its step count from the average (local SGD with averaging after
-  every epoch), and the result is the mean of the averages of the last half of the
-  rounds, as a single-rank run averages its last half of iterates.
+  single-rank result exactly. (Pegasos, a stochastic method, has its own exact
+  distributed form: ``pegasos.solve_distributed``.)
 
 After every round the primal objective of the averaged model over the whole data set
 (and the dual objective, hence the duality gap, when the solver has a dual) is computed
@@ -52,14 +50,12 @@ class AveragingReport:
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",
                    rounds=100, tol=1e-3, solver_options=None, on_round=None, local_loss=None,
-                   data_parallel=False, stochastic=False):
+                   data_parallel=False):
     """Collective: the block-averaged model ``(w, b, report)`` of every rank's block (X, y).
 
     ``solve`` is a solver's ``solve`` function and ``has_dual`` whether its solutions carry
     alpha, ``data_parallel`` whether it takes ``comm`` and runs on the union of the blocks
-    (then the iterative mode is one such run), ``stochastic`` whether it is an SGD with a
-    step counter ``t0`` and ``epochs`` (then the iterative mode is local SGD: one epoch a
-    round, as many rounds as the solver's epochs). ``rounds`` and ``tol`` bound the iterative
+    (then the iterative mode is one such run). ``rounds`` and ``tol`` bound the iterative
     mode of the others: with a dual, rounds stop when
     the duality gap is at most ``tol`` times the primal objective (so the model is that
     close to the optimum); without one, when the primal objective changes by at most
@@ -84,8 +80,6 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         if on_round is not None:
             on_round(report)
         return sol.w, sol.b, report
-    if stochastic and mode == "iterative":
-        return _local_sgd(comm, solve, X, y, C, loss, bias, power, solver_options, report, on_round, local_loss)
     w = b = alpha = None
     for _ in range(1 if mode == "oneshot" else rounds):
         start = MPI.Wtime()
@@ -114,31 +108,6 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         if not cocoa and len(report.primal) > 1 and \
                 abs(report.primal[-2] - report.primal[-1]) <= tol * abs(report.primal[-1]):
             break
-    return w, b, report
-
-
-def _local_sgd(comm, solve, X, y, C, loss, bias, power, solver_options, report, on_round, local_loss):
-    """One epoch of the stochastic solver per round from the average; mean of the last half."""
-    options = dict(solver_options or {})
-    epochs = int(options.pop("epochs", 200))
-    size = comm.Get_size()
-    n_block = X.shape[0]
-    w, b = None, 0.0
-    total_w, total_b, count = 0.0, 0.0, 0
-    for r in range(epochs):
-        start = MPI.Wtime()
-        warm = {} if w is None else {"w0": w.copy(), "b0": b}
-        sol = solve(X, y, C * size, loss=loss, bias=bias, epochs=1, t0=r * n_block, average=False, **warm, **options)
-        w, b = _average(comm, sol.w, sol.b, size)
-        if r >= epochs // 2:
-            total_w, total_b, count = total_w + w, total_b + b, count + 1
-        report.rounds += 1
-        report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-    w, b = total_w / count, total_b / count
-    block_loss = loss_sum(X, y, w, b, power) if local_loss is None else local_loss(w, b)
-    report.primal.append(0.5 * (float(w @ w) + b * b) + C * comm.allreduce(block_loss, op=MPI.SUM))
-    if on_round is not None:
-        on_round(report)
     return w, b, report
 
 

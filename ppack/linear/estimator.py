@@ -15,12 +15,12 @@ from ..data.shard import Shard
 from ..errors import PPackError
 from ..estimator import find_classes
 from ..model import LinearModelFile, read_linear_model, save_linear_model
-from .averaging import MODES, block_averaged
+from .averaging import MODES, AveragingReport, block_averaged
 from .blocks import random_blocks
-from .problem import margins
+from .problem import loss_sum, margins
 
-# name -> (module, how block averaging combines it: "dual" (CoCoA rounds), "data-parallel"
-# (sums every iteration) or "stochastic" (local SGD))
+# name -> (module, how the iterative mode combines the blocks: "dual" (CoCoA rounds),
+# "data-parallel" (sums every iteration) or "stochastic" (rows delivered to every rank))
 SOLVERS = {"dcd": ("dcd", "dual"), "llsvm": ("llsvm", "dual"), "stream": ("stream", "dual"),
            "alm": ("alm", "data-parallel"), "pegasos": ("pegasos", "stochastic")}
 LOSSES = ("l1", "l2")
@@ -132,15 +132,36 @@ class BlockAveragedSVC:
                 return float(np.sum(slack ** power))
 
         start = MPI.Wtime()
-        self.w_, self.b_, self.report_ = run_collectively(
-            comm, block_averaged, comm, solve, kind == "dual", block, labels, float(self.C), loss=self.loss, p=self.p,
-            bias=self.bias, mode=self.averaging, rounds=int(self.rounds), tol=self.tol, solver_options=options,
-            on_round=on_round, local_loss=local_loss, data_parallel=kind == "data-parallel",
-            stochastic=kind == "stochastic")
+        if kind == "stochastic" and self.averaging == "iterative":
+            self.w_, self.b_, self.report_ = run_collectively(comm, self._distributed_sgd, comm, shard, options,
+                                                              on_round)
+        else:
+            self.w_, self.b_, self.report_ = run_collectively(
+                comm, block_averaged, comm, solve, kind == "dual", block, labels, float(self.C), loss=self.loss,
+                p=self.p, bias=self.bias, mode=self.averaging, rounds=int(self.rounds), tol=self.tol,
+                solver_options=options, on_round=on_round, local_loss=local_loss,
+                data_parallel=kind == "data-parallel")
         self.n_features_in_ = shard.n_features
         self.training_ = {"n_samples": shard.n_samples, "ranks": comm.Get_size(), "data": shard.path,
                           "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **self.report_.as_dict()}
         return self
+
+    def _distributed_sgd(self, comm, shard, options, on_round):
+        """Pegasos over all ranks' rows at once (pegasos.solve_distributed): (w, b, report)."""
+        from .pegasos import solve_distributed
+
+        if self.feature_map_ is not None:
+            raise PPackError("--features: the iterative mode of pegasos takes no feature map; "
+                             "use --averaging oneshot")
+        labels = np.where(shard.y == self.classes_[1], 1.0, -1.0)
+        start = MPI.Wtime()
+        w, b, steps = solve_distributed(comm, shard, labels, float(self.C), bias=self.bias, **options)
+        report = AveragingReport("iterative", rounds=1, seconds=[comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)])
+        local = loss_sum(self._block(shard), labels, w, b, 1.0)
+        report.primal.append(0.5 * (float(w @ w) + b * b) + float(self.C) * comm.allreduce(local, op=MPI.SUM))
+        if on_round is not None:
+            on_round(report)
+        return w, b, report
 
     def _power(self):
         return self.p if self.p is not None else (2.0 if self.loss == "l2" else 1.0)

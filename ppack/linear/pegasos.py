@@ -136,3 +136,95 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
         return LinearSolution(w=(total_s * v - u) / count, b=float((total_s * vb[0] - ub[0]) / count), alpha=None,
                               iterations=epochs, info=info)
     return LinearSolution(w=s * v, b=float(s * vb[0]), alpha=None, iterations=epochs, info=info)
+
+
+@njit(cache=True)
+def _steps_in_order(indptr, indices, values, y, v, vb, bias, sigma, t0, s, norm, average_from, u, ub,
+                    total_s, count):
+    """Pegasos steps t0+1 .. t0+r on the r CSR rows in order (rows drawn by the caller).
+
+    Same update as ``_pegasos`` with the identity map; returns (s, norm, total_s, count).
+    """
+    r = y.shape[0]
+    for k in range(r):
+        t = t0 + k + 1
+        a, e = indptr[k], indptr[k + 1]
+        dot = 0.0
+        sq = 0.0
+        for j in range(a, e):
+            dot += v[indices[j]] * values[j]
+            sq += values[j] * values[j]
+        margin = y[k] * s * (dot + vb[0] * bias)
+        keep = 1.0 - 1.0 / t
+        if keep == 0.0:
+            v[:] = 0.0
+            vb[0] = 0.0
+            s, norm = 1.0, 0.0
+        else:
+            s *= keep
+            norm *= keep * keep
+        if margin < 1.0:
+            eta = 1.0 / (sigma * t)
+            norm += 2.0 * eta * keep * margin + eta * eta * (sq + bias)
+            step = y[k] * eta / s
+            for j in range(a, e):
+                v[indices[j]] += step * values[j]
+            vb[0] += step * bias
+            if count > 0:
+                for j in range(a, e):
+                    u[indices[j]] += step * total_s * values[j]
+                ub[0] += step * bias * total_s
+        if norm * sigma > 1.0:
+            s /= math.sqrt(sigma * norm)
+            norm = 1.0 / sigma
+        if t > average_from:
+            total_s += s
+            count += 1
+        if s < _TINY_SCALE:
+            v *= s
+            vb[0] *= s
+            total_s /= s
+            s = 1.0
+    return s, norm, total_s, count
+
+
+def solve_distributed(comm, shard, labels, C, *, bias=True, epochs=200, seed=0, pack=1000, average=True):
+    """Collective: Pegasos over the rows of all ranks' shards, every rank holding w.
+
+    shard: this rank's ``Shard``; labels (its rows,) in {-1, +1}. A sampling stream
+    shared by the ranks (seeded alike) draws the global rows; each pack of ``pack`` rows
+    is delivered to every rank with one Allreduce (as in the kernel trainer), and every
+    rank applies the same steps, so the result does not depend on the number of ranks.
+    Returns (w (d,), b, steps).
+    """
+    from ..kernels.spec import KernelSpec
+    from ..rows import deliver_rows
+    from ..solver.sampler import RowSampler
+
+    n, d = shard.n_samples, shard.n_features
+    check_number("epochs", epochs, 1, integer=True)
+    sigma = 1.0 / (n * float(C))
+    steps = int(epochs) * n
+    sampler = RowSampler(n, seed)
+    spec = KernelSpec("linear")
+    bias_value = 1.0 if bias else 0.0
+    v, vb, u, ub = np.zeros(d), np.zeros(1), np.zeros(d), np.zeros(1)
+    s, norm, total_s, count = 1.0, 0.0, 0.0, 0
+    average_from = steps // 2 if average else steps
+    t = 0
+    while t < steps:
+        r = min(pack, steps - t)
+        block = deliver_rows(comm, shard, labels, sampler.take(r), spec)
+        if block.csr is None:  # dense data: the same steps over the rows' nonzeros
+            import scipy.sparse as sp
+
+            rows = sp.csr_matrix(block.dense)
+            indptr, indices, values = rows.indptr.astype(np.int64), rows.indices, rows.data.astype(np.float64)
+        else:
+            indptr, indices, values = block.csr[0], block.csr[1], block.csr[2].astype(np.float64)
+        s, norm, total_s, count = _steps_in_order(indptr, indices, values, block.y, v, vb, bias_value, sigma, t, s,
+                                                  norm, average_from, u, ub, total_s, count)
+        t += r
+    if count:
+        return (total_s * v - u) / count, float((total_s * vb[0] - ub[0]) / count), steps
+    return s * v, float(s * vb[0]), steps
