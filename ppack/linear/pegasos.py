@@ -23,10 +23,51 @@ import numpy as np
 from numba import njit
 
 from .dcd import MAX_ROWS, _rand_below, check_block, check_common, check_number, check_start
-from .features import _add, _dot, _row, _sqnorms, as_rows
+from .features import FeatureMap, _add, _dot, _row, _sqnorms, as_rows
 from .problem import LinearSolution
 
 _TINY_SCALE = 1e-9  # fold s into v below this, long before v could overflow
+
+
+@njit(inline="always")
+def _step(kind, params, idx, val, shift, yi, t, sq, v, vb, bias, sigma, s, norm, average_from, u, ub, total_s,
+          count):
+    """Pegasos step t on the row (idx, val) with label yi and ||phi(x)||^2 = sq.
+
+    w~ = s [v, vb[0]]; returns (s, norm, total_s, count, projected) with the suffix-average
+    accumulators u, ub, total_s, count updated (see the module docstring).
+    """
+    margin = yi * s * (_dot(kind, params, idx, val, v, shift) + vb[0] * bias)
+    keep = 1.0 - 1.0 / t
+    if keep == 0.0:  # step 1 forgets w~ entirely
+        v[:] = 0.0
+        vb[0] = 0.0
+        s, norm = 1.0, 0.0
+    else:
+        s *= keep
+        norm *= keep * keep
+    if margin < 1.0:
+        eta = 1.0 / (sigma * t)
+        norm += 2.0 * eta * keep * margin + eta * eta * (sq + bias)
+        _add(kind, params, idx, val, v, yi * eta / s, shift)
+        vb[0] += yi * eta / s * bias
+        if count > 0:
+            _add(kind, params, idx, val, u, yi * eta / s * total_s, shift)
+            ub[0] += yi * eta / s * bias * total_s
+    projected = 0
+    if norm * sigma > 1.0:
+        s /= math.sqrt(sigma * norm)
+        norm = 1.0 / sigma
+        projected = 1
+    if t > average_from:
+        total_s += s
+        count += 1
+    if s < _TINY_SCALE:
+        v *= s
+        vb[0] *= s
+        total_s /= s  # the averaged steps' scales, in the new units of v
+        s = 1.0
+    return s, norm, total_s, count, projected
 
 
 @njit(cache=True)
@@ -48,35 +89,9 @@ def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, 
             r = _rand_below(rng, n_dual)
             i, shift = (r, 0) if n_virtual == 1 else (r // n_virtual, r % n_virtual)
             idx, val = _row(i, indptr, indices, values, dense)
-            margin = y[i] * s * (_dot(kind, params, idx, val, v, shift) + vb[0] * bias)
-            keep = 1.0 - 1.0 / t
-            if keep == 0.0:  # step 1 forgets w~ entirely
-                v[:] = 0.0
-                vb[0] = 0.0
-                s, norm = 1.0, 0.0
-            else:
-                s *= keep
-                norm *= keep * keep
-            if margin < 1.0:
-                eta = 1.0 / (sigma * t)
-                norm += 2.0 * eta * keep * margin + eta * eta * (sqn[r] + bias)
-                _add(kind, params, idx, val, v, y[i] * eta / s, shift)
-                vb[0] += y[i] * eta / s * bias
-                if count > 0:
-                    _add(kind, params, idx, val, u, y[i] * eta / s * total_s, shift)
-                    ub[0] += y[i] * eta / s * bias * total_s
-            if norm * sigma > 1.0:
-                s /= math.sqrt(sigma * norm)
-                norm = 1.0 / sigma
-                projections += 1
-            if t > average_from:
-                total_s += s
-                count += 1
-            if s < _TINY_SCALE:
-                v *= s
-                vb[0] *= s
-                total_s /= s  # the averaged steps' scales, in the new units of v
-                s = 1.0
+            s, norm, total_s, count, projected = _step(kind, params, idx, val, shift, y[i], t, sqn[r], v, vb, bias,
+                                                       sigma, s, norm, average_from, u, ub, total_s, count)
+            projections += projected
         norm = s * s * (np.dot(v, v) + vb[0] * vb[0])
     return s, norm, projections, total_s, count
 
@@ -139,52 +154,16 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
 
 
 @njit(cache=True)
-def _steps_in_order(indptr, indices, values, y, v, vb, bias, sigma, t0, s, norm, average_from, u, ub,
+def _steps_in_order(indptr, indices, values, y, kind, params, v, vb, bias, sigma, t0, s, norm, average_from, u, ub,
                     total_s, count):
     """Pegasos steps t0+1 .. t0+r on the r CSR rows in order (rows drawn by the caller).
 
-    Same update as ``_pegasos`` with the identity map; returns (s, norm, total_s, count).
+    kind/params: the identity feature map. Returns (s, norm, total_s, count).
     """
-    r = y.shape[0]
-    for k in range(r):
-        t = t0 + k + 1
-        a, e = indptr[k], indptr[k + 1]
-        dot = 0.0
-        sq = 0.0
-        for j in range(a, e):
-            dot += v[indices[j]] * values[j]
-            sq += values[j] * values[j]
-        margin = y[k] * s * (dot + vb[0] * bias)
-        keep = 1.0 - 1.0 / t
-        if keep == 0.0:
-            v[:] = 0.0
-            vb[0] = 0.0
-            s, norm = 1.0, 0.0
-        else:
-            s *= keep
-            norm *= keep * keep
-        if margin < 1.0:
-            eta = 1.0 / (sigma * t)
-            norm += 2.0 * eta * keep * margin + eta * eta * (sq + bias)
-            step = y[k] * eta / s
-            for j in range(a, e):
-                v[indices[j]] += step * values[j]
-            vb[0] += step * bias
-            if count > 0:
-                for j in range(a, e):
-                    u[indices[j]] += step * total_s * values[j]
-                ub[0] += step * bias * total_s
-        if norm * sigma > 1.0:
-            s /= math.sqrt(sigma * norm)
-            norm = 1.0 / sigma
-        if t > average_from:
-            total_s += s
-            count += 1
-        if s < _TINY_SCALE:
-            v *= s
-            vb[0] *= s
-            total_s /= s
-            s = 1.0
+    for k in range(y.shape[0]):
+        idx, val = indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
+        s, norm, total_s, count, _ = _step(kind, params, idx, val, 0, y[k], t0 + k + 1, float(np.dot(val, val)), v,
+                                           vb, bias, sigma, s, norm, average_from, u, ub, total_s, count)
     return s, norm, total_s, count
 
 
@@ -207,6 +186,8 @@ def solve_distributed(comm, shard, labels, C, *, bias=True, epochs=200, seed=0, 
     steps = int(epochs) * n
     sampler = RowSampler(n, seed)
     spec = KernelSpec("linear")
+    identity = FeatureMap("identity")
+    params = identity.params(d)
     bias_value = 1.0 if bias else 0.0
     v, vb, u, ub = np.zeros(d), np.zeros(1), np.zeros(d), np.zeros(1)
     s, norm, total_s, count = 1.0, 0.0, 0.0, 0
@@ -222,8 +203,8 @@ def solve_distributed(comm, shard, labels, C, *, bias=True, epochs=200, seed=0, 
             indptr, indices, values = rows.indptr.astype(np.int64), rows.indices, rows.data.astype(np.float64)
         else:
             indptr, indices, values = block.csr[0], block.csr[1], block.csr[2].astype(np.float64)
-        s, norm, total_s, count = _steps_in_order(indptr, indices, values, block.y, v, vb, bias_value, sigma, t, s,
-                                                  norm, average_from, u, ub, total_s, count)
+        s, norm, total_s, count = _steps_in_order(indptr, indices, values, block.y, identity.kind, params, v, vb,
+                                                  bias_value, sigma, t, s, norm, average_from, u, ub, total_s, count)
         t += r
     if count:
         return (total_s * v - u) / count, float((total_s * vb[0] - ub[0]) / count), steps
