@@ -76,7 +76,7 @@ def _describe_checkpoint(path, f):
             f"{'complete' if a.get('complete', False) else 'INCOMPLETE'})",
             f"  iteration {a['iteration']} of {params.get('iterations')}, {len(f['keys'])} support vectors "
             f"on {a['ranks']} ranks, {stats['packs']} packs done",
-            f"  run: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))]
+            "  run: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))]
 
 
 def _describe_text(path):

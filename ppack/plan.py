@@ -68,7 +68,7 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, c
     total = shard + table + work
     lines = [f"data {path}: {n} rows, {d} features, {'csr' if sparse else 'dense'}, "
              f"{per_row:.1f} stored values per row; T = {T}, r = {r}, {ranks} ranks",
-             f"memory per rank (worst case at T):",
+             "memory per rank (worst case at T):",
              f"  data shard        {_size(shard)}  ({rows} rows)",
              f"  support vectors   {_size(table)}  (up to {entries} per rank)",
              f"  pack work arrays  {_size(work)}",

@@ -9,7 +9,7 @@ from mpi4py import MPI
 from ppack.cli import main
 from ppack.estimator import PackSVC
 
-from conftest import make_problem, rank0_only, run_ppack  # noqa: F401 (fixture)
+from conftest import make_problem, run_ppack
 
 WORLD = MPI.COMM_WORLD
 TRAIN = ["--gamma", "0.2", "--C", "5", "--iterations", "900", "--pack", "50", "--seed", "4", "--quiet"]

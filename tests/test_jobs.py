@@ -20,7 +20,7 @@ import pytest
 from ppack.cli import build_parser
 from ppack.data.hdf5 import read_rows, write_dataset
 
-from conftest import clean_mpi_env, rank0_only  # noqa: F401 (fixture)
+from conftest import clean_mpi_env
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 

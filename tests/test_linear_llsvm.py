@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from ppack.data.libsvm import read_libsvm
 from ppack.linear import llsvm
-from ppack.linear.problem import dual_objective, loss_sum, primal_objective
+from ppack.linear.problem import dual_objective, primal_objective
 
 from conftest import SHARED_DATA
 
