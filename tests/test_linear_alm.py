@@ -343,10 +343,11 @@ def load_set(name):
     return X, y, Xt, yt
 
 
+needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
+
+
 @pytest.fixture(scope="module")
 def benchmark_sets():
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared benchmark data folder {SHARED_DATA} is absent")
     return {name: load_set(name) for name in ("a9a", "w8a", "ijcnn1")}
 
 
@@ -354,6 +355,7 @@ def accuracy(X, y, w, b):
     return 100.0 * np.mean(np.where(np.asarray(X @ w) + b > 0, 1.0, -1.0) == y)
 
 
+@needs_data
 @pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
 @pytest.mark.parametrize("p", [1, 2])
 def test_matches_liblinear(benchmark_sets, name, p):
@@ -374,6 +376,7 @@ def test_matches_liblinear(benchmark_sets, name, p):
     assert abs(acc - ref_acc) <= 0.3
 
 
+@needs_data
 def test_accuracy_across_p(benchmark_sets):
     """Like the paper's Table 3: test accuracy for several p (printed; asserted only to be
     better than always predicting the majority class)."""

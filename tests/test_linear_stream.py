@@ -361,8 +361,6 @@ def test_cache_bytes_bound_and_a9a_against_liblinear():
 @pytest.fixture(scope="module")
 def ijcnn1(tmp_path_factory):
     folder = SHARED_DATA / "ijcnn1"
-    if not folder.is_dir():
-        pytest.skip(f"shared data folder {folder} is absent")
     parts = [read_libsvm(folder / f"ijcnn1.{s}.bz2", n_features=22)[:2] for s in ("tr", "val")]
     X = sp.vstack([p[0] for p in parts]).tocsr()
     y = np.concatenate([p[1] for p in parts])
@@ -372,6 +370,7 @@ def ijcnn1(tmp_path_factory):
     return path, X, y, Xt, yt
 
 
+@pytest.mark.skipif(not (SHARED_DATA / "ijcnn1").is_dir(), reason="shared ijcnn1 data not found")
 def test_solve_file_ijcnn1_with_a_tenth_of_the_rows_cached(ijcnn1):
     path, X, y, Xt, yt = ijcnn1
     n = X.shape[0]

@@ -55,6 +55,23 @@ WRITE_CHUNK_ROWS = 16384  # rows serialised per write of the first pass
 # ---------------------------------------------------------------- numba cores
 
 
+@njit(inline="always")
+def _coordinate_step(old, margin, qii, diag, upper):
+    """Algorithm 1's update of one dual variable: (new alpha, projected gradient).
+
+    margin = y_i w . x~_i at the current w; qii = ||x~_i||^2 + diag.
+    """
+    g = 1.0 - margin - diag * old  # dual gradient (ascent direction)
+    pg = g
+    if old <= 0.0:
+        pg = max(g, 0.0)
+    elif old >= upper:
+        pg = min(g, 0.0)
+    if qii > 0.0:
+        return min(upper, max(0.0, old + g / qii)), pg
+    return upper, pg  # an all-zero row without bias: g = 1, the dual is linear in alpha_i
+
+
 @njit(cache=True)
 def _sweep_csr(indptr, indices, data, labels, rows, order, alpha, w, tau, diag, upper):
     """One pass of Algorithm 1's update over the CSR rows ``order`` of a block.
@@ -79,18 +96,9 @@ def _sweep_csr(indptr, indices, data, labels, rows, order, alpha, w, tau, diag, 
             dot += w[indices[p]] * v
             qii += v * v
         old = alpha[i]
-        g = 1.0 - yk * dot - diag * old  # dual gradient (ascent direction)
-        pg = g
-        if old <= 0.0:
-            pg = max(g, 0.0)
-        elif old >= upper:
-            pg = min(g, 0.0)
+        new, pg = _coordinate_step(old, yk * dot, qii, diag, upper)
         pg_max = max(pg_max, pg)
         pg_min = min(pg_min, pg)
-        if qii > 0.0:
-            new = min(upper, max(0.0, old + g / qii))
-        else:  # an all-zero row without bias: g = 1, the dual is linear in alpha_i
-            new = upper
         delta = new - old
         if delta != 0.0:
             alpha[i] = new
@@ -118,18 +126,9 @@ def _sweep_dense(X, labels, rows, order, alpha, w, tau, diag, upper):
             dot += w[j] * v
             qii += v * v
         old = alpha[i]
-        g = 1.0 - yk * dot - diag * old
-        pg = g
-        if old <= 0.0:
-            pg = max(g, 0.0)
-        elif old >= upper:
-            pg = min(g, 0.0)
+        new, pg = _coordinate_step(old, yk * dot, qii, diag, upper)
         pg_max = max(pg_max, pg)
         pg_min = min(pg_min, pg)
-        if qii > 0.0:
-            new = min(upper, max(0.0, old + g / qii))
-        else:
-            new = upper
         delta = new - old
         if delta != 0.0:
             alpha[i] = new
