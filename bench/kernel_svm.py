@@ -81,7 +81,7 @@ def _timed(fn):
 
 def kernel_sum_rate(d, n_sv=20000, r=100, dtype=np.float64, repeats=5):
     """GFLOP/s of one rank's rbf kernel-sum phase on dense data: 2 r n_sv d flops per pack."""
-    from ppack.comm import configure_threads
+    from ppack.mpi.comm import configure_threads
     from ppack.kernels.spec import KernelSpec
     from ppack.rows import RowBlock
     from ppack.table import SupportVectorTable

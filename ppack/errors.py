@@ -1,11 +1,12 @@
-"""User-facing errors: the message names the file, the field and what was expected."""
+"""The one user-error type: the message names the file or option, what was expected and what came."""
 
 
-class PPackError(Exception):
+class PPackError(ValueError):
     """An error the user can fix (bad input, bad option); printed without a traceback.
 
+    A ``ValueError``, so code that validates arguments the scikit-learn way keeps working.
     ``collective`` is True when every rank raised it at the same point (see
-    ``comm.agree``), so the job can exit cleanly instead of being aborted.
+    ``mpi.comm.agree``), so the job can exit cleanly instead of being aborted.
     """
 
     def __init__(self, message, collective=False):

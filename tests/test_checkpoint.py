@@ -5,7 +5,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack.errors import PPackError
-from ppack.estimator import PackSVC
+from ppack import PackSVC
 
 from conftest import make_problem
 

@@ -7,7 +7,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack.cli import main
-from ppack.estimator import PackSVC
+from ppack import PackSVC
 
 from conftest import make_problem, run_ppack
 
@@ -175,7 +175,7 @@ def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
             assert f.attrs["model_type"] == "linear" and f.attrs["solver"] == "dcd"
     WORLD.Barrier()
     fails_with(capsys, ["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--p", "1.5"],
-               "--p: only the alm solver")
+               "p: only the alm solver")
 
 
 FAILING_RANK_SCRIPT = """
@@ -183,8 +183,8 @@ import sys
 from mpi4py import MPI
 sys.path.insert(0, {tests!r})
 from conftest import make_problem
-from ppack.comm import abort_on_exception
-from ppack.estimator import PackSVC
+from ppack.mpi.comm import abort_on_exception
+from ppack import PackSVC
 
 comm = MPI.COMM_WORLD
 

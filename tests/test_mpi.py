@@ -5,7 +5,7 @@ from mpi4py import MPI
 
 from ppack.data.hdf5 import write_dataset
 from ppack.data.shard import load_shard
-from ppack.estimator import PackSVC
+from ppack import PackSVC
 
 from conftest import CountingComm, make_problem
 

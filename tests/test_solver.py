@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from ppack.comm import chunk, chunk_starts, owners_of
-from ppack.estimator import PackSVC
-from ppack.solver.replay import replay_pack
-from ppack.solver.sampler import RowSampler
+from ppack.mpi.comm import chunk, chunk_starts, owners_of
+from ppack import PackSVC
+from ppack.packsvm.replay import replay_pack
+from ppack.data.sampler import RowSampler
 
 from conftest import make_problem
 from naive import kernel_matrix, spack_reference

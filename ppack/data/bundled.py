@@ -8,7 +8,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from ppack.errors import InputError, PPackError
+from ..errors import InputError, PPackError
 
 DEFAULT_TRAIN = "a9a"
 DEFAULT_TEST = "a9a.t"

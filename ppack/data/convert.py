@@ -4,9 +4,10 @@ import os
 
 import numpy as np
 
-from ppack.data.hdf5 import STORAGES, write_dataset
-from ppack.data.libsvm import read_libsvm
-from ppack.errors import InputError
+from ..errors import InputError
+from ..registry import STORAGES
+from .hdf5 import write_dataset
+from .libsvm import read_libsvm
 
 
 def convert(src, dst, n_features=None, storage="auto", dtype=np.float64, compression="gzip"):

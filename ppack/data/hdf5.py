@@ -24,18 +24,18 @@ renamed over the target.
 """
 
 import os
-import uuid
 from dataclasses import dataclass
 
 import h5py
 import numpy as np
 import scipy.sparse as sp
 
-from ppack.errors import InputError
+from ..atomic import atomic_h5_write
+from ..errors import InputError
+from ..registry import STORAGES
 
 FORMAT = "ppack-data"
 FORMAT_VERSION = 1
-STORAGES = ("dense", "csr")
 DENSITY_CUTOFF = 0.25  # "auto" storage: csr below this fraction of nonzeros
 
 _MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -161,32 +161,23 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
         X = X.toarray() if sp.issparse(X) else X
         max_row_nnz = d
 
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with h5py.File(tmp, "x") as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["format_version"] = FORMAT_VERSION
-            f.attrs["n_samples"] = n
-            f.attrs["n_features"] = d
-            f.attrs["storage"] = storage
-            f.attrs["max_row_nnz"] = max_row_nnz
-            if storage == "csr":
-                group = f.create_group("X")
-                _dataset(group, "data", X.data, compression)
-                _dataset(group, "indices", X.indices.astype(np.int32, copy=False), compression)
-                _dataset(group, "indptr", X.indptr.astype(np.int64, copy=False), compression)
-            else:
-                _dataset(f, "X", X, compression)
-            _dataset(f, "y", y, compression)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    def write(f):
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["n_samples"] = n
+        f.attrs["n_features"] = d
+        f.attrs["storage"] = storage
+        f.attrs["max_row_nnz"] = max_row_nnz
+        if storage == "csr":
+            group = f.create_group("X")
+            _dataset(group, "data", X.data, compression)
+            _dataset(group, "indices", X.indices.astype(np.int32, copy=False), compression)
+            _dataset(group, "indptr", X.indptr.astype(np.int64, copy=False), compression)
+        else:
+            _dataset(f, "X", X, compression)
+        _dataset(f, "y", y, compression)
+
+    atomic_h5_write(os.fspath(path), write)
     return H5Header(n, d, storage, max_row_nnz, dtype)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ppack.errors import InputError
+from ..errors import InputError
 
 CHUNK_BYTES = 16 << 20
 

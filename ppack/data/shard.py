@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..comm import chunk, run_collectively
 from ..errors import InputError
+from ..mpi.comm import chunk, run_collectively
 
 
 @dataclass

@@ -1,4 +1,2 @@
-"""Kernel functions: the name registry and the numba partial-kernel-sum cores."""
-from .spec import KERNELS, KernelSpec
-
-__all__ = ["KERNELS", "KernelSpec"]
+"""Kernels: their specification (spec), the operations the trainers call (ops) and the
+numba CPU backend that evaluates them (cpu)."""

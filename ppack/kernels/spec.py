@@ -7,9 +7,11 @@ integer kernel id and three floats.
 from dataclasses import dataclass
 
 from ..errors import PPackError
+from ..registry import KERNELS, PACKSVM_PARAMS
 
-RBF, LINEAR, POLY, LAPLACIAN = 0, 1, 2, 3
-KERNELS = {"rbf": RBF, "linear": LINEAR, "poly": POLY, "laplacian": LAPLACIAN}
+# The numba cores' integer id of each kernel name (in the registry's order).
+RBF, LINEAR, POLY, LAPLACIAN = range(4)
+KERNEL_IDS = dict(zip(KERNELS, (RBF, LINEAR, POLY, LAPLACIAN)))
 FORMULAS = {
     "rbf": "exp(-gamma * ||x - z||^2)",
     "linear": "<x, z>",
@@ -34,19 +36,17 @@ class KernelSpec:
 
     def __post_init__(self):
         if self.name not in KERNELS:
-            raise PPackError(f"--kernel: unknown kernel {self.name!r}; expected one of {', '.join(KERNELS)}")
-        if self.name != "linear" and not self.gamma > 0:
-            raise PPackError(f"--gamma: must be > 0 for the {self.name} kernel, got {self.gamma}")
-        if self.name == "poly":
-            if int(self.degree) != self.degree or self.degree < 1:
-                raise PPackError(f"--degree: must be an integer >= 1, got {self.degree}")
-        if self.offset < 0:
-            raise PPackError(f"kernel offset must be >= 0, got {self.offset}")
+            raise PPackError(f"kernel: unknown kernel {self.name!r}; expected one of {', '.join(KERNELS)}")
+        if self.name != "linear":
+            PACKSVM_PARAMS["gamma"].rule.check("gamma", self.gamma)
+        PACKSVM_PARAMS["degree"].rule.check("degree", self.degree)
+        if not self.offset >= 0:
+            raise PPackError(f"kernel offset: must be >= 0, got {self.offset}")
 
     @property
     def kind(self):
         """Integer id used by the numba cores."""
-        return KERNELS[self.name]
+        return KERNEL_IDS[self.name]
 
     @property
     def uses_l1(self):

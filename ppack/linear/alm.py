@@ -29,7 +29,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ppack.linear.problem import LinearSolution
+from ..mpi.collectives import Collectives
+from .problem import LinearSolution
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w0=None,
@@ -78,11 +79,12 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     bisect_tol = _check_positive("bisect_tol", bisect_tol)
     w, b, lam = _initial_point(n, d, y, bias, w0, b0, alpha0)
     regb = bool(regularize_bias) and bool(bias)
+    collectives = None if comm is None else Collectives(comm)
 
     Xw = _matvec(X, w)
     zero = np.zeros(d)
-    g0 = _gradient_norm(X, y, zero, 0.0, np.zeros(n), C, p, bias, regb, comm)
-    n_total, n_pos = _sum(comm, np.array([n, np.count_nonzero(y > 0)], dtype=np.float64))
+    g0 = _gradient_norm(X, y, zero, 0.0, np.zeros(n), C, p, bias, regb, collectives)
+    n_total, n_pos = _sum(collectives, np.array([n, np.count_nonzero(y > 0)], dtype=np.float64))
     grad_tol = tol * max(min(n_pos, n_total - n_pos), 1) / n_total * g0
 
     mu = mu0
@@ -90,14 +92,14 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     converged = False
     e = None
     for _ in range(max_epochs):
-        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, comm)
+        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives)
         if gnorm <= grad_tol:
             converged = True
             break
         t = y - Xw - b - lam / mu
         e = e_update(t, y, C / mu, p, bisect_tol)
         # residual of the least-squares problem (14): X w + 1 b - z = e - t
-        wg, bg, Xwg, step = gradient_step(X, w, b, e - t, mu, bias, regb, comm)
+        wg, bg, Xwg, step = gradient_step(X, w, b, e - t, mu, bias, regb, collectives)
         w -= step * wg
         b -= step * bg
         Xw -= step * Xwg
@@ -106,10 +108,10 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
         iterations += 1
     Xw = _matvec(X, w)  # exact, for the report: the loop carried X w by updates
     if not converged:
-        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, comm)
+        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives)
         converged = gnorm <= grad_tol
     slack = np.maximum(0.0, 1.0 - y * (Xw + b))
-    loss, squared_residual = _sum(comm, np.array([np.sum(slack ** p), 0.0 if e is None else
+    loss, squared_residual = _sum(collectives, np.array([np.sum(slack ** p), 0.0 if e is None else
                                                   float(np.sum((Xw + b - y + e) ** 2))]))
     objective = 0.5 * (float(w @ w) + (b * b if regb else 0.0)) + C * float(loss)
     residual = math.sqrt(squared_residual) if e is not None else float("nan")
@@ -164,15 +166,15 @@ def _bisect_slack(s, gamma, p, width):
     return lo + 0.5 * half
 
 
-def gradient_step(X, w, b, r, mu, bias=True, regularize_bias=True, comm=None):
+def gradient_step(X, w, b, r, mu, bias=True, regularize_bias=True, collectives=None):
     """One gradient step of G(w, b) = mu^-1 (||w||^2 [+ b^2]) + ||r||^2 (Eq. 14, 16-18).
 
     r (n,) = X w + 1 b - z is G's residual at (w, b). Returns (w_g (d,), b_g, X w_g (n,),
     s): the half-gradient (Eq. 16) and the step s minimising G(w - s w_g, b - s b_g)
     (Eq. 18 in its simplified form). The caller moves w, b and X w by -s times them.
-    With ``comm`` the rows are spread over its ranks and the sums over rows are reduced.
+    With ``collectives`` the rows are spread over their ranks and the sums over rows are reduced.
     """
-    sums = _sum(comm, np.append(_rmatvec(X, r), np.sum(r)))
+    sums = _sum(collectives, np.append(_rmatvec(X, r), np.sum(r)))
     wg = sums[:-1] + w / mu
     bg = 0.0
     if bias:
@@ -181,12 +183,12 @@ def gradient_step(X, w, b, r, mu, bias=True, regularize_bias=True, comm=None):
     q = Xwg + bg
     wgwg = float(wg @ wg)
     num = wgwg + bg * bg
-    den = float(_sum(comm, np.array([q @ q]))[0]) + (num if regularize_bias else wgwg) / mu
+    den = float(_sum(collectives, np.array([q @ q]))[0]) + (num if regularize_bias else wgwg) / mu
     step = num / den if den > 0.0 else 0.0
     return wg, bg, Xwg, step
 
 
-def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, comm=None):
+def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, collectives=None):
     """(g_w (d,), g_b): the gradient of the objective at (w, b); Xw (n,) = X w.
 
     For p = 1 the hinge has no derivative at margin 1; this is the subgradient that
@@ -197,27 +199,23 @@ def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, co
         v = np.where(margin < 1.0, -C * y, 0.0)
     else:
         v = -C * p * y * np.maximum(0.0, 1.0 - margin) ** (p - 1.0)
-    sums = _sum(comm, np.append(_rmatvec(X, v), np.sum(v)))
+    sums = _sum(collectives, np.append(_rmatvec(X, v), np.sum(v)))
     gw = w + sums[:-1]
     gb = (float(sums[-1]) + (b if regularize_bias else 0.0)) if bias else 0.0
     return gw, gb
 
 
-def _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, comm=None):
-    gw, gb = objective_gradient(X, y, w, b, Xw, C, p, bias, regb, comm)
+def _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives=None):
+    gw, gb = objective_gradient(X, y, w, b, Xw, C, p, bias, regb, collectives)
     return math.sqrt(float(gw @ gw) + gb * gb)
 
 
-def _sum(comm, values):
-    """values (float64 array) summed over the ranks of ``comm`` (unchanged without one)."""
+def _sum(collectives, values):
+    """values (float64 array) summed over the ranks of ``collectives`` (unchanged without them)."""
     values = np.asarray(values, dtype=np.float64)
-    if comm is None or comm.Get_size() == 1:
+    if collectives is None or collectives.size == 1:
         return values
-    from mpi4py import MPI
-
-    total = np.empty_like(values)
-    comm.Allreduce(values, total, op=MPI.SUM)
-    return total
+    return collectives.sum(values.copy())
 
 
 def _matvec(X, v):

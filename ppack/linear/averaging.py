@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
+from ..mpi.collectives import Collectives
 from .problem import loss_sum
 
 MODES = ("oneshot", "iterative")
@@ -80,6 +81,7 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         if on_round is not None:
             on_round(report)
         return sol.w, sol.b, report
+    collectives = Collectives(comm)
     w = b = alpha = None
     for _ in range(1 if mode == "oneshot" else rounds):
         start = MPI.Wtime()
@@ -90,9 +92,9 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         if cocoa:
             if w is None:
                 w, b, alpha = np.zeros_like(sol.w), 0.0, np.zeros_like(sol.alpha)
-            w, b, alpha = _average_changes(comm, sol, w, b, alpha, size)
+            w, b, alpha = _average_changes(collectives, sol, w, b, alpha)
         else:
-            w, b = _average(comm, sol.w, sol.b, size)
+            w, b = _average(collectives, sol.w, sol.b)
         report.rounds += 1
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
         block_loss = loss_sum(X, y, w, b, power) if local_loss is None else local_loss(w, b)
@@ -111,14 +113,14 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
     return w, b, report
 
 
-def _average(comm, w, b, size):
-    buf = np.append(w, b).astype(np.float64)
-    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-    buf /= size
+def _average(collectives, w, b):
+    """The mean of every rank's (w, b)."""
+    buf = collectives.sum(np.append(w, b).astype(np.float64))
+    buf /= collectives.size
     return buf[:-1], float(buf[-1])
 
 
-def _average_changes(comm, sol, w, b, alpha, size):
+def _average_changes(collectives, sol, w, b, alpha):
     """CoCoA averaging step: apply 1/size of every block's change to (w, b) and alpha."""
-    delta_w, delta_b = _average(comm, sol.w - w, sol.b - b, size)
-    return w + delta_w, b + delta_b, alpha + (sol.alpha - alpha) / size
+    delta_w, delta_b = _average(collectives, sol.w - w, sol.b - b)
+    return w + delta_w, b + delta_b, alpha + (sol.alpha - alpha) / collectives.size

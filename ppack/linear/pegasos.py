@@ -22,6 +22,9 @@ import time
 import numpy as np
 from numba import njit
 
+from ..data.delivery import deliver_rows
+from ..data.sampler import RowSampler
+from ..mpi.collectives import Collectives
 from .dcd import MAX_ROWS, _rand_below, check_block, check_common, check_number, check_start
 from .features import FeatureMap, _add, _dot, _row, _sqnorms, as_rows
 from .problem import LinearSolution
@@ -176,16 +179,12 @@ def solve_distributed(comm, shard, labels, C, *, bias=True, epochs=200, seed=0, 
     rank applies the same steps, so the result does not depend on the number of ranks.
     Returns (w (d,), b, steps).
     """
-    from ..kernels.spec import KernelSpec
-    from ..rows import deliver_rows
-    from ..solver.sampler import RowSampler
-
     n, d = shard.n_samples, shard.n_features
     check_number("epochs", epochs, 1, integer=True)
     sigma = 1.0 / (n * float(C))
     steps = int(epochs) * n
     sampler = RowSampler(n, seed)
-    spec = KernelSpec("linear")
+    collectives = Collectives(comm)
     identity = FeatureMap("identity")
     params = identity.params(d)
     bias_value = 1.0 if bias else 0.0
@@ -195,7 +194,7 @@ def solve_distributed(comm, shard, labels, C, *, bias=True, epochs=200, seed=0, 
     t = 0
     while t < steps:
         r = min(pack, steps - t)
-        block = deliver_rows(comm, shard, labels, sampler.take(r), spec)
+        block = deliver_rows(collectives, shard, labels, sampler.take(r))
         if block.csr is None:  # dense data: the same steps over the rows' nonzeros
             import scipy.sparse as sp
 

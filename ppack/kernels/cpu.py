@@ -12,7 +12,7 @@ fused per support vector, so no (n_sv, r) kernel matrix is ever formed; blocks o
 support vectors run in parallel and their partial sums are added in a fixed order, so
 the result does not depend on the number of threads.
 
-Layer 1 (public wrappers, in ``table.py`` and ``rows.py``) validates and allocates;
+Layer 1 (the public wrappers in ``ops.py``) validates and allocates;
 the ``@njit`` functions here allocate only per block of support vectors, never per row,
 and raise nothing. The parallel cores allow fused multiply-add contraction (and nothing
 else of fast-math): it is what lets LLVM vectorise the exp polynomial.

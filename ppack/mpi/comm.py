@@ -1,15 +1,20 @@
 """MPI helpers: pure partition math, collective error agreement, thread budgets.
 
-Every distributed function in ppack takes a communicator argument; nothing below
-reaches for ``COMM_WORLD`` except the CLI entry point.
+Every distributed function in ppack takes a communicator argument; nothing reaches for
+``COMM_WORLD`` except the CLI entry point and the estimators' default. Bulk arrays cross
+ranks only through ``collectives.Collectives``; the helpers here move small control data.
 """
 import os
 import sys
+import time
 import traceback
 
 import numpy as np
 
-from .errors import PPackError
+from ..errors import PPackError
+
+# Seconds a failing rank waits, after printing its traceback, before it aborts the job.
+ABORT_GRACE_SECONDS = 0.5
 
 
 def chunk(n, rank, size):
@@ -61,6 +66,14 @@ def run_collectively(comm, func, *args, **kwargs):
         error = exc
     agree(comm, error)
     return result
+
+
+def on_rank0(comm, func, *args, **kwargs):
+    """Collective: ``func`` runs on rank 0 only (writing a file, printing a report); an
+    error there is raised on every rank (see ``agree``). Returns rank 0's result on rank 0."""
+    if comm.Get_rank() == 0:
+        return run_collectively(comm, func, *args, **kwargs)
+    return run_collectively(comm, lambda: None)
 
 
 def local_rank_count(comm):
@@ -118,13 +131,15 @@ def abort_on_exception(comm, func, *args, **kwargs):
                 print(f"ppack: error: {exc}", file=sys.stderr, flush=True)
             sys.exit(1)
         print(f"ppack: error on rank {comm.Get_rank()}: {exc}", file=sys.stderr, flush=True)
+        time.sleep(ABORT_GRACE_SECONDS)
         comm.Abort(1)
     except KeyboardInterrupt:
         comm.Abort(130)
     except SystemExit:
         raise
     except BaseException:  # noqa: BLE001
-        print(f"ppack: rank {comm.Get_rank()} failed:", file=sys.stderr)
-        traceback.print_exc()
+        # one write, then a moment for mpiexec to forward it before Abort tears the job down
+        sys.stderr.write(f"ppack: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}")
         sys.stderr.flush()
+        time.sleep(ABORT_GRACE_SECONDS)
         comm.Abort(1)

@@ -1,17 +1,27 @@
-"""``python -m ppack info FILE``: what a data, model or checkpoint file holds."""
+"""`info FILE`: what a data, model or checkpoint file (or LIBSVM text) holds."""
 import json
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-from .errors import InputError
+from ..data.hdf5 import is_hdf5, read_header
+from ..data.libsvm import read_libsvm
+from ..errors import InputError
+from ..mpi.comm import on_rank0
+
+
+def add_parser(sub):
+    inf = sub.add_parser("info", help="describe a data, model or checkpoint file")
+    inf.add_argument("file", help="ppack HDF5 data, model or checkpoint file, or LIBSVM text")
+
+
+def run(comm, args):
+    on_rank0(comm, lambda: print("\n".join(describe(args.file)), flush=True))
 
 
 def describe(path):
     """Lines of text describing ``path`` (ppack HDF5 data, model, checkpoint, or LIBSVM text)."""
-    from .data.hdf5 import is_hdf5
-
     path = str(path)
     if not Path(path).exists():
         raise InputError("No such file", path)
@@ -35,8 +45,6 @@ def _labels(y):
 
 
 def _describe_data(path, f):
-    from .data.hdf5 import read_header
-
     h = read_header(path, check_indices=False)
     nnz = len(f["X/data"]) if h.storage == "csr" else h.n_samples * h.n_features
     stored = f["X/data"].dtype if h.storage == "csr" else f["X"].dtype
@@ -80,8 +88,6 @@ def _describe_checkpoint(path, f):
 
 
 def _describe_text(path):
-    from .data.libsvm import read_libsvm
-
     _, y, info = read_libsvm(path)
     return [f"{path}: LIBSVM text", f"  rows {info.n_samples}, features {info.n_features} (largest index), "
             f"longest row {info.max_row_nnz}", f"  labels {_labels(y)}"]

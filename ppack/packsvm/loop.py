@@ -14,27 +14,19 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ..comm import chunk
-from ..rows import deliver_rows
-from ..table import DEFAULT_WORK_BYTES, SupportVectorTable
+from ..data.delivery import deliver_rows
+from ..data.sampler import RowSampler
+from ..kernels import ops
+from ..mpi.collectives import Collectives
+from ..mpi.comm import chunk
 from .checkpoint import write_checkpoint
 from .replay import replay_pack
-from .sampler import RowSampler
+from .state import LossWindows, SolverState, SolverStats, moving_average
+from .table import SupportVectorTable
 
 # Below this scale the coefficients are folded into the table (beta *= s, s = 1) so that
 # beta = eta / s cannot overflow on very long runs.
 RESCALE_BELOW = 1e-100
-PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery", "total")
-
-
-@dataclass
-class SolverState:
-    """Everything besides the table that defines the model: w = scale * sum beta phi."""
-
-    iteration: int = 0
-    scale: float = 1.0
-    norm: float = 0.0
-    occupancy: np.ndarray = None  # support vectors held by each rank
 
 
 @dataclass
@@ -49,16 +41,6 @@ class Checkpointing:
     every_seconds: float = None
     every_packs: int = None
     params: dict = field(default_factory=dict)
-
-
-@dataclass
-class SolverStats:
-    packs: int = 0
-    allreduce_calls: int = 0
-    projections: int = 0
-    hinge_moving_average: float = float("nan")
-    seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))  # wall time, all runs
-    converged: bool = False
 
 
 class PackedSolver:
@@ -76,7 +58,7 @@ class PackedSolver:
     """
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
-                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000):
+                 work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000):
         self.comm = comm
         self.spec = spec
         self.sigma = float(sigma)
@@ -100,8 +82,8 @@ class PackedSolver:
         comm = self.comm
         rank, size = comm.Get_rank(), comm.Get_size()
         if resume is None:
-            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, self.spec, self.work_bytes)
-            state = SolverState(occupancy=np.zeros(size, dtype=np.int64))
+            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype)
+            state = SolverState(occupancy=np.zeros(size, dtype=np.int64), loss_windows=LossWindows(self.tol_window))
             stats = SolverStats()
             sampler = RowSampler(shard.n_samples, self.seed)
         else:
@@ -109,28 +91,31 @@ class PackedSolver:
         seconds = stats.seconds
         seconds.setdefault("total", 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
-        collective = _TimedAllreduce(comm, stats)
+        collectives = Collectives(comm)
+        calls_before = stats.allreduce_calls
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
         last_checkpoint = time.monotonic()
         packs_this_run = 0
-        window = _LossWindows(self.tol_window)
 
         limit = self.iterations
         while state.iteration < limit:
             r = min(self.pack, limit - state.iteration)
             ids = sampler.take(r)
             t0 = MPI.Wtime()
-            block = deliver_rows(comm, shard, labels, ids, self.spec, allreduce=collective)  # collective 1
+            block = deliver_rows(collectives, shard, labels, ids)  # collective 1
+            seconds["communication"] += collectives.last_seconds
             t1 = MPI.Wtime()
-            seconds["delivery"] += t1 - t0 - collective.last_seconds
+            seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
             # local work: partial predictions, this rank's share of the pair kernels, key flags
             left, right = _pairs(r)
             lo, hi = chunk(len(left), rank, size)
             n_pairs = len(left)
             buf = np.zeros(2 * r + n_pairs + 2)
-            table.partial_sums(block, buf[:r])
-            block.pair_kernels(left[lo:hi], right[lo:hi], self.spec, buf[r + lo:r + hi])
+            norms = ops.row_norms(block, self.spec)
+            ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec, buf[:r],
+                             self.work_bytes)
+            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf[r + lo:r + hi])
             buf[r + n_pairs:2 * r + n_pairs] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
@@ -140,7 +125,9 @@ class PackedSolver:
             buf[-1] = 1.0 if self.should_stop() or packs_this_run == stop_after_packs else 0.0
             seconds["kernel_sums"] += MPI.Wtime() - t1
 
-            collective(buf)  # collective 2
+            collectives.sum(buf)  # collective 2
+            seconds["communication"] += collectives.last_seconds
+            stats.allreduce_calls = calls_before + collectives.calls["sum"]
             t3 = MPI.Wtime()
 
             # the r sequential updates, identical on every rank
@@ -153,17 +140,17 @@ class PackedSolver:
                 block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss)
             state.iteration += r
             stats.projections += projections
-            self._update_table(table, state, ids, owners, coef, block, rank)
+            self._update_table(table, state, ids, owners, coef, block, norms, rank)
             if state.scale < RESCALE_BELOW:
                 table.scale_coefficients(state.scale)
                 state.scale = 1.0
-            stats.hinge_moving_average = _moving_average(stats.hinge_moving_average, loss, ema_weight)
+            stats.hinge_moving_average = moving_average(stats.hinge_moving_average, loss, ema_weight)
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
             if self.progress is not None and rank == 0:
                 self.progress(state, stats, int(state.occupancy.sum()), limit)
-            if self.tol is not None and window.add(loss) and window.stable(self.tol):
+            if self.tol is not None and state.loss_windows.add(loss) and state.loss_windows.stable(self.tol):
                 stats.converged = True
                 limit = state.iteration
             stop = buf[-1] > 0
@@ -177,7 +164,7 @@ class PackedSolver:
         return table, state, stats, False
 
     @staticmethod
-    def _update_table(table, state, ids, owners, coef, block, rank):
+    def _update_table(table, state, ids, owners, coef, block, norms, rank):
         """Apply the pack's added coefficients: merge repeated keys, place new ones."""
         added = {}
         for k in np.flatnonzero(coef):
@@ -200,60 +187,11 @@ class PackedSolver:
             elif owner == rank:
                 table.add_to(table.slot_of(key), value)
         if new_keys:
-            table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows))
-
-
-class _TimedAllreduce:
-    """Sums a float64 buffer over all ranks in place, counting and timing each call."""
-
-    def __init__(self, comm, stats):
-        self.comm = comm
-        self.stats = stats
-        self.last_seconds = 0.0
-
-    def __call__(self, buf):
-        start = MPI.Wtime()
-        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        self.last_seconds = MPI.Wtime() - start
-        self.stats.seconds["communication"] += self.last_seconds
-        self.stats.allreduce_calls += 1
+            table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows),
+                              norms[new_rows])
 
 
 @lru_cache(maxsize=4)
 def _pairs(r):
     """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
     return np.triu_indices(r)
-
-
-class _LossWindows:
-    """Means of the hinge loss over consecutive windows of ``size`` sampled rows."""
-
-    def __init__(self, size):
-        self.size = size
-        self.total = 0.0
-        self.count = 0
-        self.means = []
-
-    def add(self, losses):
-        """Add a pack's losses; True when a window was completed by them."""
-        self.total += float(np.sum(losses))
-        self.count += len(losses)
-        if self.count < self.size:
-            return False
-        self.means.append(self.total / self.count)
-        self.total, self.count = 0.0, 0
-        return True
-
-    def stable(self, tol):
-        if len(self.means) < 2:
-            return False
-        old, new = self.means[-2:]
-        return abs(new - old) <= tol * max(abs(old), 1e-12)
-
-
-def _moving_average(previous, values, weight):
-    """Exponential moving average (weight per new value) continued over ``values``."""
-    if np.isnan(previous):
-        return float(np.mean(values))
-    decay = (1.0 - weight) ** np.arange(len(values) - 1, -1, -1)
-    return float((1.0 - weight) ** len(values) * previous + weight * decay @ values)

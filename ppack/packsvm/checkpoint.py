@@ -2,12 +2,12 @@
 
 One HDF5 file (format "ppack-checkpoint"): every rank's table shard (keys, coefficients,
 feature vectors, and the rank that held each entry, in slot order), the scalars of the
-model (iteration, scale, norm), the sampler's exact position, the run statistics and the
-training parameters. Rank 0 writes it to a temporary file beside the target and renames
-it into place; the attribute ``complete`` is set last, so a file without it is never
-trusted. Resuming on the same number of ranks restores every entry to its rank and slot,
-so the run continues exactly as if it had not stopped; on another number of ranks the
-entries are dealt out evenly.
+model (iteration, scale, norm), the sampler's exact position, the windows of the --tol
+test, the run statistics and the training parameters. Rank 0 writes it to a temporary
+file beside the target and renames it into place; the attribute ``complete`` is set
+last, so a file without it is never trusted. Resuming on the same number of ranks
+restores every entry to its rank and slot, so the run continues exactly as if it had not
+stopped; on another number of ranks the entries are dealt out evenly.
 """
 import json
 from pathlib import Path
@@ -16,11 +16,13 @@ import h5py
 import numpy as np
 import scipy.sparse as sp
 
-from ..comm import chunk, run_collectively
+from ..atomic import atomic_h5_write
+from ..data.sampler import RowSampler
 from ..errors import InputError
-from ..model import atomic_h5_write
-from ..table import SupportVectorTable
-from .sampler import RowSampler
+from ..kernels.ops import row_norms
+from ..mpi.comm import chunk, on_rank0, run_collectively
+from .state import LossWindows, SolverState, SolverStats
+from .table import SupportVectorTable, gathered
 
 FORMAT = "ppack-checkpoint"
 FORMAT_VERSION = 1
@@ -28,50 +30,39 @@ FORMAT_VERSION = 1
 
 def write_checkpoint(comm, path, table, state, stats, sampler, params):
     """Collective: gather the table shards on rank 0, which writes ``path`` atomically."""
-    if table.sparse:
-        indptr, indices, values = table.features
-        features = (np.diff(indptr), indices, values)
-    else:
-        features = (table.features,)
-    parts = comm.gather((table.keys, table.coef, features), root=0)
-    if comm.Get_rank() != 0:
-        run_collectively(comm, lambda: None)
-        return
-    sampler_state, sampler_block = sampler.state()
+    entries = gathered(comm, table)
 
     def write(f):
+        keys, coef, X, owner = entries
+        sampler_state, sampler_block = sampler.state()
         f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, ranks=comm.Get_size(),
                        params=json.dumps(params, sort_keys=True), iteration=state.iteration,
                        scale=state.scale, norm=state.norm, sampler=json.dumps(sampler_state),
-                       stats=json.dumps({"packs": stats.packs, "allreduce_calls": stats.allreduce_calls,
-                                         "projections": stats.projections,
-                                         "hinge_moving_average": stats.hinge_moving_average,
-                                         "seconds": stats.seconds}),
+                       loss_windows=json.dumps(state.loss_windows.as_dict()),
+                       stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
         f["sampler_block"] = sampler_block
-        f["keys"] = np.concatenate([p[0] for p in parts])
-        f["coef"] = np.concatenate([p[1] for p in parts])
-        f["owner"] = np.concatenate([np.full(len(p[0]), rank, dtype=np.int32) for rank, p in enumerate(parts)])
+        f["keys"] = keys
+        f["coef"] = coef
+        f["owner"] = owner
         if table.sparse:
-            counts = np.concatenate([p[2][0] for p in parts])
-            f["indptr"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-            f["indices"] = np.concatenate([p[2][1] for p in parts]).astype(np.int32)
-            f["values"] = np.concatenate([p[2][2] for p in parts])
+            f["indptr"] = X.indptr.astype(np.int64)
+            f["indices"] = X.indices.astype(np.int32)
+            f["values"] = X.data
         else:
-            f["features"] = np.concatenate([p[2][0] for p in parts]).reshape(-1, table.n_features)
+            f["features"] = X
         f.attrs["complete"] = True
 
-    run_collectively(comm, atomic_h5_write, path, write)
+    on_rank0(comm, atomic_h5_write, path, write)
 
 
-def read_checkpoint(comm, path, params, spec, dtype, work_bytes):
+def read_checkpoint(comm, path, params, spec, dtype, tol_window):
     """Collective: ``(table, state, stats, sampler)`` of this rank from a checkpoint.
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
-    run may be continued longer). Raises InputError naming the file and the mismatch.
+    run may be continued longer). The --tol windows continue when ``tol_window`` is the
+    checkpoint's, else they start afresh. Raises InputError naming the file and the mismatch.
     """
-    from .packed import SolverState, SolverStats
-
     def load():
         with h5py.File(path, "r") as f:
             a = f.attrs
@@ -83,27 +74,29 @@ def read_checkpoint(comm, path, params, spec, dtype, work_bytes):
                     raise InputError(f"checkpoint was made with {name}={saved.get(name)!r}, this run has "
                                      f"{name}={value!r}; resume with the same settings", path)
             owner = f["owner"][()]
-            same_layout = int(a["ranks"]) == comm.Get_size()
-            rank = comm.Get_rank()
+            size, rank = comm.Get_size(), comm.Get_rank()
+            same_layout = int(a["ranks"]) == size
             if same_layout:
                 mine = np.flatnonzero(owner == rank)
+                occupancy = np.bincount(owner, minlength=size)
             else:
-                start, stop = chunk(len(owner), rank, comm.Get_size())
+                start, stop = chunk(len(owner), rank, size)
                 mine = np.arange(start, stop)
-            table = SupportVectorTable(int(a["n_features"]), a["storage"] == "csr", dtype, spec, work_bytes)
+                occupancy = np.array([hi - lo for lo, hi in (chunk(len(owner), k, size) for k in range(size))])
+            n_features = int(a["n_features"])
+            table = SupportVectorTable(n_features, a["storage"] == "csr", dtype)
             if a["storage"] == "csr":
                 X = sp.csr_matrix((f["values"][()], f["indices"][()], f["indptr"][()]),
-                                  shape=(len(owner), int(a["n_features"])))[mine]
+                                  shape=(len(owner), n_features))[mine]
             else:
                 X = f["features"][()][mine]
-            table.insert_many(f["keys"][()][mine], f["coef"][()][mine], X)
-            if same_layout:
-                occupancy = np.bincount(owner, minlength=comm.Get_size())
-            else:
-                spans = (chunk(len(owner), k, comm.Get_size()) for k in range(comm.Get_size()))
-                occupancy = np.array([stop - start for start, stop in spans])
+            X = X.astype(dtype)
+            table.insert_many(f["keys"][()][mine], f["coef"][()][mine], X, row_norms(X, spec))
+            windows = json.loads(a["loss_windows"]) if "loss_windows" in a else {}  # absent in older files
+            if windows.get("size") != tol_window:
+                windows = {"size": tol_window}
             state = SolverState(int(a["iteration"]), float(a["scale"]), float(a["norm"]),
-                                occupancy.astype(np.int64))
+                                occupancy.astype(np.int64), LossWindows(**windows))
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
                                 saved_stats["hinge_moving_average"], saved_stats["seconds"])

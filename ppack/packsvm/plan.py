@@ -15,9 +15,17 @@ import os
 import time
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
+from mpi4py import MPI
 
-from .errors import PPackError
+from ..data.hdf5 import is_hdf5, read_header
+from ..data.libsvm import read_libsvm
+from ..data.shard import load_shard
+from ..errors import PPackError
+from ..kernels.ops import DEFAULT_WORK_BYTES
+from ..registry import PACKSVM_PARAMS
+from .estimator import PackSVC
 
 # Python dict entry + key object per support vector (bytes), measured on CPython 3.11.
 DICT_BYTES_PER_ENTRY = 100
@@ -32,14 +40,9 @@ class Plan:
 
 def _header(path, dtype):
     """(rows, features, stored values per row, sparse) without reading rows when possible."""
-    from .data.hdf5 import is_hdf5, read_header
-    from .data.libsvm import read_libsvm
-
     if is_hdf5(path):
         h = read_header(path, check_indices=False)
         if h.storage == "csr":
-            import h5py
-
             with h5py.File(path, "r") as f:
                 nnz = len(f["X/data"])
             return h.n_samples, h.n_features, nnz / max(1, h.n_samples), True, h.max_row_nnz
@@ -49,9 +52,9 @@ def _header(path, dtype):
 
 
 def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, calibrate=True):
-    """A ``Plan`` for training PackSVC(**params) on ``path`` with ``ranks`` ranks."""
-    from .table import DEFAULT_WORK_BYTES
-
+    """A ``Plan`` for training PackSVC(**params) on ``path`` with ``ranks`` ranks (parameters
+    not in ``params`` take their defaults)."""
+    params = PackSVC(**params).validate_params()
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     item = np.dtype(params["dtype"]).itemsize
@@ -91,15 +94,11 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, c
 
 def _time_estimate(path, params, n, T, r, ranks, latency):
     """Lines estimating the run time from a short single-process run on this machine."""
-    from mpi4py import MPI
-
-    from .data.shard import load_shard
-    from .estimator import PackSVC
-
     shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(params["dtype"]))
     m = min(n, CALIBRATION_ROWS)
     X, y = shard.X[:m], shard.y[:m]
-    sample = dict(params, comm=MPI.COMM_SELF, progress=None, iterations=min(T, max(20 * r, m // 2)))
+    sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
+                  iterations=min(T, max(20 * r, m // 2)))
     if sample.get("sigma") is not None:  # the same C as the full run: C = 1 / (n sigma)
         sample["C"], sample["sigma"] = 1.0 / (n * sample["sigma"]), None
     calibration = PackSVC(**sample)

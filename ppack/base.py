@@ -1,0 +1,120 @@
+"""The estimator base: communicator, array-or-shard input, labels, predict and score, loading.
+
+Every method of an estimator is collective over its ``comm``: all ranks call it with the
+same arguments. Data is either a ``Shard`` (each rank holds its rows; see
+``data.shard.load_shard``) or an in-memory array / CSR matrix that every rank holds
+whole (each then keeps its slice). A trainer subclass supplies ``PARAMS`` (its table in
+``registry``), ``fit``, ``_decisions(shard)``, ``save`` and ``load``, and registers its
+model type, so ``load_model`` reads any model file without this module knowing the
+trainers.
+"""
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from .data.shard import Shard
+from .errors import PPackError
+from .mpi.comm import run_collectively
+from .model.format import model_type
+from .registry import EXCLUSIVE, MODEL_TYPES, check_params
+
+
+class BaseSVC:
+    """Shared behaviour of PackSVC and BlockAveragedSVC (see the module docstring).
+
+    Fitted attributes every trainer sets: ``classes_`` (negative, positive label) and
+    ``n_features_in_``.
+    """
+
+    PARAMS = {}
+
+    def validate_params(self):
+        """Check every parameter against the registry's table; returns them normalised.
+
+        Raises PPackError naming the parameter, the allowed values and the value given.
+        """
+        values = check_params({name: getattr(self, name) for name in self.PARAMS}, self.PARAMS)
+        for pair in EXCLUSIVE:
+            if all(name in values and values[name] != self.PARAMS[name].default for name in pair):
+                raise PPackError(f"{pair[0]} and {pair[1]}: give one or the other, not both")
+        return values
+
+    def _comm(self):
+        return MPI.COMM_WORLD if self.comm is None else self.comm
+
+    @property
+    def feature_dtype(self):
+        """The feature type data is read and stored in."""
+        return np.float64
+
+    def summary(self):
+        """A few words on the fitted model, for reports."""
+        raise NotImplementedError
+
+    def _as_shard(self, X, y=None):
+        """This rank's Shard of ``X`` (a Shard, or data every rank holds whole)."""
+        if isinstance(X, Shard):
+            return X
+        comm = self._comm()
+        dtype = self.feature_dtype
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=dtype)
+        else:
+            X = np.asarray(X, dtype=dtype)
+            if X.ndim != 2:
+                raise PPackError(f"X: expected a 2-D array (n_samples, n_features), got shape {X.shape}")
+        return Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size())
+
+    def _fit_classes(self, shard):
+        """Collective: set ``classes_`` from the whole data set; returns the shard's labels in {-1, +1}."""
+        self.classes_ = find_classes(self._comm(), shard)
+        return np.where(shard.y == self.classes_[1], 1.0, -1.0)
+
+    def labels_of(self, decisions):
+        """Original label values for decision values (positive class where >= 0)."""
+        return np.where(decisions >= 0, self.classes_[1], self.classes_[0])
+
+    def decision_function_shard(self, shard):
+        """Collective: ``(decisions, raw labels)`` for every row of the shard's data set, on rank 0
+        (``(None, None)`` elsewhere). A data set with fewer features than the model is padded."""
+        if shard.n_features > self.n_features_in_:
+            raise PPackError(f"{shard.path}: the data has {shard.n_features} features but the model "
+                             f"was trained with {self.n_features_in_}; expected at most {self.n_features_in_}",
+                             collective=True)
+        return self._decisions(shard)
+
+    def decision_function(self, X):
+        """Decision values (n_samples,) of data every rank holds; returned on every rank."""
+        decisions, _ = self.decision_function_shard(self._as_shard(X))
+        return self._comm().bcast(decisions, root=0)
+
+    def predict(self, X):
+        return self.labels_of(self.decision_function(X))
+
+    def score(self, X, y):
+        """Accuracy on data every rank holds."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def find_classes(comm, shard):
+    """Collective: the two distinct label values (sorted) of the whole data set."""
+    local = np.unique(shard.y)
+    values = np.unique(np.concatenate(comm.allgather(local)))
+    if np.any(np.isnan(values)):
+        raise PPackError(f"{shard.path}: y: training data needs a label on every row", collective=True)
+    if len(values) != 2:
+        shown = ", ".join(f"{v:g}" for v in values[:10]) + (" ..." if len(values) > 10 else "")
+        what = "a single class" if len(values) < 2 else f"{len(values)} classes"
+        raise PPackError(f"{shard.path}: y: found {what} ({shown}); expected exactly two label values "
+                         "(multiclass training is not supported yet)", collective=True)
+    return values
+
+
+def load_model(path, comm=None):
+    """Collective: the fitted estimator stored in a model file, whatever trainer wrote it."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    kind = run_collectively(comm, model_type, path)
+    if kind not in MODEL_TYPES:
+        raise PPackError(f"{path}: attribute 'model_type': expected one of {', '.join(MODEL_TYPES)}, got {kind!r}",
+                         collective=True)
+    return MODEL_TYPES[kind].load(path, comm)

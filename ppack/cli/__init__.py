@@ -1,0 +1,31 @@
+"""Command line: ``python -m ppack {convert,train,predict,info,plan}``; run it under mpiexec/srun.
+
+One module per command, each with ``add_parser(subparsers)`` and ``run(comm, args)``.
+Options are parsed and validated identically on every rank before the first collective.
+A problem found on any rank ends every rank with status 1 and one message from rank 0;
+an unexpected failure on one rank aborts the whole MPI job (never a hang).
+"""
+from . import convert, info, plan, predict, train
+from .common import Parser
+
+COMMANDS = {"convert": convert, "plan": plan, "train": train, "info": info, "predict": predict}
+
+
+def build_parser():
+    p = Parser(prog="python -m ppack", description="P-packSVM: distributed kernel SVM training "
+               "(run under mpiexec -n P or srun for P ranks).")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS.values():
+        command.add_parser(sub)
+    return p
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from ..mpi.comm import abort_on_exception
+
+    comm = MPI.COMM_WORLD
+    Parser.rank = comm.Get_rank()
+    args = build_parser().parse_args(argv)
+    abort_on_exception(comm, COMMANDS[args.command].run, comm, args)

@@ -1,0 +1,90 @@
+"""What every command shares: rank-0 argparse and output, reading data, metrics files."""
+import argparse
+import json
+
+import numpy as np
+from mpi4py import MPI
+
+from ..atomic import atomic_write
+from ..data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
+from ..data.shard import load_shard
+from ..mpi.comm import on_rank0
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that prints (usage, help, errors) on rank 0 only; every rank still exits."""
+
+    rank = 0
+
+    def _print_message(self, message, file=None):
+        if Parser.rank == 0:
+            super()._print_message(message, file)
+
+
+class Report:
+    """Rank 0's console output (nothing with --quiet)."""
+
+    def __init__(self, comm, quiet):
+        self.on = comm.Get_rank() == 0 and not quiet
+
+    def __call__(self, message):
+        if self.on:
+            print(message, flush=True)
+
+
+def add_common(p):
+    """--metrics-json, --threads, --quiet and --log-every, for train and predict."""
+    p.add_argument("--metrics-json", help="write run metrics (times are the max over ranks) to this file")
+    p.add_argument("--threads", type=int, default=None,
+                   help="numba/BLAS threads per rank (default: NUMBA_NUM_THREADS or OMP_NUM_THREADS if "
+                        "set, else this node's cores divided by its ranks)")
+    p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--log-every", type=float, default=30.0,
+                   help="seconds between progress lines when not on a terminal (default 30)")
+
+
+def read_shard(comm, path, dtype):
+    """Collective: this rank's shard of ``path`` and the seconds it took (max over ranks)."""
+    start = MPI.Wtime()
+    shard = load_shard(comm, path, dtype=dtype)
+    return shard, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+
+def describe_run(comm, path, shard, threads):
+    """One line: the data set and the layout of the run."""
+    return (f"data {path}: {shard.n_samples} rows, {shard.n_features} features, "
+            f"{'csr' if shard.sparse else 'dense'}; {ranks_and_threads(comm, threads)}")
+
+
+def ranks_and_threads(comm, threads):
+    return f"{comm.Get_size()} ranks x {threads} thread{'s' if threads > 1 else ''}"
+
+
+def training_data(args, say):
+    """The training and test paths: the user's, or the bundled a9a set."""
+    if args.data is not None:
+        return args.data, args.test
+    say(f"no --data given: training on the bundled {DEFAULT_TRAIN} set (UCI Adult), testing on {DEFAULT_TEST}")
+    return str(bundled_path(DEFAULT_TRAIN)), args.test or str(bundled_path(DEFAULT_TEST))
+
+
+def accuracy(model, decisions, labels):
+    """Rank 0: accuracy when every row has a label, else None."""
+    if decisions is None or np.any(np.isnan(labels)):
+        return None
+    return float(np.mean(model.labels_of(decisions) == labels))
+
+
+def evaluate(comm, model, shard):
+    """Collective: ``(decisions, labels, accuracy, seconds)``; decisions and labels on rank 0,
+    the accuracy (None without labels) and seconds on every rank."""
+    start = MPI.Wtime()
+    decisions, labels = model.decision_function_shard(shard)
+    seconds = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+    return decisions, labels, comm.bcast(accuracy(model, decisions, labels), root=0), seconds
+
+
+def write_metrics(comm, path, metrics):
+    """Collective: rank 0 writes ``metrics`` as JSON to ``path`` (atomically); nothing without a path."""
+    if path:
+        on_rank0(comm, atomic_write, path, lambda f: f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n"))

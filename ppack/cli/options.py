@@ -1,0 +1,99 @@
+"""The training options of `train` and `plan`, built from the registry's parameter tables.
+
+Every option defaults to None on the command line, so a command knows what the user
+gave: the trainer's own defaults (the registry's) apply to the rest, and an option that
+does not apply to the chosen trainer is an error instead of being ignored.
+"""
+from ..errors import PPackError
+from ..registry import EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS
+
+# the kernel trainer's parameters, each under --NAME; C and seed serve both trainers
+PACKSVM_FLAGS = {name: "--" + name.replace("_", "-") for name in PACKSVM_PARAMS}
+SHARED = ("C", "seed")
+KERNEL_OPTIONS = ("kernel", "gamma", "degree", "coef0", "bias")
+# the linear trainer's own parameters and their flags (its tol is the rounds' tolerance)
+LINEAR_FLAGS = {"loss": "--loss", "p": "--p", "averaging": "--averaging", "rounds": "--rounds",
+                "tol": "--rounds-tol", "features": "--features", "bias": "--no-bias"}
+# options of `train` that only the kernel trainer reads: its checkpoints
+CHECKPOINT_FLAGS = {"checkpoint": "--checkpoint", "checkpoint_every": "--checkpoint-every", "resume": "--resume"}
+
+
+def _argument(group, flag, dest, param, negate=False):
+    rule = param.rule
+    kwargs = {"dest": dest, "default": None, "help": param.help}
+    if rule.kind == "bool":
+        kwargs.update(action="store_const", const=not negate)
+    elif rule.kind == "choice":
+        kwargs.update(choices=rule.choices)
+    elif rule.kind in ("int", "real"):
+        kwargs.update(type=int if rule.kind == "int" else float)
+    group.add_argument(flag, **kwargs)
+
+
+def add_packsvm_options(p):
+    """The kernel trainer's options, in groups; the registry's exclusive pairs (--C or
+    --sigma, --epochs or --iterations) are mutually exclusive."""
+    kernel = p.add_argument_group("kernel (packsvm)")
+    other = p.add_argument_group("packsvm (C = 1 / (n_samples * sigma); T = epochs * n_samples)")
+    group_of = {}
+    for pair in EXCLUSIVE:
+        exclusive = other.add_mutually_exclusive_group()
+        group_of.update(dict.fromkeys(pair, exclusive))
+    for name, param in PACKSVM_PARAMS.items():
+        group = group_of.get(name, kernel if name in KERNEL_OPTIONS else other)
+        _argument(group, PACKSVM_FLAGS[name], name, param)
+
+
+def add_linear_options(p):
+    lin = p.add_argument_group("linear solvers (--solver other than packsvm)")
+    for name, flag in LINEAR_FLAGS.items():
+        _argument(lin, flag, "linear_" + name, LINEAR_PARAMS[name], negate=(flag == "--no-bias"))
+    lin.add_argument("--solver-option", action="append", default=None, metavar="NAME=VALUE",
+                     help="solver option, e.g. tol=0.01, max_epochs=50, cache_rows=5000 (repeatable)")
+
+
+def packsvm_params(args):
+    """The kernel trainer's parameters the user gave, by name."""
+    return {name: getattr(args, name) for name in PACKSVM_PARAMS if getattr(args, name) is not None}
+
+
+def linear_params(args):
+    """The linear trainer's parameters the user gave (with --solver, --C, --seed), by name."""
+    given = {name: getattr(args, "linear_" + name) for name in LINEAR_FLAGS
+             if getattr(args, "linear_" + name) is not None}
+    given.update({name: getattr(args, name) for name in SHARED if getattr(args, name) is not None})
+    given["solver"] = args.solver
+    given["solver_options"] = solver_options(args.solver_option or [])
+    return given
+
+
+def refuse_other_trainers_options(args):
+    """PPackError for the first given option that the chosen --solver does not read."""
+    if args.solver == KERNEL_SOLVER:
+        foreign = {**{"linear_" + n: f for n, f in LINEAR_FLAGS.items()}, "solver_option": "--solver-option"}
+        owner = f"the linear solvers (--solver {'|'.join(LINEAR_SOLVERS)})"
+    else:
+        foreign = {**{n: f for n, f in PACKSVM_FLAGS.items() if n not in SHARED}, **CHECKPOINT_FLAGS}
+        owner = f"the kernel trainer (--solver {KERNEL_SOLVER})"
+    for dest, flag in foreign.items():
+        if getattr(args, dest, None) not in (None, False):
+            raise PPackError(f"{flag}: applies to {owner}, not to --solver {args.solver}", collective=True)
+
+
+def solver_options(items):
+    """NAME=VALUE strings to a dict of ints, floats or strings (the solver's rules check them)."""
+    options = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise PPackError(f"--solver-option: expected NAME=VALUE, got {item!r}", collective=True)
+        for kind in (int, float):
+            try:
+                options[name] = kind(value)
+                break
+            except ValueError:
+                continue
+        else:
+            options[name] = None if value.lower() == "none" else value
+    return options
+

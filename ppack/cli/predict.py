@@ -1,0 +1,68 @@
+"""`predict --model MODEL.h5 --data DATA`: decision values and labels on all ranks, any model type."""
+from pathlib import Path
+
+import numpy as np
+from mpi4py import MPI
+
+from ..atomic import atomic_h5_write, atomic_write
+from ..base import load_model
+from ..errors import PPackError
+from ..mpi.comm import configure_threads, on_rank0
+from .common import Report, add_common, evaluate, ranks_and_threads, read_shard, write_metrics
+
+OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
+
+
+def add_parser(sub):
+    pr = sub.add_parser("predict", help="decision values and labels of a data set")
+    pr.add_argument("--model", required=True, help="model file written by train")
+    pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
+    pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
+    add_common(pr)
+
+
+def run(comm, args):
+    say = Report(comm, args.quiet)
+    threads = configure_threads(comm, args.threads)
+    if args.output and Path(args.output).suffix.lower() not in OUTPUT_FORMATS:
+        raise PPackError(f"--output: unknown file type {Path(args.output).suffix!r}; expected one of "
+                         f"{', '.join(OUTPUT_FORMATS)}", collective=True)
+    model, model_seconds = _timed_load(comm, args.model)
+    shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
+    decisions, labels, accuracy, seconds = evaluate(comm, model, shard)
+    described = model.summary()
+    say(f"predicted {shard.n_samples} rows of {args.data} with {described} "
+        f"on {ranks_and_threads(comm, threads)} in {seconds:.2f} s")
+    if accuracy is not None:
+        say(f"accuracy {100 * accuracy:.2f}%")
+    if args.output:
+        on_rank0(comm, write_decisions, args.output, decisions, model.labels_of(decisions) if decisions is not None
+                 else None)
+        say(f"decisions written to {args.output}")
+    write_metrics(comm, args.metrics_json, {
+        "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
+        "n_samples": shard.n_samples, "model": described,
+        "seconds": {"read": model_seconds + data_seconds, "predict": seconds}, "test_accuracy": accuracy})
+
+
+def _timed_load(comm, path):
+    start = MPI.Wtime()
+    model = load_model(path, comm)
+    return model, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+
+def write_decisions(path, decisions, labels):
+    """Write decision values and predicted labels atomically; the format follows the suffix."""
+    suffix = Path(path).suffix.lower()
+    kind = OUTPUT_FORMATS[suffix]
+    if kind == "h5":
+        def write_h5(f):
+            f.create_dataset("decision", data=decisions)
+            f.create_dataset("label", data=labels)
+        atomic_h5_write(path, write_h5)
+    elif kind == "npy":
+        atomic_write(path, lambda f: np.save(f, np.column_stack([decisions, labels])), mode="wb")
+    else:
+        sep = "," if suffix == ".csv" else " "
+        atomic_write(path, lambda f: np.savetxt(f, np.column_stack([decisions, labels]), fmt="%.17g", delimiter=sep,
+                                                header=f"decision{sep}label", comments=""))

@@ -1,0 +1,154 @@
+"""`train`: the kernel trainer (P-packSVM, the default) or a linear solver under block averaging."""
+import argparse
+import re
+import signal
+import threading
+
+
+from ..errors import PPackError
+from ..linear.estimator import BlockAveragedSVC
+from ..mpi.comm import configure_threads, run_collectively
+from ..packsvm.estimator import PackSVC
+from ..registry import KERNEL_SOLVER, SOLVERS
+from .common import Report, add_common, describe_run, evaluate, read_shard, training_data, write_metrics
+from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
+                      refuse_other_trainers_options)
+from .progress import Progress
+
+
+def add_parser(sub):
+    t = sub.add_parser("train", help="train a kernel SVM (P-packSVM) or a linear SVM (block averaging)")
+    t.add_argument("--data", help="training data, HDF5 or LIBSVM text (default: the bundled a9a set)")
+    t.add_argument("--test", help="test data to report accuracy on (default with the bundled set: a9a.t)")
+    t.add_argument("--model", help="model file to write (.h5); without it no model is saved")
+    t.add_argument("--solver", default=KERNEL_SOLVER, choices=SOLVERS,
+                   help="packsvm: the kernel trainer (default); the others train a linear SVM on each "
+                        "rank's block and average the models")
+    add_packsvm_options(t)
+    ck = t.add_argument_group("checkpoints (packsvm)")
+    ck.add_argument("--checkpoint", help="state file: written atomically every --checkpoint-every, and on SIGTERM")
+    ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
+                    help="seconds (600 or 600s) or packs (50p) between checkpoints (default: only on SIGTERM)")
+    ck.add_argument("--resume", action="store_true",
+                    help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
+    add_linear_options(t)
+    add_common(t)
+
+
+def _every(text):
+    """'600' or '600s' -> ('seconds', 600.0); '50p' or '50packs' -> ('packs', 50)."""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)(s|p|packs)?", text.strip().lower())
+    if match and float(match[1]) > 0:
+        if match[2] in ("p", "packs") and match[1].isdigit():
+            return "packs", int(match[1])
+        if match[2] in (None, "s"):
+            return "seconds", float(match[1])
+    raise argparse.ArgumentTypeError(f"expected seconds (600, 600s) or packs (50p), got {text!r}")
+
+
+def run(comm, args):
+    refuse_other_trainers_options(args)
+    if args.solver == KERNEL_SOLVER:
+        _train_packsvm(comm, args)
+    else:
+        _train_linear(comm, args)
+
+
+def _train_packsvm(comm, args):
+    say = Report(comm, args.quiet)
+    if (args.checkpoint_every or args.resume) and not args.checkpoint:
+        raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
+    progress = None if args.quiet or comm.Get_rank() else _progress(args.log_every)
+    model = PackSVC(**packsvm_params(args), comm=comm, progress=progress)
+    run_collectively(comm, model.validate_params)
+    threads = configure_threads(comm, args.threads)
+    data, test = training_data(args, say)
+    shard, read_seconds = read_shard(comm, data, model.feature_dtype)
+    say(describe_run(comm, data, shard, threads))
+    every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
+    stop = _stop_on_sigterm()
+    model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
+              checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set)
+    if progress is not None:
+        progress.close()
+    if model.resumed_from_ is not None:
+        say(f"resumed from {args.checkpoint} at iteration {model.resumed_from_}")
+    info = model.training_
+    if model.stopped_:
+        say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} "
+            f"(SIGTERM); state saved to {args.checkpoint or 'nowhere (no --checkpoint)'}; "
+            "run the same command with --resume to continue")
+        return
+    say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
+        f"T={info['iterations']}, r={info['pack']}")
+    say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
+        f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
+        + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
+    metrics = {"command": "train", "ranks": comm.Get_size(), "threads_per_rank": threads,
+               "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features,
+               "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
+               "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
+               "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
+               "seconds": dict(info["seconds"], read=read_seconds)}
+    _evaluate_and_save(comm, args, model, test, metrics, say)
+
+
+def _train_linear(comm, args):
+    say = Report(comm, args.quiet)
+    model = BlockAveragedSVC(**linear_params(args), comm=comm)
+    run_collectively(comm, model.validate_params)
+    threads = configure_threads(comm, args.threads)
+    data, test = training_data(args, say)
+    shard, read_seconds = read_shard(comm, data, model.feature_dtype)
+    say(describe_run(comm, data, shard, threads))
+
+    def show(report):
+        gap = f", duality gap {report.gap:.6g}" if report.dual else ""
+        say(f"  round {report.rounds}: primal objective {report.primal[-1]:.6g}{gap}")
+
+    model.fit(shard, on_round=None if args.quiet else show)
+    info = model.training_
+    say(f"{model.solver} ({model.averaging} averaging over {comm.Get_size()} blocks): {info['rounds']} rounds in "
+        f"{info['seconds']:.2f} s, primal objective {info['primal_objective']:.6g}")
+    metrics = {"command": "train", "solver": model.solver, "ranks": comm.Get_size(), "threads_per_rank": threads,
+               "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features, "C": model.C,
+               "loss": model.loss, "p": model.power, "features": model.features, **{
+                   k: info[k] for k in ("mode", "rounds", "primal_objective", "dual_objective", "duality_gap",
+                                        "primal_by_round", "dual_by_round")},
+               "seconds": {"total": info["seconds"], "read": read_seconds}}
+    _evaluate_and_save(comm, args, model, test, metrics, say)
+
+
+def _evaluate_and_save(comm, args, model, test, metrics, say):
+    """Test accuracy (with a test set), the model file and the metrics file of a finished run."""
+    if test is not None:
+        test_shard, test_read = read_shard(comm, test, model.feature_dtype)
+        _, _, accuracy, seconds = evaluate(comm, model, test_shard)
+        metrics["seconds"]["read"] += test_read
+        metrics["seconds"]["evaluate"] = seconds
+        metrics.update(test_data=test, test_samples=test_shard.n_samples, test_accuracy=accuracy)
+        if accuracy is not None:
+            say(f"test accuracy {100 * accuracy:.2f}% on {test} ({test_shard.n_samples} rows), "
+                f"evaluated in {seconds:.2f} s")
+    if args.model:
+        model.save(args.model)
+        say(f"model written to {args.model}")
+    write_metrics(comm, args.metrics_json, metrics)
+
+
+def _stop_on_sigterm():
+    """An event set by SIGTERM (what SLURM sends at the time limit): the solver then stops
+    after its current pack on every rank and writes its checkpoint."""
+    event = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: event.set())
+    return event
+
+
+def _progress(log_every):
+    """Rank 0's progress callback for the solver: a bar on a terminal, log lines otherwise."""
+    bar = Progress(log_every=log_every)
+
+    def show(state, stats, n_support, total):
+        bar.update(state.iteration, total, n_support, stats.hinge_moving_average)
+    show.close = bar.close
+    return show

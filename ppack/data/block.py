@@ -1,0 +1,57 @@
+"""Row blocks: r rows that every rank holds (a pack's rows, or a block of rows to predict).
+
+A block is dense ``X`` (r, d) or CSR ``(indptr, indices, values)``, with labels ``y``;
+``delivery.deliver_rows`` builds one from rows spread over the ranks.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+
+class RowBlock:
+    """r rows held by every rank: ``dense`` (r, d) or ``csr`` (indptr, indices, values).
+
+    ``y`` (r,) labels in {-1, +1} (zeros for unlabeled data).
+    """
+
+    def __init__(self, n_features, y, dense=None, csr=None):
+        self.n_features = n_features
+        self.y = y
+        self.dense = dense
+        self.csr = csr
+        self.n_rows = len(y)
+
+    @classmethod
+    def from_rows(cls, X, y, n_features):
+        """Block from local rows: X dense (r, <=n_features) or scipy CSR; y (r,)."""
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            return cls(n_features, y, csr=(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data))
+        X = np.asarray(X)
+        if X.shape[1] < n_features:
+            X = np.pad(X, ((0, 0), (0, n_features - X.shape[1])))
+        return cls(n_features, y, dense=np.ascontiguousarray(X))
+
+    def row(self, k):
+        """Row k as ``(indices, values)`` for a sparse block or a dense vector (d,)."""
+        if self.dense is not None:
+            return self.dense[k]
+        indptr, indices, values = self.csr
+        return indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
+
+    def take(self, rows):
+        """Rows ``rows`` (list of positions) as a dense array or a scipy CSR matrix."""
+        if self.dense is not None:
+            return self.dense[rows]
+        return sp.csr_matrix(self.csr[::-1], shape=(self.n_rows, self.n_features))[rows]
+
+    def transposed(self, start, stop):
+        """Dense float64 array (n_features, stop - start): rows start..stop-1 as columns."""
+        XT = np.zeros((self.n_features, stop - start))
+        if self.dense is not None:
+            XT[:, :] = self.dense[start:stop].T
+        else:
+            indptr, indices, values = self.csr
+            span = slice(indptr[start], indptr[stop])
+            columns = np.repeat(np.arange(stop - start), np.diff(indptr[start:stop + 1]))
+            XT[indices[span], columns] = values[span]
+        return XT

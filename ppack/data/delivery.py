@@ -1,0 +1,62 @@
+"""Collective 1: the rows of given global ids, delivered to every rank with one sum.
+
+Rank k holds only its shard of the data. To work on rows drawn from anywhere, each rank
+fills the rows it owns into one flat float64 buffer (zeros elsewhere) and a single sum
+over the ranks gives every rank every row. Sparse rows travel padded to the data set's
+longest row, so nothing of size n_features is sent for sparse data. Buffer layout, r
+rows: ``[labels (r) | dense rows (r*d)]`` or ``[labels (r) | nnz (r) | indices (r*L) |
+values (r*L)]`` with L the longest row. Used by the kernel trainer's packs, its
+predictions and linear Pegasos.
+"""
+import numpy as np
+from numba import njit
+
+from .block import RowBlock
+
+
+@njit(cache=True)
+def _pad_rows(indptr, indices, values, rows, positions, nnz, idx, val):
+    """Copy CSR rows ``rows`` into the padded buffer slots ``positions`` (nnz, idx, val)."""
+    for k in range(rows.shape[0]):
+        row, pos = rows[k], positions[k]
+        a, b = indptr[row], indptr[row + 1]
+        nnz[pos] = b - a
+        for j in range(b - a):
+            idx[pos, j] = indices[a + j]
+            val[pos, j] = values[a + j]
+
+
+def deliver_rows(collectives, shard, labels, ids, n_features=None):
+    """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
+
+    ``collectives``: a ``mpi.collectives.Collectives`` (one ``sum``); ``shard`` this
+    rank's ``Shard``; ``labels`` its rows' labels (or None); ``n_features`` pads rows to a
+    model's width. Returns a ``RowBlock`` in the shard's dtype.
+    """
+    d = shard.n_features if n_features is None else n_features
+    r = len(ids)
+    mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
+    local = ids[mine] - shard.start
+    if shard.sparse:
+        L = shard.max_row_nnz
+        buf = np.zeros(2 * r + 2 * r * L)
+        ylab, nnz = buf[:r], buf[r:2 * r]
+        idx = buf[2 * r:2 * r + r * L].reshape(r, L)
+        val = buf[2 * r + r * L:].reshape(r, L)
+        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, nnz, idx, val)
+    else:
+        buf = np.zeros(r + r * d)
+        ylab = buf[:r]
+        rows = buf[r:].reshape(r, d)
+        rows[mine, :shard.n_features] = shard.X[local]
+    if labels is not None:
+        ylab[mine] = labels[local]
+    collectives.sum(buf)
+    y = ylab.copy()
+    if shard.sparse:
+        counts = nnz.astype(np.int64)
+        indptr = np.zeros(r + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        keep = np.arange(L)[None, :] < counts[:, None]
+        return RowBlock(d, y, csr=(indptr, idx[keep].astype(np.int32), val[keep].astype(shard.dtype)))
+    return RowBlock(d, y, dense=rows.astype(shard.dtype))

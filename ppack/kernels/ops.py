@@ -1,0 +1,91 @@
+"""Kernel operations the trainers call: row norms, partial kernel sums, pair kernels.
+
+Stored rows (a rank's support vectors) are a dense (n, d) array or a CSR triple
+``(indptr, indices, values)``, with their norms (n,); a block of rows is a
+``data.block.RowBlock`` with its norms (r,). The work is done by a backend module with
+the numba cores' names; ``BACKEND`` is the one place it is chosen (CPU today; a GPU
+backend would be a sibling of ``cpu.py``).
+"""
+import numpy as np
+
+from . import cpu as BACKEND
+from .spec import LAPLACIAN
+
+# Working memory for one kernel-sum pass: the dense transposed row block of the sparse
+# path and the (tile, r) dot-product tile of the dense path stay under this many bytes.
+DEFAULT_WORK_BYTES = 64 * 2**20
+# Support vectors per GEMM tile on the dense path: small enough that the tile of dot
+# products is still in cache when the fused kernel pass reads it.
+MAX_TILE_ROWS = 512
+
+
+def dense_row_norms(X, l1):
+    """Squared L2 (or, with ``l1``, L1) norm of every row of a dense array, (n,) float64."""
+    X = np.asarray(X, dtype=np.float64)
+    return np.abs(X).sum(axis=1) if l1 else np.einsum("ij,ij->i", X, X)
+
+
+def csr_row_norms(indptr, indices, values, l1):
+    """``dense_row_norms`` of CSR rows."""
+    v = np.abs(values).astype(np.float64) if l1 else values.astype(np.float64) ** 2
+    # reduceat gives v[start] for an empty row (start may be len(v): hence the extra 0)
+    sums = np.add.reduceat(np.append(v, 0.0), indptr[:-1])
+    sums[np.diff(indptr) == 0] = 0.0
+    return sums
+
+
+def row_norms(rows, spec):
+    """The per-row norms ``spec``'s kernel needs, (n,) float64: squared L2, or L1 for
+    laplacian. ``rows``: a RowBlock, a dense array, a scipy CSR matrix or a CSR triple."""
+    l1 = spec.uses_l1
+    if hasattr(rows, "n_rows"):  # a RowBlock
+        return dense_row_norms(rows.dense, l1) if rows.dense is not None else csr_row_norms(*rows.csr, l1)
+    if isinstance(rows, tuple):
+        return csr_row_norms(*rows, l1)
+    if hasattr(rows, "indptr"):
+        return csr_row_norms(rows.indptr, rows.indices, rows.data, l1)
+    return dense_row_norms(rows, l1)
+
+
+def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work_bytes=DEFAULT_WORK_BYTES):
+    """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows.
+
+    stored: dense (n, d) or CSR triple; stored_norms, coef (n,); block: a RowBlock of r
+    rows with block_norms (r,); out (r,) float64. The work is split into column groups
+    (sparse path) or row tiles (dense path) so that working arrays stay under
+    ``work_bytes``.
+    """
+    n = len(coef)
+    if n == 0:
+        return
+    r = block.n_rows
+    sparse = isinstance(stored, tuple)
+    d = block.n_features
+    if sparse or spec.kind == LAPLACIAN:
+        cols = max(1, min(r, work_bytes // (8 * d)))
+        for c0 in range(0, r, cols):
+            c1 = min(r, c0 + cols)
+            XT = block.transposed(c0, c1)
+            part = np.zeros(c1 - c0)
+            items = BACKEND.work_items(n)
+            if sparse:
+                BACKEND.csr_partial_sums(*stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
+                                         *spec.params(), part)
+            else:
+                BACKEND.dense_partial_sums(stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
+                                           *spec.params(), part)
+            out[c0:c1] += part
+        return
+    # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
+    X = block.dense if block.dense is not None else block.transposed(0, r).T
+    XT = np.ascontiguousarray(X.T, dtype=stored.dtype)
+    tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
+    BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *spec.params(), out)
+
+
+def pair_kernels(block, block_norms, left, right, spec, out):
+    """out[q] = K(row left[q], row right[q]) + offset for rows of the block."""
+    if block.dense is not None:
+        BACKEND.dense_pair_kernels(block.dense, block_norms, left, right, *spec.params(), out)
+    else:
+        BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *spec.params(), out)

@@ -1,0 +1,1 @@
+"""Model files: the shared format (format), kernel models (kernel) and linear models (linear)."""

@@ -1,0 +1,63 @@
+"""What every ppack model file shares: the format name and version, and a checked opener.
+
+Root attributes ``format`` = "ppack-model", ``format_version`` and ``model_type``
+("kernel" or "linear"; files without it are kernel models) head every model file;
+``training`` (JSON text) says how it was trained. The layouts of each type are in
+``kernel.py`` and ``linear.py``.
+"""
+import json
+from pathlib import Path
+
+import h5py
+
+from ..errors import InputError
+
+FORMAT = "ppack-model"
+FORMAT_VERSION = 1
+
+
+def header_attributes(model_type, training, **attributes):
+    """The shared root attributes of a model of ``model_type``, with the type's own ``attributes``."""
+    return dict(format=FORMAT, format_version=FORMAT_VERSION, model_type=model_type,
+                training=json.dumps(training, sort_keys=True), **attributes)
+
+
+def open_model(path, expected_type=None, datasets=()):
+    """Open a model file read-only after checking its format (and its type and datasets when
+    given); returns the h5py File. Raises InputError naming the file and the field."""
+    path = str(path)
+    if not Path(path).exists():
+        raise InputError("No such file", path)
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise InputError(f"not an HDF5 model file ({exc})", path) from None
+    try:
+        a = f.attrs
+        if a.get("format") != FORMAT:
+            raise InputError(f"attribute 'format': expected {FORMAT!r}, got {a.get('format')!r} "
+                             "(is this a data file rather than a model?)", path)
+        if int(a.get("format_version", -1)) > FORMAT_VERSION:
+            raise InputError(f"attribute 'format_version': {a['format_version']} is newer than "
+                             f"this ppack reads ({FORMAT_VERSION})", path)
+        kind = str(a.get("model_type", "kernel"))
+        if expected_type is not None and kind != expected_type:
+            raise InputError(f"attribute 'model_type': expected {expected_type!r}, got {kind!r}", path)
+        for name in datasets:
+            if name not in f:
+                raise InputError(f"missing dataset {name!r} of a ppack {kind} model file", path)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def model_type(path):
+    """"kernel" or "linear" (files without the attribute are kernel models)."""
+    with open_model(path) as f:
+        return str(f.attrs.get("model_type", "kernel"))
+
+
+def training_of(f):
+    """The ``training`` record of an open model file, as a dict."""
+    return json.loads(f.attrs["training"])

@@ -1,0 +1,97 @@
+"""Kernel model files: the support vectors, their coefficients, the kernel and the scale.
+
+Layout (format "ppack-model", format_version 1, model_type "kernel"):
+  root attributes  format, format_version, model_type, kernel (name), gamma, degree, coef0,
+                   kernel_offset (1.0 when the bias term is on), C, sigma, scale,
+                   n_features, n_support, storage ("dense" or "csr"), training (JSON text)
+  classes          (2,) float64: the original label values mapped to -1 and +1
+  support_keys     (n_support,) int64: training row ids of the support vectors
+  coef             (n_support,) float64: beta_j
+  support_vectors  dense (n_support, n_features), or a group with data, indices
+                   (int32, 0-based), indptr (int64, n_support + 1)
+The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset).
+"""
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+import scipy.sparse as sp
+
+from ..atomic import atomic_h5_write
+from ..errors import InputError
+from ..kernels.spec import KernelSpec
+from .format import header_attributes, open_model, training_of
+
+DATASETS = ("classes", "support_keys", "coef", "support_vectors")
+
+
+@dataclass
+class KernelModelHeader:
+    """Everything in a kernel model file but its support vectors."""
+
+    spec: KernelSpec
+    C: float
+    sigma: float
+    scale: float
+    classes: np.ndarray
+    n_features: int
+    n_support: int
+    storage: str
+    dtype: np.dtype
+    training: dict
+
+
+def write_kernel_model(path, header, keys, coef, X):
+    """Write a kernel model atomically (call on one rank): ``header`` a KernelModelHeader,
+    keys/coef (n_support,), X the support vectors, dense (n_support, n_features) or scipy CSR."""
+    spec = header.spec
+
+    def write(f):
+        f.attrs.update(header_attributes(
+            "kernel", header.training, kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
+            kernel_offset=spec.offset, C=header.C, sigma=header.sigma, scale=header.scale,
+            n_features=header.n_features, n_support=len(keys), storage=header.storage))
+        f.create_dataset("classes", data=np.asarray(header.classes, dtype=np.float64))
+        f.create_dataset("support_keys", data=keys)
+        f.create_dataset("coef", data=coef)
+        if sp.issparse(X):
+            g = f.create_group("support_vectors")
+            g.create_dataset("data", data=X.data)
+            g.create_dataset("indices", data=X.indices.astype(np.int32))
+            g.create_dataset("indptr", data=X.indptr.astype(np.int64))
+        else:
+            f.create_dataset("support_vectors", data=X)
+
+    atomic_h5_write(path, write)
+
+
+def read_kernel_header(path):
+    """Validate a kernel model file's layout and return its ``KernelModelHeader``."""
+    path = str(path)
+    with open_model(path, "kernel", DATASETS) as f:
+        a = f.attrs
+        n = len(f["coef"])
+        if len(f["support_keys"]) != n or int(a["n_support"]) != n:
+            raise InputError(f"'support_keys' and 'coef' must both have n_support = {int(a['n_support'])} "
+                             f"entries, got {len(f['support_keys'])} and {n}", path)
+        storage = str(a["storage"])
+        dtype = f["support_vectors/data"].dtype if storage == "csr" else f["support_vectors"].dtype
+        spec = KernelSpec(str(a["kernel"]), float(a["gamma"]), int(a["degree"]), float(a["coef0"]),
+                          float(a["kernel_offset"]))
+        return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(a["scale"]), f["classes"][()],
+                                 int(a["n_features"]), n, storage, dtype, training_of(f))
+
+
+def read_support_vectors(path, header, start, stop):
+    """Support vectors ``[start, stop)`` of a kernel model: ``(keys, coef, X)``, X dense or CSR."""
+    with h5py.File(path, "r") as f:
+        keys = f["support_keys"][start:stop]
+        coef = f["coef"][start:stop]
+        if header.storage == "csr":
+            g = f["support_vectors"]
+            indptr = g["indptr"][start:stop + 1]
+            X = sp.csr_matrix((g["data"][indptr[0]:indptr[-1]], g["indices"][indptr[0]:indptr[-1]],
+                               indptr - indptr[0]), shape=(stop - start, header.n_features))
+        else:
+            X = f["support_vectors"][start:stop]
+    return keys, coef, X

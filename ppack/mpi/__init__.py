@@ -1,0 +1,1 @@
+"""MPI: partition math, error agreement and thread budgets (comm), and every buffer collective (collectives)."""

@@ -1,0 +1,76 @@
+"""Every buffer collective of ppack, in one object: timed, counted, one place to change.
+
+Hot data crosses ranks only here, as preallocated numpy buffers with explicit dtypes
+(capitalised mpi4py calls); pickled, lowercase calls carry small control data
+elsewhere. A node-aware reduction, another communicator layout or a fault-tolerant
+collective is a change to this class only.
+"""
+from collections import Counter
+
+import numpy as np
+from mpi4py import MPI
+
+
+class Collectives:
+    """Buffer collectives over ``comm``. ``calls`` counts each operation by name
+    ("sum", "sum_to_root", "gather_to_root", "exchange"), ``seconds`` their total wall
+    time, ``last_seconds`` the most recent one's."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.calls = Counter()
+        self.seconds = 0.0
+        self.last_seconds = 0.0
+
+    def _timed(self, name, start):
+        self.last_seconds = MPI.Wtime() - start
+        self.seconds += self.last_seconds
+        self.calls[name] += 1
+
+    def sum(self, buf):
+        """Sum the contiguous array ``buf`` over all ranks, in place (one Allreduce)."""
+        start = MPI.Wtime()
+        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        self._timed("sum", start)
+        return buf
+
+    def sum_to_root(self, buf, root=0):
+        """The sum of ``buf`` over all ranks on ``root`` (a new array), None elsewhere (one Reduce)."""
+        start = MPI.Wtime()
+        total = np.empty_like(buf) if self.rank == root else None
+        self.comm.Reduce(buf, total, op=MPI.SUM, root=root)
+        self._timed("sum_to_root", start)
+        return total
+
+    def gather_to_root(self, local, root=0):
+        """The 1-D arrays ``local`` of every rank, concatenated in rank order on ``root``
+        (None elsewhere); every rank passes the same dtype (one Gather of the lengths, one Gatherv)."""
+        start = MPI.Wtime()
+        local = np.ascontiguousarray(local)
+        counts = np.empty(self.size, dtype=np.int64) if self.rank == root else None
+        self.comm.Gather(np.array([local.size], dtype=np.int64), counts, root=root)
+        out = None
+        if self.rank == root:
+            out = np.empty(int(counts.sum()), dtype=local.dtype)
+            self.comm.Gatherv(local, (out, counts), root=root)
+        else:
+            self.comm.Gatherv(local, None, root=root)
+        self._timed("gather_to_root", start)
+        return out
+
+    def exchange(self, parts):
+        """All-to-all: ``parts[k]`` (a 1-D array, one dtype for all) goes to rank k; returns
+        the arrays received, one per source rank in rank order (one Alltoall of the
+        lengths, one Alltoallv)."""
+        start = MPI.Wtime()
+        dtype = parts[0].dtype
+        send_counts = np.array([len(p) for p in parts], dtype=np.int64)
+        recv_counts = np.empty(self.size, dtype=np.int64)
+        self.comm.Alltoall(send_counts, recv_counts)
+        send = np.ascontiguousarray(np.concatenate(parts).astype(dtype, copy=False))
+        recv = np.empty(int(recv_counts.sum()), dtype=dtype)
+        self.comm.Alltoallv((send, send_counts), (recv, recv_counts))
+        self._timed("exchange", start)
+        return np.split(recv, np.cumsum(recv_counts)[:-1])

@@ -1,0 +1,168 @@
+"""PackSVC: the scikit-learn-style face of the P-packSVM trainer (collective, see ``base``)."""
+import numpy as np
+from mpi4py import MPI
+
+from ..base import BaseSVC
+from ..kernels import ops
+from ..kernels.spec import KernelSpec
+from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model
+from ..mpi.comm import chunk, on_rank0, run_collectively
+from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
+from .checkpoint import checkpoint_exists, read_checkpoint
+from .loop import Checkpointing, PackedSolver
+from .predict import distributed_decisions
+from .table import SupportVectorTable, gathered
+
+_D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
+
+
+class PackSVC(BaseSVC):
+    """Binary kernel SVM trained by P-packSVM on ``comm``'s ranks.
+
+    Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
+    (None: 1 / n_features), degree, coef0, C or sigma (tied by C = 1 / (n_samples *
+    sigma)), epochs or iterations (T), pack (r), seed, dtype of stored features, bias
+    (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
+    windowed mean hinge loss is stable; paper section V); comm, work_bytes (kernel-sum
+    working memory) and progress (rank 0's callback after every pack).
+    Fitted attributes: ``classes_`` (negative, positive label), ``table_`` (this rank's
+    support vectors), ``scale_``, ``sigma_``, ``C_``, ``n_features_in_``, ``stats_``.
+    """
+
+    PARAMS = PACKSVM_PARAMS
+
+    def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
+                 sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
+                 seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
+                 comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.C = C
+        self.sigma = sigma
+        self.epochs = epochs
+        self.iterations = iterations
+        self.pack = pack
+        self.seed = seed
+        self.dtype = dtype
+        self.bias = bias
+        self.tol = tol
+        self.tol_window = tol_window
+        self.comm = comm
+        self.work_bytes = work_bytes
+        self.progress = progress
+
+    @property
+    def feature_dtype(self):
+        return np.dtype(DTYPES[self.dtype])
+
+    def summary(self):
+        return f"{self.n_support_} support vectors"
+
+    def _validated_shard(self, X, y):
+        """Check the parameters and build the kernel spec and the shard (raises the same on every rank)."""
+        p = self.validate_params()
+        shard = self._as_shard(X, y)
+        gamma = 1.0 / shard.n_features if p["gamma"] is None else p["gamma"]
+        self.spec_ = KernelSpec(p["kernel"], gamma, p["degree"], p["coef0"], 1.0 if p["bias"] else 0.0)
+        return shard
+
+    # -- training --------------------------------------------------------------------
+    def fit(self, X, y=None, checkpoint=None, checkpoint_every_seconds=None, checkpoint_every_packs=None,
+            resume=False, should_stop=None, stop_after_packs=None):
+        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
+
+        checkpoint: file for the solver's state, written every ``checkpoint_every_seconds``
+        (rank 0's clock) and/or ``checkpoint_every_packs``, and when the run is stopped;
+        resume: continue from ``checkpoint`` if it holds a complete checkpoint;
+        should_stop: a callable polled once per pack (on any rank) that stops the run;
+        stop_after_packs: stop after this many packs (tests). ``stopped_`` tells whether the
+        run ended early; the fitted state is then the checkpointed one.
+        """
+        comm = self._comm()
+        shard = run_collectively(comm, self._validated_shard, X, y)
+        labels = self._fit_classes(shard)
+        m, d = shard.n_samples, shard.n_features
+        if self.sigma is not None:
+            self.sigma_ = float(self.sigma)
+        else:
+            self.sigma_ = 1.0 / (m * (1.0 if self.C is None else float(self.C)))
+        self.C_ = 1.0 / (m * self.sigma_)
+        T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
+        solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, self.seed,
+                              self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
+                              tol_window=self.tol_window)
+        params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
+                  "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
+                  "pack": int(self.pack), "seed": int(self.seed), "n_samples": m, "n_features": d,
+                  "dtype": self.dtype, "iterations": T}
+        checkpointing = None if checkpoint is None else Checkpointing(
+            str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
+        previous = None
+        if resume and checkpoint is not None and comm.bcast(checkpoint_exists(checkpoint), root=0):
+            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype], self.tol_window)
+        self.resumed_from_ = None if previous is None else previous[1].iteration
+        self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
+                                                              stop_after_packs)
+        self.scale_ = state.scale
+        self.n_features_in_ = d
+        self.n_support_ = int(state.occupancy.sum())
+        self.stats_ = stats
+        self.training_ = {
+            "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
+            "ranks": comm.Get_size(), "seed": int(self.seed), "packs": stats.packs,
+            "projections": stats.projections, "converged": stats.converged,
+            "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype,
+            "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
+            "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
+        }
+        return self
+
+    def _decisions(self, shard):
+        return distributed_decisions(self._comm(), self.table_, self.scale_, self.spec_, shard,
+                                     self.n_features_in_, self.work_bytes)
+
+    # -- model file ------------------------------------------------------------------
+    def save(self, path):
+        """Collective: write the model file (rank 0 gathers the support vectors and writes; atomic)."""
+        comm = self._comm()
+        entries = gathered(comm, self.table_)
+        header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self.classes_, self.n_features_in_,
+                                   self.n_support_, "csr" if self.table_.sparse else "dense", self.table_.dtype,
+                                   self.training_)
+
+        def write():
+            keys, coef, X, _ = entries
+            order = np.argsort(keys, kind="stable")
+            write_kernel_model(path, header, keys[order], coef[order], X[order])
+
+        on_rank0(comm, write)
+
+    @classmethod
+    def load(cls, path, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES):
+        """Collective: a fitted PackSVC from a model file; each rank loads a slice of it."""
+        comm = MPI.COMM_WORLD if comm is None else comm
+        header = run_collectively(comm, read_kernel_header, path)
+        spec = header.spec
+        model = cls(kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
+                    sigma=header.sigma, bias=spec.offset > 0, comm=comm, work_bytes=work_bytes,
+                    dtype="float32" if header.dtype == np.float32 else "float64")
+        model.table_ = run_collectively(comm, _read_table_slice, path, header, comm.Get_rank(), comm.Get_size())
+        model.spec_, model.scale_ = spec, header.scale
+        model.sigma_, model.C_, model.classes_ = header.sigma, header.C, header.classes
+        model.n_features_in_, model.n_support_ = header.n_features, header.n_support
+        model.training_ = header.training
+        return model
+
+
+def _read_table_slice(path, header, rank, size):
+    """This rank's even slice of a kernel model's support vectors, as a table."""
+    start, stop = chunk(header.n_support, rank, size)
+    keys, coef, X = read_support_vectors(path, header, start, stop)
+    table = SupportVectorTable(header.n_features, header.storage == "csr", header.dtype)
+    table.insert_many(keys, coef, X, ops.row_norms(X, header.spec))
+    return table
+
+
+register_model_type("kernel", PackSVC)

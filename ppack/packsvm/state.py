@@ -1,0 +1,72 @@
+"""The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery", "total")
+
+
+class LossWindows:
+    """Means of the hinge loss over consecutive windows of ``size`` sampled rows (the
+    paper's section V stopping test): ``add`` a pack's losses, then ask ``stable``."""
+
+    def __init__(self, size, total=0.0, count=0, means=()):
+        self.size = int(size)
+        self.total = float(total)
+        self.count = int(count)
+        self.means = list(means)
+
+    def add(self, losses):
+        """Add a pack's losses; True when a window was completed by them."""
+        self.total += float(np.sum(losses))
+        self.count += len(losses)
+        if self.count < self.size:
+            return False
+        self.means.append(self.total / self.count)
+        del self.means[:-2]  # the test compares the last two windows
+        self.total, self.count = 0.0, 0
+        return True
+
+    def stable(self, tol):
+        if len(self.means) < 2:
+            return False
+        old, new = self.means[-2:]
+        return abs(new - old) <= tol * max(abs(old), 1e-12)
+
+    def as_dict(self):
+        return {"size": self.size, "total": self.total, "count": self.count, "means": self.means}
+
+
+@dataclass
+class SolverState:
+    """Everything replicated on every rank that the run continues from: the model's
+    scalars (w = scale * sum beta phi, norm = ||w||^2), the iteration, the support
+    vectors each rank holds, and the windows of the --tol test."""
+
+    iteration: int = 0
+    scale: float = 1.0
+    norm: float = 0.0
+    occupancy: np.ndarray = None
+    loss_windows: LossWindows = None
+
+
+@dataclass
+class SolverStats:
+    packs: int = 0
+    allreduce_calls: int = 0
+    projections: int = 0
+    hinge_moving_average: float = float("nan")
+    seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))  # wall time, all runs
+    converged: bool = False
+
+    def as_dict(self):
+        return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,
+                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds}
+
+
+def moving_average(previous, values, weight):
+    """Exponential moving average (weight per new value) continued over ``values``."""
+    if np.isnan(previous):
+        return float(np.mean(values))
+    decay = (1.0 - weight) ** np.arange(len(values) - 1, -1, -1)
+    return float((1.0 - weight) ** len(values) * previous + weight * decay @ values)

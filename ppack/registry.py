@@ -1,0 +1,232 @@
+"""Every name ppack knows and one table of parameter constraints, for the CLI and the Python API.
+
+Strings stop here: kernels, solvers, losses, storages, dtypes and averaging modes are
+listed once; every trainer parameter and every linear solver option has one ``Rule``
+that validates it (with a one-line ``PPackError`` naming the parameter, the allowed
+range and the value) and one default. The CLI builds its training options from the
+same tables, so an option is typed, checked and documented in one place. Model files
+name their type ("kernel", "linear"); each trainer registers the class that loads it.
+"""
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import PPackError
+
+KERNELS = ("rbf", "linear", "poly", "laplacian")
+KERNEL_SOLVER = "packsvm"
+LINEAR_SOLVERS = ("dcd", "llsvm", "stream", "alm", "pegasos")
+SOLVERS = (KERNEL_SOLVER,) + LINEAR_SOLVERS
+LOSSES = ("l1", "l2")
+STORAGES = ("dense", "csr")
+DTYPES = {"float32": np.float32, "float64": np.float64}
+AVERAGING = ("iterative", "oneshot")
+# how the iterative mode of each linear solver combines the rank blocks: "dual" (CoCoA
+# rounds), "data-parallel" (sums every iteration), "stochastic" (rows delivered to every rank)
+COMBINATION = {"dcd": "dual", "llsvm": "dual", "stream": "dual", "alm": "data-parallel", "pegasos": "stochastic"}
+# the linear solvers that read rows through a COFFIN feature map (``features``)
+FEATURE_MAP_SOLVERS = ("dcd", "pegasos")
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one parameter accepts. ``kind``: "real", "int", "bool", "choice", "directory"
+    or "text"; ``low``/``high`` bound numbers (``low_open``: strictly above ``low``);
+    ``choices`` for "choice" (and extra words a number may be replaced by, e.g. tau's
+    "radius"); ``none``: None is allowed (it means "the default behaviour")."""
+
+    kind: str
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    choices: tuple = ()
+    none: bool = False
+
+    def describe(self):
+        if self.kind == "bool":
+            text = "True or False"
+        elif self.kind == "choice":
+            text = "one of " + ", ".join(map(str, self.choices))
+        elif self.kind == "directory":
+            text = "an existing directory"
+        elif self.kind == "text":
+            text = "a string"
+        else:
+            text = "an integer" if self.kind == "int" else "a finite number"
+            bounds = []
+            if self.low > -math.inf:
+                bounds.append(f"{'>' if self.low_open else '>='} {_number(self.low)}")
+            if self.high < math.inf:
+                bounds.append(f"<= {_number(self.high)}")
+            text += (" " + " and ".join(bounds)) if bounds else ""
+            if self.choices:
+                text += " or " + " or ".join(repr(c) for c in self.choices)
+        return text + (" or None" if self.none else "")
+
+    def check(self, name, value):
+        """``value`` normalised (an int, float, bool or str); raises PPackError naming ``name``."""
+        if value is None:
+            if self.none:
+                return None
+            raise PPackError(f"{name}: must be {self.describe()}, got None")
+        normal = self._normal(value)
+        if normal is None:
+            raise PPackError(f"{name}: must be {self.describe()}, got {value!r}")
+        return normal
+
+    def _normal(self, value):
+        if self.kind == "bool":
+            if isinstance(value, (bool, np.bool_)):
+                return bool(value)
+            if isinstance(value, (int, np.integer)) and value in (0, 1):
+                return bool(value)
+            if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+                return value.lower() in _TRUE
+            return None
+        if self.kind == "choice":
+            return value if isinstance(value, str) and value in self.choices else None
+        if self.kind == "directory":
+            return str(value) if isinstance(value, (str, os.PathLike)) and os.path.isdir(value) else None
+        if self.kind == "text":
+            return value if isinstance(value, str) and value else None
+        if isinstance(value, str) and value in self.choices:
+            return value
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            return None
+        if not math.isfinite(value):
+            return None
+        if self.kind == "int" and float(value) != int(value):
+            return None
+        if (value <= self.low if self.low_open else value < self.low) or value > self.high:
+            return None
+        return int(value) if self.kind == "int" else float(value)
+
+
+def _number(x):
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def real(low=-math.inf, high=math.inf, low_open=False, none=False, choices=()):
+    return Rule("real", low, high, low_open, tuple(choices), none)
+
+
+def integer(low=-math.inf, high=math.inf, none=False):
+    return Rule("int", low, high, False, (), none)
+
+
+def positive(none=False):
+    """A finite number > 0."""
+    return real(0.0, low_open=True, none=none)
+
+
+def count(none=False):
+    """An integer >= 1."""
+    return integer(1, none=none)
+
+
+BOOL = Rule("bool")
+SEED = integer(0, 2**63 - 1)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A trainer parameter: its rule, default, and (for the CLI) help text and metavar."""
+
+    rule: Rule
+    default: object
+    help: str
+    metavar: str = None
+
+
+# The P-packSVM trainer (PackSVC and `train --solver packsvm`).
+PACKSVM_PARAMS = {
+    "kernel": Param(Rule("choice", choices=KERNELS), "rbf",
+                    "rbf exp(-gamma |x-z|^2), linear, poly (gamma <x,z> + coef0)^degree, laplacian (default rbf)"),
+    "gamma": Param(positive(none=True), None, "kernel width (default 1 / n_features)"),
+    "degree": Param(count(), 3, "poly degree (default 3)"),
+    "coef0": Param(real(), 0.0, "poly constant (default 0)"),
+    "bias": Param(BOOL, False, "learn a bias term, regularised with w (kernel K + 1; paper section V)"),
+    "C": Param(positive(none=True), None, "SVM cost, C = 1 / (n_samples * sigma) (default 1)"),
+    "sigma": Param(positive(none=True), None, "regulariser weight of the primal objective (instead of C)"),
+    "epochs": Param(positive(), 1.0, "T = epochs * n_samples SGD iterations (default 1)"),
+    "iterations": Param(count(none=True), None, "T, the number of SGD iterations (instead of --epochs)"),
+    "pack": Param(count(), 100, "r, iterations per pack: two Allreduce calls per pack (default 100)"),
+    "tol": Param(positive(none=True), None,
+                 "stop before T when the mean hinge loss of the last --tol-window sampled rows changes by at "
+                 "most this fraction from the window before (default: run T iterations)"),
+    "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
+    "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
+    "dtype": Param(Rule("choice", choices=tuple(DTYPES)), "float64",
+                   "stored feature type; sums are float64 either way (default float64)"),
+}
+# Pairs a user gives one of, not both.
+EXCLUSIVE = (("C", "sigma"), ("epochs", "iterations"))
+
+# The linear solvers under block averaging (BlockAveragedSVC and `train --solver NAME`).
+LINEAR_PARAMS = {
+    "solver": Param(Rule("choice", choices=LINEAR_SOLVERS), "dcd", "linear solver"),
+    "C": Param(positive(), 1.0, "SVM cost (default 1)"),
+    "loss": Param(Rule("choice", choices=LOSSES), "l1", "hinge (l1, default) or squared hinge (l2)"),
+    "p": Param(real(1.0, 2.0, none=True), None, "alm only: loss power 1 <= p <= 2 (overrides --loss)"),
+    "bias": Param(BOOL, True, "a regularised bias, like liblinear -B 1 (default on; --no-bias drops it)"),
+    "averaging": Param(Rule("choice", choices=AVERAGING), "iterative",
+                       "iterative: rounds warm-started from the average (default); oneshot: average once"),
+    "rounds": Param(count(), 100, "most averaging rounds (default 100)"),
+    "tol": Param(positive(), 1e-3,
+                 "stop the rounds when the duality gap (dual solvers) or the change of the primal objective "
+                 "(primal solvers) is at most this fraction of the objective (default 1e-3)"),
+    "features": Param(Rule("text", none=True), None,
+                      "COFFIN feature map computed on demand: poly2, hash:BITS (e.g. hash:20), shifts:S "
+                      "(virtual shifted images)"),
+    "shuffle": Param(BOOL, True, "deal the rows out to the ranks at random before solving (default on)"),
+    "seed": Param(SEED, 0, "seed of the random blocks (default 0)"),
+}
+
+# Options of each linear solver (``solver_options``, `--solver-option NAME=VALUE`).
+_SHARED_OPTIONS = {"tol": positive(), "max_epochs": count(), "seed": SEED}
+SOLVER_OPTIONS = {
+    "dcd": {**_SHARED_OPTIONS, "shrinking": BOOL},
+    "llsvm": {**_SHARED_OPTIONS, "inner_iterations": count(), "max_block_rows": count(none=True),
+              "workdir": Rule("directory", none=True), "tau": real(0.0, low_open=True, choices=("radius",)),
+              "shuffle_first_pass": BOOL, "reshrink": BOOL, "full_passes": count()},
+    "stream": {**_SHARED_OPTIONS, "cache_rows": count(none=True), "cache_bytes": count(none=True),
+               "chunk_rows": count(none=True), "batch_updates": count(), "max_updates": count(none=True),
+               "updates_per_row": real(0.0)},
+    "alm": {**_SHARED_OPTIONS, "mu0": positive(none=True), "rho": real(1.0), "mu_max": positive(),
+            "regularize_bias": BOOL, "bisect_tol": positive()},
+    "pegasos": {"tol": real(0.0, none=True), "max_epochs": count(none=True), "seed": SEED, "epochs": count(),
+                "t0": integer(0, 2**62, none=True), "average": BOOL, "pack": count()},
+}
+
+
+def check(name, value, rule):
+    """``rule.check``: the value normalised, or a PPackError naming ``name``."""
+    return rule.check(name, value)
+
+
+def check_params(values, table):
+    """Every entry of ``values`` (name -> value) checked against ``table``; returns them normalised."""
+    return {name: table[name].rule.check(name, value) for name, value in values.items()}
+
+
+def check_solver_options(solver, options):
+    """``options`` of a linear solver, normalised; unknown names are an error that lists the known."""
+    known = SOLVER_OPTIONS[solver]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise PPackError(f"solver option {unknown[0]}: not an option of the {solver} solver; "
+                         f"expected one of {', '.join(known)}")
+    return {name: known[name].check(name, value) for name, value in options.items()}
+
+
+# model_type -> the estimator class whose ``load(path, comm)`` reads it (filled by each trainer)
+MODEL_TYPES = {}
+
+
+def register_model_type(name, estimator):
+    MODEL_TYPES[name] = estimator

@@ -1,1 +1,0 @@
-"""The packed primal SGD solver (P-packSVM) and its pieces."""
