@@ -110,3 +110,18 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path, rank0_only):
     assert done.returncode == 0, done.stderr
     assert f"resumed from {tmp_path / 'state.h5'} at iteration {stopped_at}" in done.stdout
     assert (tmp_path / "model.h5").exists()
+
+
+def test_a_tol_run_resumed_mid_window_stops_where_an_uninterrupted_one_does(tmp_path):
+    """The --tol windows are part of the state: stopped 350 rows into a 500-row window and
+    resumed, the run converges at the same iteration with the same model."""
+    X, y = make_problem(2000, 6, seed=46)
+    params = dict(PARAMS, iterations=20000, pack=50, tol=0.05, tol_window=500)
+    full = PackSVC(comm=SELF, **params).fit(X, y)
+    assert full.training_["converged"] and full.training_["iterations_done"] < 20000
+    first = PackSVC(comm=SELF, **params).fit(X, y, checkpoint=tmp_path / "s.h5", stop_after_packs=7)
+    assert first.stopped_ and first.training_["iterations_done"] == 350
+    resumed = PackSVC(comm=SELF, **params).fit(X, y, checkpoint=tmp_path / "s.h5", resume=True)
+    assert resumed.training_["converged"]
+    assert resumed.training_["iterations_done"] == full.training_["iterations_done"]
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))

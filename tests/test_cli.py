@@ -117,6 +117,66 @@ def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
     main(["predict", "--model", model, "--data", str(d / "nan.txt").replace("nan", "good"), "--quiet"])
 
 
+# (command-line options, what rank 0's one-line error must say): every bad option or solver
+# option, and every option the chosen trainer does not read, ends every rank with status 1
+BAD_OPTIONS = [
+    (["--pack", "0"], "pack: must be an integer >= 1, got 0"),
+    (["--tol-window", "0"], "tol_window: must be an integer >= 1, got 0"),
+    (["--gamma", "-1"], "gamma: must be a finite number > 0"),
+    (["--degree", "0", "--kernel", "poly"], "degree: must be an integer >= 1, got 0"),
+    (["--epochs", "0"], "epochs: must be a finite number > 0, got 0.0"),
+    (["--solver-option", "tol=0.1"], "--solver-option: applies to the linear solvers"),
+    (["--loss", "l2"], "--loss: applies to the linear solvers"),
+    (["--features", "poly2"], "--features: applies to the linear solvers"),
+    (["--rounds", "5"], "--rounds: applies to the linear solvers"),
+    (["--solver", "dcd", "--kernel", "poly"], "--kernel: applies to the kernel trainer (--solver packsvm)"),
+    (["--solver", "dcd", "--pack", "10"], "--pack: applies to the kernel trainer"),
+    (["--solver", "dcd", "--checkpoint", "state.h5"], "--checkpoint: applies to the kernel trainer"),
+    (["--solver", "dcd", "--bias"], "--bias: applies to the kernel trainer"),
+    (["--solver", "dcd", "--solver-option", "tol=-1"], "tol: must be a finite number > 0, got -1"),
+    (["--solver", "dcd", "--solver-option", "max_epochs=2.5"], "max_epochs: must be an integer >= 1, got 2.5"),
+    (["--solver", "dcd", "--solver-option", "shrinking=maybe"], "shrinking: must be True or False, got 'maybe'"),
+    (["--solver", "dcd", "--solver-option", "cache_rows=10"],
+     "solver option cache_rows: not an option of the dcd solver; expected one of"),
+    (["--solver", "stream", "--solver-option", "tol"], "--solver-option: expected NAME=VALUE, got 'tol'"),
+    (["--solver", "dcd", "--features", "cubic"], "features: feature map: expected identity, poly2"),
+    (["--solver", "dcd", "--features", "shifts:1"], "shifts: 6 features are not a square image"),
+    (["--solver", "pegasos", "--loss", "l2"], "loss: pegasos optimises the hinge loss only"),
+    (["--solver", "dcd", "--p", "1.5"], "p: only the alm solver takes a loss power p, not dcd"),
+    (["--solver", "alm", "--p", "2.5"], "p: must be a finite number >= 1 and <= 2 or None, got 2.5"),
+    (["--solver", "dcd", "--rounds", "0"], "rounds: must be an integer >= 1, got 0"),
+    (["--solver", "dcd", "--C", "0"], "C: must be a finite number > 0, got 0.0"),
+]
+
+
+@pytest.mark.parametrize("options,message", BAD_OPTIONS)
+def test_bad_options_and_combinations_give_one_line_errors(options, message, mpi_tmp_path, capsys):
+    X, y = make_problem(60, 6, seed=40)
+    write_libsvm(mpi_tmp_path / "train.txt", X, y)
+    fails_with(capsys, ["train", "--data", str(mpi_tmp_path / "train.txt"), "--model",
+                        str(mpi_tmp_path / "m.h5"), *options], message)
+    assert not (mpi_tmp_path / "m.h5").exists()
+
+
+def test_bad_solver_options_end_a_real_four_rank_job_cleanly(tmp_path, rank0_only):
+    """No traceback, no MPI_Abort: status 1 on every rank, one message, no model file."""
+    X, y = make_problem(200, 6, seed=41)
+    from ppack.data.hdf5 import write_dataset
+
+    write_dataset(tmp_path / "train.h5", X, y)
+    for options, message in [(["--solver", "llsvm", "--solver-option", "tol=-1"], "tol: must be a finite number > 0"),
+                             (["--solver", "stream", "--solver-option", "shrink=1"],
+                              "solver option shrink: not an option of the stream solver"),
+                             (["--solver-option", "tol=0.1"], "--solver-option: applies to the linear solvers"),
+                             (["--solver", "dcd", "--features", "cubic"], "features: feature map: expected")]:
+        job = run_ppack(["train", "--data", tmp_path / "train.h5", "--model", tmp_path / "m.h5", *options],
+                        timeout=120)
+        assert job.returncode == 1, (options, job.stderr)
+        assert job.stderr.count(message) == 1 and "Traceback" not in job.stderr, job.stderr
+        assert "Abort" not in job.stderr + job.stdout
+        assert not (tmp_path / "m.h5").exists()
+
+
 def test_real_mpiexec_jobs_exit_cleanly(tmp_path, rank0_only):
     """Whole jobs on 4 ranks: a run succeeds; bad input ends every rank non-zero, quickly."""
     X, y = make_problem(300, 6, sparse=True, seed=35)

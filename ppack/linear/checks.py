@@ -1,0 +1,88 @@
+"""Argument checks every linear solver shares, in one dialect: the registry's rules, PPackError.
+
+A message names the argument, what it must be and what it got ("tol: must be a finite
+number > 0, got -1.0"), whether the solver is called directly or through the estimator
+and the CLI.
+"""
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import PPackError
+from ..registry import LINEAR_PARAMS, check_solver_options
+
+
+def check_options(solver, **values):
+    """The solver's options (name=value), each checked against ``registry.SOLVER_OPTIONS``;
+    returns them normalised. Unknown names are an error listing the known ones."""
+    return check_solver_options(solver, values)
+
+
+def check_common(C, loss, bias):
+    """C (> 0), loss ("l1" or "l2") and bias (a bool), as every solver takes them."""
+    return (LINEAR_PARAMS["C"].rule.check("C", C), LINEAR_PARAMS["loss"].rule.check("loss", loss),
+            LINEAR_PARAMS["bias"].rule.check("bias", bias))
+
+
+def check_block(X, y):
+    """One block of rows: X as canonical CSR (float64, sorted int32 indices) or a
+    C-contiguous float64 array (n, d); y (n,) as float64 labels in {-1, +1}."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if not X.has_canonical_format or X.dtype != np.float64 or X.indices.dtype != np.int32:
+            X = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int64)),
+                              shape=X.shape)
+            X.sum_duplicates()
+        values = X.data
+    elif isinstance(X, np.ndarray):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise PPackError(f"X: must be 2-dimensional (n_samples, n_features), got shape {X.shape}")
+        values = X
+    else:
+        raise PPackError(f"X: must be a scipy sparse matrix or a 2-dimensional numpy array, got {type(X).__name__}")
+    if not np.isfinite(values).all():
+        raise PPackError("X: must be finite, found NaN or infinite values")
+    y = np.ascontiguousarray(y, dtype=np.float64).ravel()
+    if y.shape != (X.shape[0],):
+        raise PPackError(f"y: must have shape ({X.shape[0]},), one label per row of X, got {y.shape}")
+    bad = (y != 1.0) & (y != -1.0)
+    if bad.any():
+        r = int(np.argmax(bad))
+        raise PPackError(f"y: labels must be -1 or +1, row {r} has {float(y[r])}")
+    return X, y
+
+
+def check_start(w0, b0, bias, n_out):
+    """A warm start: w0 as a float64 copy of shape (n_out,) (or None) and b0 as a float."""
+    if isinstance(b0, (bool, np.bool_)) or not isinstance(b0, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(b0):
+        raise PPackError(f"b0: must be a finite number, got {b0!r}")
+    if not bias and b0 != 0.0:
+        raise PPackError(f"b0: must be 0 when bias=False, got {b0!r}")
+    if w0 is not None:
+        w0 = np.array(w0, dtype=np.float64)
+        if w0.shape != (n_out,):
+            raise PPackError(f"w0: must have shape ({n_out},), got {w0.shape}")
+        if not np.all(np.isfinite(w0)):
+            raise PPackError("w0: must be finite, got NaN or infinity")
+    return w0, float(b0)
+
+
+def check_alpha0(alpha0, n_dual, upper):
+    """Warm-start duals: a float64 copy of shape (n_dual,) within [0, upper], or None.
+
+    Values past a bound by rounding (1e-9 relative, e.g. after averaging) are clipped back.
+    """
+    if alpha0 is None:
+        return None
+    alpha = np.array(alpha0, dtype=np.float64).ravel()
+    if alpha.shape != (n_dual,):
+        raise PPackError(f"alpha0: must have shape ({n_dual},) (one dual per (virtual) row), got {alpha.shape}")
+    slack = 1e-9 * (upper if math.isfinite(upper) else 1.0)
+    if not np.all(np.isfinite(alpha)) or alpha.min(initial=0.0) < -slack or alpha.max(initial=0.0) > upper + slack:
+        raise PPackError(f"alpha0: must lie in [0, {upper}], got values in "
+                         f"[{alpha.min(initial=0.0)}, {alpha.max(initial=0.0)}]")
+    return np.clip(alpha, 0.0, upper, out=alpha)
+
