@@ -92,6 +92,21 @@ def _token_end(buf, i, n):
     return i
 
 
+@njit(cache=True, inline="always")
+def _digits(buf, i, b, mant, n_sig):
+    """Read the decimal digits at buf[i:b], continuing the mantissa ``mant`` of ``n_sig``
+    significant digits; returns (position after them, mant, n_sig, digits read)."""
+    start = i
+    while i < b and 48 <= buf[i] <= 57:
+        d = buf[i] - 48
+        if n_sig > 0 or d != 0:
+            n_sig += 1
+            if n_sig <= 19:
+                mant = mant * 10 + d
+        i += 1
+    return i, mant, n_sig, i - start
+
+
 @njit(cache=True)
 def _parse_decimal(buf, a, b):
     """Parse buf[a:b] as ``[+-]digits[.digits][(e|E)[+-]digits]``.
@@ -103,29 +118,13 @@ def _parse_decimal(buf, a, b):
     if i < b and (buf[i] == 43 or buf[i] == 45):
         neg = buf[i] == 45
         i += 1
-    mant = 0
-    n_sig = 0  # significant digits seen (from the first non-zero one)
-    n_digits = 0
+    # n_sig: significant digits seen (from the first non-zero one); the first 19 go to mant
+    i, mant, n_sig, n_digits = _digits(buf, i, b, 0, 0)
     exp10 = 0
-    while i < b and 48 <= buf[i] <= 57:
-        d = buf[i] - 48
-        n_digits += 1
-        if n_sig > 0 or d != 0:
-            n_sig += 1
-            if n_sig <= 19:
-                mant = mant * 10 + d
-        i += 1
     if i < b and buf[i] == 46:
-        i += 1
-        while i < b and 48 <= buf[i] <= 57:
-            d = buf[i] - 48
-            n_digits += 1
-            if n_sig > 0 or d != 0:
-                n_sig += 1
-                if n_sig <= 19:
-                    mant = mant * 10 + d
-            exp10 -= 1
-            i += 1
+        i, mant, n_sig, n_fraction = _digits(buf, i + 1, b, mant, n_sig)
+        n_digits += n_fraction
+        exp10 -= n_fraction
     if n_digits == 0:
         return NUM_BAD, 0.0
     if i < b and (buf[i] == 101 or buf[i] == 69):
