@@ -1,4 +1,4 @@
-"""Shared fixtures: small synthetic problems, the shared benchmark data, MPI helpers."""
+"""Shared fixtures and helpers: synthetic problems, the shared benchmark data, MPI, the CLI, LIBSVM text."""
 import os
 import subprocess
 import sys
@@ -27,6 +27,16 @@ def make_problem(n=400, d=12, sparse=False, seed=0, labels=(-1.0, 1.0)):
     score = X[:, 0] * X[:, 1] + 0.5 * np.sin(2 * X[:, 2]) + 0.1 * rng.normal(size=n)
     y = np.where(score > 0, labels[1], labels[0])
     return (sp.csr_matrix(X) if sparse else X), y
+
+
+def fitted(X, y, comm=MPI.COMM_SELF, **params):
+    """A PackSVC fitted on one rank (by default) with small test settings; ``params`` override them."""
+    from ppack import PackSVC
+
+    params = {"kernel": "rbf", "gamma": 0.2, "iterations": 600, "pack": 100, "seed": 3, **params}
+    if "sigma" not in params:
+        params.setdefault("C", 5.0)
+    return PackSVC(comm=comm, **params).fit(X, y)
 
 
 class CountingComm:
@@ -98,3 +108,104 @@ def run_ppack(args, ranks=4, timeout=240, cwd=None):
     """Run ``python -m ppack ARGS`` on ``ranks`` ranks; returns the CompletedProcess."""
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", *map(str, args)]
     return subprocess.run(cmd, env=clean_mpi_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+# ---------------------------------------------------------------- command line
+
+# small, fast training options of `train --solver packsvm`
+TRAIN = ["--gamma", "0.2", "--C", "5", "--iterations", "900", "--pack", "50", "--seed", "4", "--quiet"]
+
+
+def write_libsvm(path, X, y, precision=17):
+    """LIBSVM text of dense or CSR X (zeros omitted), written by rank 0 only."""
+    if WORLD.Get_rank() == 0:
+        dense = X.toarray() if hasattr(X, "toarray") else X
+        with open(path, "w") as f:
+            for row, label in zip(dense, y):
+                pairs = " ".join(f"{j + 1}:{v:.{precision}g}" for j, v in enumerate(row) if v != 0)
+                f.write(f"{label:g} {pairs}\n")
+    WORLD.Barrier()
+
+
+def fails_with(capsys, argv, pattern):
+    """Run the CLI expecting exit status 1 and ``pattern`` in rank 0's message."""
+    from ppack.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    if WORLD.Get_rank() == 0:
+        assert pattern in err, err
+    WORLD.Barrier()
+
+
+# ---------------------------------------------------------------- LIBSVM text
+
+
+def write(path, raw):
+    """Write the bytes ``raw`` to ``path``; returns ``path``."""
+    path.write_bytes(raw)
+    return path
+
+
+def format_number(rng, v):
+    """v written in one of the spellings found in LIBSVM files."""
+    style = rng.randrange(9)
+    if style == 0:
+        s = repr(v)
+    elif style == 1:
+        s = "%g" % v
+    elif style == 2:
+        s = "%.6e" % v
+    elif style == 3:
+        s = "%.17E" % v
+    elif style == 4:
+        s = "%.25g" % v  # more digits than a double holds: exact path needed
+    elif style == 5:
+        s = "%.4f" % v
+        s = s.replace("0.", ".", 1) if s.startswith("0.") else s  # ".5"
+    elif style == 6:
+        s = "%d." % round(v)  # "5."
+    elif style == 7:
+        s = str(round(v))
+    else:
+        s = "%.3e" % v
+    if rng.random() < 0.1 and not s.startswith("-"):
+        s = "+" + s
+    return s
+
+
+def random_value(rng):
+    """A random double over a wide range of magnitudes, sometimes an edge value."""
+    kind = rng.random()
+    if kind < 0.05:
+        return rng.choice([0.0, 1.0, -1.0, 1e-310, 1.7e308, -2.5e-300, 5e-324])
+    return rng.gauss(0, 1) * 10 ** rng.uniform(-30, 30)
+
+
+def random_libsvm(rng, n_rows, n_features, quirks=True):
+    """Random LIBSVM bytes with formatting quirks (when quirks)."""
+    lines = []
+    for _ in range(n_rows):
+        if quirks and rng.random() < 0.1:
+            lines.append(rng.choice(["", "   ", "# a comment", "\t# indented comment", "#"]))
+        label = rng.choice(["+1", "-1", "1", "1.0", "-1.0", "0", "3", "2.5e-1", "-7"])
+        nnz = rng.randrange(0, min(10, n_features) + 1)
+        idx = sorted(rng.sample(range(1, n_features + 1), nnz))
+        seps = [" ", "\t", "  ", " \t "] if quirks else [" "]
+        parts = [label]
+        if quirks and rng.random() < 0.2:
+            parts.append(f"qid:{rng.randrange(1, 50)}")
+        parts += [f"{i}:{format_number(rng, random_value(rng))}" for i in idx]
+        line = parts[0] + "".join(rng.choice(seps) + p for p in parts[1:])
+        if quirks and rng.random() < 0.2:
+            line = rng.choice(["", " ", "\t"]) + line + rng.choice(["", " ", "\t"])
+        if quirks and rng.random() < 0.15:
+            line += rng.choice([" # trailing comment 1:2", "#x", "  #"])
+        lines.append(line)
+    eol = "\r\n" if quirks and rng.random() < 0.5 else "\n"
+    text = eol.join(lines)
+    if not quirks or rng.random() < 0.5:
+        text += eol
+    return text.encode()

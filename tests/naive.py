@@ -1,4 +1,4 @@
-"""Slow, obviously correct numpy twins of ppack's numba kernels and of the solver."""
+"""Slow, obviously correct numpy twins of ppack's numba kernels, of the solver and of the LIBSVM reader."""
 import numpy as np
 import scipy.sparse as sp
 
@@ -43,3 +43,312 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
         if norm > 1.0 / sigma:
             alpha *= 1.0 / np.sqrt(sigma * norm)
     return {int(k): alpha[k] for k in np.flatnonzero(alpha)}, np.array(tested)
+
+
+def reference_parse(raw, n_features=None):
+    """Slow, obviously-correct parse of LIBSVM bytes: (indptr, indices, values, y, info)."""
+    from ppack.data.libsvm import LibsvmInfo
+
+    indptr, indices, values, labels = [0], [], [], []
+    max_idx = max_nnz = 0
+    for line in raw.split(b"\n"):
+        tokens = line.split(b"#", 1)[0].split()
+        if not tokens:
+            continue
+        labels.append(float(tokens[0]))
+        nnz = 0
+        for tok in tokens[1:]:
+            key, val = tok.split(b":", 1)
+            if key == b"qid":
+                continue
+            indices.append(int(key) - 1)
+            values.append(float(val))
+            max_idx = max(max_idx, int(key))
+            nnz += 1
+        max_nnz = max(max_nnz, nnz)
+        indptr.append(len(indices))
+    info = LibsvmInfo(len(labels), n_features or max_idx, max_nnz)
+    return np.array(indptr), np.array(indices), np.array(values), np.array(labels), info
+
+
+# ---- linear solvers: dcd, pegasos, alm, feature maps
+# Twins of ppack.linear's numba loops (features._dots/_adds, dcd._dcd, pegasos._pegasos and
+# _steps_in_order) and of ALM's Algorithm 2, on explicit dense rows, and the small
+# problems they are checked on.
+
+MASK64 = (1 << 64) - 1
+
+
+def tiny_problem(n=40, d=7, seed=0, density=0.5):
+    """A small sparse problem with a nonlinear (product) label rule: X (n, d) CSR, y (n,)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+    X[:, 0] = rng.normal(size=n)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.2 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return sp.csr_matrix(X), y
+
+
+def tiny_images(n=5, side=4, seed=1):
+    """n sparse side x side images (n, side, side) and alternating labels (n,)."""
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(n, side, side)) * (rng.random((n, side, side)) < 0.6)
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    return images, y
+
+
+def alm_problem(n=300, d=8, seed=0, sparse=False):
+    """A noisy, nearly linearly separable problem: X (n, d), y (n,) in {-1, +1}."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if sparse:
+        X[rng.random((n, d)) > 0.5] = 0.0
+    y = np.where(X @ rng.normal(size=d) + 0.3 + 0.8 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return (sp.csr_matrix(X) if sparse else X), y
+
+
+def averaging_problem(n=400, d=15, seed=0):
+    """A sparse linear problem with label noise: X (n, d) CSR, y (n,)."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.4, random_state=seed, format="csr")
+    w = rng.normal(size=d)
+    y = np.where(X @ w + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+class SplitMix64:
+    """The splitmix64 stream the solvers shuffle and sample with, in Python integers."""
+
+    def __init__(self, seed):
+        self.state = seed
+
+    def below(self, k):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        return ((z >> 32) * k) >> 32
+
+
+def shifted_image(image, dr, dc):
+    """image moved by (dr, dc) pixels, zero-filled: out[r + dr, c + dc] = image[r, c]."""
+    h, w = image.shape
+    out = np.zeros_like(image)
+    out[max(dr, 0):h + min(dr, 0), max(dc, 0):w + min(dc, 0)] = image[max(-dr, 0):h - max(dr, 0),
+                                                                      max(-dc, 0):w - max(dc, 0)]
+    return out
+
+
+def explicit_shifts(images, s):
+    """The (2s+1)^2 virtual rows of every image (n, h, w) in the documented shift-id order, (n V, h w)."""
+    side = 2 * s + 1
+    V = side * side
+    rows = []
+    for image in images:
+        for k in range(V):
+            dr, dc = divmod((k + V // 2) % V, side)
+            rows.append(shifted_image(image, dr - s, dc - s).ravel())
+    return np.array(rows)
+
+
+def explicit_features(X, fmap):
+    """phi(X), (n * n_virtual, n_out) dense, straight from the definitions in features.py."""
+    from ppack.linear.features import HASH, IDENTITY, SHIFTS, hash_key_py
+
+    X = dense(X)
+    n, d = X.shape
+    if fmap.kind == IDENTITY:
+        return X.copy()
+    if fmap.kind == SHIFTS:
+        return explicit_shifts(X.reshape(n, *fmap.image_shape(d)), fmap.radius)
+    poly = np.zeros((n, d + d * (d + 1) // 2))
+    keys = [2 * j for j in range(d)] + [0] * (d * (d + 1) // 2)
+    poly[:, :d] = X
+    for k in range(d):
+        for j in range(k + 1):
+            poly[:, d + k * (k + 1) // 2 + j] = (1.0 if j == k else np.sqrt(2.0)) * X[:, j] * X[:, k]
+            keys[d + k * (k + 1) // 2 + j] = 2 * (k * (k + 1) // 2 + j) + 1
+    if fmap.kind != HASH:
+        return poly
+    hashed = np.zeros((n, 1 << fmap.bits))
+    for col, key in enumerate(keys):
+        h = hash_key_py(key, fmap.seed)
+        hashed[:, h & ((1 << fmap.bits) - 1)] += (1.0 if h >> 63 == 0 else -1.0) * poly[:, col]
+    return hashed
+
+
+def dots_twin(X, fmap, w):
+    """features._dots: w . phi(x_r) for every (virtual) row, (n * n_virtual,)."""
+    return explicit_features(X, fmap) @ w
+
+
+def adds_twin(X, fmap, coef):
+    """features._adds: sum_r coef[r] phi(x_r), (n_out,)."""
+    return explicit_features(X, fmap).T @ coef
+
+
+def with_bias_column(Phi, bias=True):
+    """Dense [phi(X), 1] (or phi(X) without a bias)."""
+    Phi = dense(Phi)
+    return np.hstack([Phi, np.ones((Phi.shape[0], 1))]) if bias else Phi
+
+
+def dcd_twin(Z, y, C, loss, tol, max_epochs, seed):
+    """LIBLINEAR's dual coordinate descent with shrinking, on explicit dense rows Z (n, D).
+
+    Returns (alpha (n,), w~ (D,), epochs).
+    """
+    n = Z.shape[0]
+    upper, diag = (C, 0.0) if loss == "l1" else (np.inf, 0.5 / C)
+    alpha, w = np.zeros(n), np.zeros(Z.shape[1])
+    qd = np.einsum("ij,ij->i", Z, Z) + diag
+    index = list(range(n))
+    active = n
+    pg_max_old, pg_min_old = np.inf, -np.inf
+    rng = SplitMix64(seed)
+    epochs = 0
+    while epochs < max_epochs:
+        for s in range(active - 1):
+            j = s + rng.below(active - s)
+            index[s], index[j] = index[j], index[s]
+        pg_max, pg_min = -np.inf, np.inf
+        s = 0
+        while s < active:
+            i = index[s]
+            G = y[i] * float(Z[i] @ w) - 1.0 + diag * alpha[i]
+            pg = G
+            if alpha[i] == 0.0:
+                if G > pg_max_old:
+                    active -= 1
+                    index[s], index[active] = index[active], index[s]
+                    continue
+                pg = min(G, 0.0)
+            elif alpha[i] == upper:
+                if G < pg_min_old:
+                    active -= 1
+                    index[s], index[active] = index[active], index[s]
+                    continue
+                pg = max(G, 0.0)
+            pg_max, pg_min = max(pg_max, pg), min(pg_min, pg)
+            if abs(pg) > 1e-12:
+                new = min(max(alpha[i] - G / qd[i], 0.0), upper)
+                w += (new - alpha[i]) * y[i] * Z[i]
+                alpha[i] = new
+            s += 1
+        epochs += 1
+        if pg_max - pg_min <= tol:
+            if active == n:
+                break
+            active = n
+            pg_max_old, pg_min_old = np.inf, -np.inf
+            continue
+        pg_max_old = pg_max if pg_max > 0 else np.inf
+        pg_min_old = pg_min if pg_min < 0 else -np.inf
+    return alpha, w, epochs
+
+
+def pegasos_twin(Z, y, C, epochs, seed, average=False, ids=None, t0=0, w0=None):
+    """Pegasos exactly as Figure 1 states it, on explicit dense rows Z (n, D): w~ (D,).
+
+    ||w~|| is recomputed at every step; step t draws the solvers' splitmix64 stream (or
+    takes ``ids``, epochs * n row ids); the steps are numbered t0 + 1, ...; with
+    ``average`` the result is the plain mean of the iterates of the last half of the steps.
+    """
+    n = Z.shape[0]
+    steps = epochs * n
+    sigma = 1.0 / (n * C)
+    w = np.zeros(Z.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
+    total, count = np.zeros(Z.shape[1]), 0
+    if ids is None:
+        rng = SplitMix64(seed)
+        ids = [rng.below(n) for _ in range(steps)]
+    for t, r in enumerate(ids, start=t0 + 1):
+        margin = y[r] * float(Z[r] @ w)
+        w *= 1.0 - 1.0 / t
+        if margin < 1.0:
+            w += y[r] / (sigma * t) * Z[r]
+        norm = float(w @ w)
+        if norm > 1.0 / sigma:
+            w /= np.sqrt(sigma * norm)
+        if average and t > t0 + steps // 2:
+            total += w
+            count += 1
+    return total / count if average else w
+
+
+def alm_row_objective(e, t, y, gamma, p):
+    """F_i(e_i) of ALM's Eq. 10, elementwise: gamma (y e)_+^p + (e - t)^2 / 2."""
+    return gamma * np.maximum(y * e, 0.0) ** p + 0.5 * (e - t) ** 2
+
+
+def alm_algorithm2_twin(X, y, C, p, iterations, mu0, rho, mu_max, regb=True):
+    """ALM's Algorithm 2 written out literally on dense X (n, d): (w (d,), b, lambda (n,), mu).
+
+    X w recomputed every time, e by a bounded scalar minimiser per row, the step by the
+    first (unsimplified) form of Eq. 18.
+    """
+    import scipy.optimize as so
+
+    n, d = X.shape
+    w, b, lam, mu = np.zeros(d), 0.0, np.zeros(n), mu0
+    for _ in range(iterations):
+        t = y - X @ w - b - lam / mu
+        e = np.empty(n)
+        for i in range(n):
+            lo, hi = min(t[i], 0.0) - 1.0, max(t[i], 0.0) + 1.0
+            e[i] = so.minimize_scalar(lambda v: alm_row_objective(v, t[i], y[i], C / mu, p), bounds=(lo, hi),
+                                      method="bounded", options={"xatol": 1e-13}).x
+        z = y - e - lam / mu
+        res = X @ w + b - z
+        wg = X.T @ res + w / mu
+        bg = res.sum() + (b / mu if regb else 0.0)
+        q = X @ wg + bg
+        reg_wg = wg @ w + (bg * b if regb else 0.0)
+        reg_gg = wg @ wg + (bg * bg if regb else 0.0)
+        s = (q @ res + reg_wg / mu) / (q @ q + reg_gg / mu)
+        w, b = w - s * wg, b - s * bg
+        lam = lam + mu * (X @ w + b - y + e)
+        mu = min(rho * mu, mu_max)
+    return w, b, lam, mu
+
+
+def alm_reference_optimum(X, y, C, p, bias=True, regb=True):
+    """The minimum of the Lp-loss objective on dense X (n, d), independently of ALM:
+    L-BFGS for p > 1, the slack QP (SLSQP) for p = 1."""
+    import scipy.optimize as so
+
+    n, d = X.shape
+    nb = 1 if bias else 0
+
+    def split(v):
+        return v[:d], (v[d] if bias else 0.0)
+
+    def reg(v):
+        w, b = split(v)
+        return 0.5 * (w @ w + (b * b if regb else 0.0))
+
+    if p > 1:
+        def f(v):
+            w, b = split(v)
+            slack = np.maximum(0.0, 1.0 - y * (X @ w + b))
+            g = -C * p * y * slack ** (p - 1)
+            gw = w + X.T @ g
+            grad = np.concatenate([gw, [g.sum() + (b if regb else 0.0)]]) if bias else gw
+            return reg(v) + C * np.sum(slack ** p), grad
+
+        r = so.minimize(f, np.zeros(d + nb), jac=True, method="L-BFGS-B",
+                        options={"gtol": 1e-11, "ftol": 1e-15, "maxiter": 20000})
+        return r.fun
+    A = np.hstack([y[:, None] * X, y[:, None] * np.ones((n, nb)), np.eye(n)])  # y(Xw+b) + xi >= 1
+    cons = [{"type": "ineq", "fun": lambda v: A @ v - 1.0, "jac": lambda v: A}]
+    bounds = [(None, None)] * (d + nb) + [(0.0, None)] * n
+
+    def fun(v):
+        return reg(v[:d + nb]) + C * v[d + nb:].sum()
+
+    def jac(v):
+        return np.concatenate([v[:d], [v[d] if regb else 0.0] if bias else [], C * np.ones(n)])
+
+    r = so.minimize(fun, np.concatenate([np.zeros(d + nb), np.ones(n)]), jac=jac, bounds=bounds,
+                    constraints=cons, method="SLSQP", options={"ftol": 1e-13, "maxiter": 1000})
+    return r.fun

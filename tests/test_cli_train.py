@@ -1,4 +1,5 @@
-"""The command line, in process on every rank of the test run and as real mpiexec jobs."""
+"""`train`, in process on every rank of the test run and as real mpiexec jobs: both trainers, every
+bad option or input ending every rank with one clear message and no model file."""
 import json
 
 import h5py
@@ -7,79 +8,10 @@ import pytest
 from mpi4py import MPI
 
 from ppack.cli import main
-from ppack import PackSVC
 
-from conftest import make_problem, run_ppack
+from conftest import TRAIN, fails_with, make_problem, run_ppack, write_libsvm
 
 WORLD = MPI.COMM_WORLD
-TRAIN = ["--gamma", "0.2", "--C", "5", "--iterations", "900", "--pack", "50", "--seed", "4", "--quiet"]
-
-
-def write_libsvm(path, X, y, precision=17):
-    """LIBSVM text of dense or CSR X (zeros omitted), written by rank 0 only."""
-    if WORLD.Get_rank() == 0:
-        dense = X.toarray() if hasattr(X, "toarray") else X
-        with open(path, "w") as f:
-            for row, label in zip(dense, y):
-                pairs = " ".join(f"{j + 1}:{v:.{precision}g}" for j, v in enumerate(row) if v != 0)
-                f.write(f"{label:g} {pairs}\n")
-    WORLD.Barrier()
-
-
-def fails_with(capsys, argv, pattern):
-    """Run the CLI expecting exit status 1 and ``pattern`` in rank 0's message."""
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 1
-    err = capsys.readouterr().err
-    if WORLD.Get_rank() == 0:
-        assert pattern in err, err
-    WORLD.Barrier()
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys):
-    X, y = make_problem(600, 10, sparse=sparse, seed=31)
-    Xt, yt = make_problem(200, 10, sparse=sparse, seed=32)
-    d = mpi_tmp_path
-    write_libsvm(d / "train.txt", X, y)
-    write_libsvm(d / "test.txt", Xt, yt)
-    storage = "csr" if sparse else "dense"
-    main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--n-features", "10", "--storage", storage,
-          "--quiet"])
-    WORLD.Barrier()
-    with h5py.File(d / "train.h5", "r") as f:
-        assert f.attrs["storage"] == storage
-    main(["train", "--data", str(d / "train.h5"), "--test", str(d / "test.txt"), "--model", str(d / "m.h5"),
-          "--metrics-json", str(d / "train.json"), *TRAIN])
-    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "out.npy"),
-          "--metrics-json", str(d / "predict.json"), "--quiet"])
-    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "out.txt"),
-          "--quiet"])
-    reference = PackSVC(gamma=0.2, C=5, iterations=900, pack=50, seed=4, comm=WORLD).fit(X, y)
-    expected = reference.decision_function(Xt)
-    if WORLD.Get_rank() == 0:
-        out = np.load(d / "out.npy")
-        np.testing.assert_allclose(out[:, 0], expected, rtol=1e-10, atol=1e-10)
-        np.testing.assert_array_equal(out[:, 1], np.where(expected >= 0, 1.0, -1.0))
-        text = np.loadtxt(d / "out.txt", skiprows=1)
-        np.testing.assert_allclose(text, out, rtol=1e-15)
-        train_metrics = json.loads((d / "train.json").read_text())
-        predict_metrics = json.loads((d / "predict.json").read_text())
-        accuracy = np.mean(out[:, 1] == yt)
-        assert train_metrics["test_accuracy"] == pytest.approx(accuracy)
-        assert predict_metrics["test_accuracy"] == pytest.approx(accuracy)
-        assert accuracy > 0.6  # better than chance on a balanced problem
-        assert train_metrics["ranks"] == WORLD.Get_size()
-        assert train_metrics["allreduce_calls"] == 2 * train_metrics["packs"] == 2 * 18
-        assert train_metrics["support_vectors"] == reference.n_support_
-        assert set(train_metrics["seconds"]) >= {"total", "read", "kernel_sums", "communication",
-                                                 "sequential_updates", "evaluate"}
-        with h5py.File(d / "m.h5", "r") as f:
-            assert f.attrs["format"] == "ppack-model" and f.attrs["kernel"] == "rbf"
-            assert f.attrs["gamma"] == 0.2 and f.attrs["n_features"] == 10
-            np.testing.assert_array_equal(f["classes"][()], [-1.0, 1.0])
-    WORLD.Barrier()
 
 
 def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
@@ -205,16 +137,6 @@ def test_real_mpiexec_jobs_exit_cleanly(tmp_path, rank0_only):
     assert list(tmp_path.glob(".*tmp")) == []
 
 
-def test_help_of_every_command(capsys):
-    for argv in (["--help"], ["train", "--help"], ["predict", "--help"], ["convert", "--help"]):
-        with pytest.raises(SystemExit) as info:
-            main(argv)
-        assert info.value.code == 0
-    out = capsys.readouterr().out
-    if WORLD.Get_rank() == 0:
-        assert "--pack" in out and "--metrics-json" in out and "--n-features" in out
-
-
 @pytest.mark.parametrize("extra", [[], ["--features", "poly2", "--averaging", "oneshot"]])
 def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
     X, y = make_problem(500, 6, seed=36)
@@ -236,82 +158,3 @@ def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
     WORLD.Barrier()
     fails_with(capsys, ["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--p", "1.5"],
                "p: only the alm solver")
-
-
-FAILING_RANK_SCRIPT = """
-import sys
-from mpi4py import MPI
-sys.path.insert(0, {tests!r})
-from conftest import make_problem
-from ppack.mpi.comm import abort_on_exception
-from ppack import PackSVC
-
-comm = MPI.COMM_WORLD
-
-
-def train():
-    X, y = make_problem(2000, 10, seed=37)
-    packs = [0]
-
-    def should_stop():  # polled once per pack on every rank
-        packs[0] += 1
-        if comm.Get_rank() == 2 and packs[0] == 30:
-            raise RuntimeError("simulated failure on rank 2 in the middle of training")
-        return False
-
-    PackSVC(comm=comm, iterations=10**7, pack=20).fit(X, y, should_stop=should_stop)
-
-
-abort_on_exception(comm, train)
-"""
-
-
-def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_only):
-    """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    from conftest import clean_mpi_env, mpiexec
-
-    script = tmp_path / "fail.py"
-    script.write_text(FAILING_RANK_SCRIPT.format(tests=str(Path(__file__).parent)))
-    start = time.monotonic()
-    job = subprocess.run([mpiexec(), "-n", "4", sys.executable, str(script)], env=clean_mpi_env(),
-                         capture_output=True, text=True, timeout=180)
-    assert job.returncode != 0
-    assert "rank 2 failed" in job.stderr and "simulated failure on rank 2" in job.stderr
-    assert time.monotonic() - start < 120
-
-
-def test_info_describes_data_model_and_checkpoint(mpi_tmp_path, capsys):
-    X, y = make_problem(300, 6, sparse=True, seed=38)
-    d = mpi_tmp_path
-    write_libsvm(d / "train.txt", X, y)
-    main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--storage", "csr", "--quiet"])
-    main(["train", "--data", str(d / "train.h5"), "--model", str(d / "m.h5"), "--checkpoint", str(d / "c.h5"),
-          "--checkpoint-every", "3p", *TRAIN])
-    capsys.readouterr()
-    for name, expected in [("train.txt", "LIBSVM text"), ("train.h5", "rows 300, features 6, storage csr"),
-                           ("m.h5", "ppack kernel model"), ("c.h5", "ppack checkpoint")]:
-        main(["info", str(d / name)])
-        out = capsys.readouterr().out
-        if WORLD.Get_rank() == 0:
-            assert expected in out, out
-    fails_with(capsys, ["info", str(d / "missing.h5")], "missing.h5: No such file")
-
-
-def test_plan_reports_memory_and_warns_before_a_run_that_would_not_fit(mpi_tmp_path, capsys):
-    X, y = make_problem(2000, 30, seed=39)
-    d = mpi_tmp_path
-    write_libsvm(d / "train.txt", X, y)
-    main(["plan", "--data", str(d / "train.txt"), "--ranks", "4", "--mem-per-rank", "100", "--iterations", "3000"])
-    out = capsys.readouterr().out
-    if WORLD.Get_rank() == 0:
-        assert "data shard" in out and "support vectors" in out and "(up to 500 per rank)" in out
-        assert "estimate" in out and "WARNING" not in out
-    main(["plan", "--data", str(d / "train.txt"), "--ranks", "4", "--mem-per-rank", "0.0001", "--no-calibration"])
-    out = capsys.readouterr().out
-    if WORLD.Get_rank() == 0:
-        assert "WARNING" in out and "may not fit" in out and "estimate" not in out

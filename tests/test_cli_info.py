@@ -1,0 +1,25 @@
+"""`info`: what a data, model or checkpoint file (or LIBSVM text) holds."""
+from mpi4py import MPI
+
+from ppack.cli import main
+
+from conftest import TRAIN, fails_with, make_problem, write_libsvm
+
+WORLD = MPI.COMM_WORLD
+
+
+def test_info_describes_data_model_and_checkpoint(mpi_tmp_path, capsys):
+    X, y = make_problem(300, 6, sparse=True, seed=38)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--storage", "csr", "--quiet"])
+    main(["train", "--data", str(d / "train.h5"), "--model", str(d / "m.h5"), "--checkpoint", str(d / "c.h5"),
+          "--checkpoint-every", "3p", *TRAIN])
+    capsys.readouterr()
+    for name, expected in [("train.txt", "LIBSVM text"), ("train.h5", "rows 300, features 6, storage csr"),
+                           ("m.h5", "ppack kernel model"), ("c.h5", "ppack checkpoint")]:
+        main(["info", str(d / name)])
+        out = capsys.readouterr().out
+        if WORLD.Get_rank() == 0:
+            assert expected in out, out
+    fails_with(capsys, ["info", str(d / "missing.h5")], "missing.h5: No such file")

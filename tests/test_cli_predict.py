@@ -1,0 +1,59 @@
+"""`predict`, after `convert` and `train`: decision files of every format and the metrics, on every rank."""
+import json
+
+import h5py
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack import PackSVC
+from ppack.cli import main
+
+from conftest import TRAIN, make_problem, write_libsvm
+
+WORLD = MPI.COMM_WORLD
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys):
+    X, y = make_problem(600, 10, sparse=sparse, seed=31)
+    Xt, yt = make_problem(200, 10, sparse=sparse, seed=32)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    write_libsvm(d / "test.txt", Xt, yt)
+    storage = "csr" if sparse else "dense"
+    main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--n-features", "10", "--storage", storage,
+          "--quiet"])
+    WORLD.Barrier()
+    with h5py.File(d / "train.h5", "r") as f:
+        assert f.attrs["storage"] == storage
+    main(["train", "--data", str(d / "train.h5"), "--test", str(d / "test.txt"), "--model", str(d / "m.h5"),
+          "--metrics-json", str(d / "train.json"), *TRAIN])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "out.npy"),
+          "--metrics-json", str(d / "predict.json"), "--quiet"])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "out.txt"),
+          "--quiet"])
+    reference = PackSVC(gamma=0.2, C=5, iterations=900, pack=50, seed=4, comm=WORLD).fit(X, y)
+    expected = reference.decision_function(Xt)
+    if WORLD.Get_rank() == 0:
+        out = np.load(d / "out.npy")
+        np.testing.assert_allclose(out[:, 0], expected, rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(out[:, 1], np.where(expected >= 0, 1.0, -1.0))
+        text = np.loadtxt(d / "out.txt", skiprows=1)
+        np.testing.assert_allclose(text, out, rtol=1e-15)
+        train_metrics = json.loads((d / "train.json").read_text())
+        predict_metrics = json.loads((d / "predict.json").read_text())
+        accuracy = np.mean(out[:, 1] == yt)
+        assert train_metrics["test_accuracy"] == pytest.approx(accuracy)
+        assert predict_metrics["test_accuracy"] == pytest.approx(accuracy)
+        assert accuracy > 0.6  # better than chance on a balanced problem
+        assert train_metrics["ranks"] == WORLD.Get_size()
+        assert train_metrics["allreduce_calls"] == 2 * train_metrics["packs"] == 2 * 18
+        assert train_metrics["support_vectors"] == reference.n_support_
+        assert set(train_metrics["seconds"]) >= {"total", "read", "kernel_sums", "communication",
+                                                 "sequential_updates", "evaluate"}
+        with h5py.File(d / "m.h5", "r") as f:
+            assert f.attrs["format"] == "ppack-model" and f.attrs["kernel"] == "rbf"
+            assert f.attrs["gamma"] == 0.2 and f.attrs["n_features"] == 10
+            np.testing.assert_array_equal(f["classes"][()], [-1.0, 1.0])
+    WORLD.Barrier()

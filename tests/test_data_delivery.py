@@ -1,0 +1,61 @@
+"""deliver_rows: the rows of given global ids, from wherever they live, on every rank with one sum."""
+from collections import Counter
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ppack.data.delivery import deliver_rows
+from ppack.data.shard import Shard
+from ppack.mpi.collectives import Collectives
+
+from conftest import make_problem
+
+COMMS = [pytest.param(MPI.COMM_SELF, id="self"),
+         pytest.param(MPI.COMM_WORLD, id="world", marks=pytest.mark.mpi(min_size=2))]
+
+
+def delivered(comm, sparse, dtype, n=90, d=7, r=40, n_features=None):
+    """(block, X, y, ids, collectives): ``r`` random ids (repeats included) delivered from shards of X."""
+    X, y = make_problem(n, d, sparse=sparse, seed=50)
+    X = X.astype(dtype)
+    shard = Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size())
+    ids = np.random.default_rng(51).integers(0, n, size=r)  # the same on every rank
+    collectives = Collectives(comm)
+    block = deliver_rows(collectives, shard, shard.y, ids, n_features)
+    return block, X, y, ids, collectives
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("comm", COMMS)
+def test_every_rank_gets_exactly_the_rows_and_labels(comm, sparse, dtype):
+    """The block is the data set's rows ``ids`` bit for bit, in the shard's dtype, after one ``sum``."""
+    block, X, y, ids, collectives = delivered(comm, sparse, dtype)
+    assert collectives.calls == Counter(sum=1)
+    assert block.n_rows == len(ids) and block.n_features == X.shape[1]
+    np.testing.assert_array_equal(block.y, y[ids])
+    expected = X[ids]
+    if sparse:
+        assert block.dense is None
+        indptr, indices, values = block.csr
+        assert indices.dtype == np.int32 and values.dtype == dtype
+        np.testing.assert_array_equal(indptr, expected.indptr)
+        np.testing.assert_array_equal(indices, expected.indices)
+        np.testing.assert_array_equal(values, expected.data)
+    else:
+        assert block.csr is None and block.dense.dtype == dtype
+        np.testing.assert_array_equal(block.dense, expected)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_rows_are_padded_to_a_models_width(sparse):
+    """With ``n_features`` wider than the data, the rows come padded with zero columns."""
+    block, X, _, ids, _ = delivered(MPI.COMM_SELF, sparse, np.float64, n_features=10)
+    assert block.n_features == 10
+    taken = block.take(list(range(block.n_rows)))
+    taken = taken.toarray() if sp.issparse(taken) else taken
+    expected = np.zeros((len(ids), 10))
+    expected[:, :X.shape[1]] = X.toarray()[ids] if sparse else X[ids]
+    np.testing.assert_array_equal(taken, expected)

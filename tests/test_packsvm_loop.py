@@ -1,0 +1,114 @@
+"""The packed solver: against the plain S-packSVM of Figures 1 and 2 (tests/naive.py), r- and
+p-invariance, two Allreduce calls per pack, support vectors spread evenly, the --tol stop.
+
+The distributed tests run with ``mpiexec -n 4 python -m pytest --with-mpi``.
+"""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack import PackSVC
+from ppack.data.sampler import RowSampler
+
+from conftest import CountingComm, fitted, make_problem
+from naive import spack_reference
+
+WORLD = MPI.COMM_WORLD
+SELF = MPI.COMM_SELF
+PARAMS = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1500, "pack": 100, "seed": 11}
+
+
+def w_coefficients(model):
+    """{row id: coefficient of phi(x_row) in w} of a model trained on one rank."""
+    return dict(zip(model.table_.keys.tolist(), model.scale_ * model.table_.coef))
+
+
+@pytest.mark.parametrize("name", ["rbf", "laplacian", "poly", "linear"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_packed_equals_unpacked_reference(name, sparse):
+    X, y = make_problem(120, 6, sparse=sparse, seed=1)
+    params = {"kernel": name, "gamma": 0.3, "degree": 2, "coef0": 1.0, "sigma": 0.02, "iterations": 450,
+              "pack": 64}
+    model = fitted(X, y, **params)
+    ids = RowSampler(120, 3).take(450)
+    expected, _ = spack_reference(X, y, 0.02, ids, name, 0.3, 2, 1.0)
+    got = w_coefficients(model)
+    assert set(got) == set(expected)
+    keys = sorted(expected)
+    # tolerance: both sides are float64; the packed side reorders sums, so 1e-9 relative
+    np.testing.assert_allclose([got[k] for k in keys], [expected[k] for k in keys], rtol=1e-9, atol=1e-12)
+    assert model.stats_.projections > 0, "the test must exercise the projection"
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pack_size_does_not_change_the_model(sparse):
+    """r-invariance: same seed, r = 1 and r = 100 give the same support vectors and decisions.
+
+    Tolerance: decision values within 1e-9 relative (float64 sums in different orders).
+    """
+    X, y = make_problem(500, 8, sparse=sparse, seed=7)
+    one = fitted(X, y, pack=1, iterations=1000)
+    hundred = fitted(X, y, pack=100, iterations=1000)
+    assert np.array_equal(np.sort(one.table_.keys), np.sort(hundred.table_.keys))
+    np.testing.assert_allclose(hundred.decision_function(X), one.decision_function(X), rtol=1e-9, atol=1e-9)
+
+
+def test_tol_stops_when_the_windowed_hinge_loss_is_stable():
+    X, y = make_problem(2000, 6, seed=12)
+    capped = fitted(X, y, iterations=20000, pack=100, tol=0.05, tol_window=500)
+    assert capped.training_["converged"] and capped.training_["iterations_done"] < 20000
+    assert capped.training_["iterations_done"] % 500 == 0  # decided at a window boundary
+    never = fitted(X, y, iterations=3000, pack=100, tol=1e-12, tol_window=500)
+    assert not never.training_["converged"] and never.training_["iterations_done"] == 3000
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_rank_count_does_not_change_the_model(sparse):
+    """p-invariance: 1 rank and all ranks give the same support vectors and decisions.
+
+    Tolerance: decision values within 1e-9 relative (float64 sums reduced in a different order).
+    """
+    X, y = make_problem(700, 9, sparse=sparse, seed=21)
+    serial = PackSVC(comm=SELF, **PARAMS).fit(X, y)
+    parallel = PackSVC(comm=WORLD, **PARAMS).fit(X, y)
+    keys = np.sort(np.concatenate(WORLD.allgather(parallel.table_.keys)))
+    np.testing.assert_array_equal(keys, np.sort(serial.table_.keys))
+    assert parallel.n_support_ == serial.n_support_ == len(keys)
+    np.testing.assert_allclose(parallel.decision_function(X), serial.decision_function(X), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_pack_size_does_not_change_the_distributed_model():
+    X, y = make_problem(600, 7, sparse=True, seed=22)
+    one = PackSVC(comm=WORLD, **dict(PARAMS, pack=1, iterations=400)).fit(X, y)
+    hundred = PackSVC(comm=WORLD, **dict(PARAMS, pack=100, iterations=400)).fit(X, y)
+    keys_one = np.sort(np.concatenate(WORLD.allgather(one.table_.keys)))
+    keys_hundred = np.sort(np.concatenate(WORLD.allgather(hundred.table_.keys)))
+    np.testing.assert_array_equal(keys_one, keys_hundred)
+    np.testing.assert_allclose(hundred.decision_function(X), one.decision_function(X), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_support_vectors_spread_evenly_over_ranks():
+    X, y = make_problem(800, 6, seed=23)
+    model = PackSVC(comm=WORLD, **PARAMS).fit(X, y)
+    sizes = WORLD.allgather(len(model.table_))
+    assert max(sizes) - min(sizes) <= 1  # each new key goes to the least occupied rank
+    keys = np.concatenate(WORLD.allgather(model.table_.keys))
+    assert len(np.unique(keys)) == len(keys)  # a key lives on exactly one rank
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_exactly_two_allreduce_calls_per_pack(sparse):
+    """Runs of 3 and 8 packs differ by exactly 2 Allreduce calls per pack and nothing else."""
+    X, y = make_problem(400, 8, sparse=sparse, seed=24)
+    counts = []
+    for packs in (3, 8):
+        comm = CountingComm(WORLD)
+        model = PackSVC(comm=comm, **dict(PARAMS, iterations=packs * 50, pack=50)).fit(X, y)
+        assert model.training_["allreduce_calls"] == 2 * packs
+        counts.append(comm.calls)
+    extra = {name: counts[1][name] - counts[0][name] for name in counts[1] | counts[0]}
+    assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 5}

@@ -1,0 +1,58 @@
+"""The r sequential updates of a pack, against the unpacked reference and by hand."""
+import numpy as np
+import pytest
+
+from ppack.data.sampler import RowSampler
+from ppack.packsvm.replay import replay_pack
+
+from conftest import make_problem
+from naive import kernel_matrix, spack_reference
+
+
+def test_replay_tests_the_same_predictions_as_the_reference():
+    """Each iteration's hinge test sees the prediction the unpacked algorithm computes from scratch.
+
+    With this small sigma most steps project, so a missing or wrong rescale of the pack's
+    remaining predictions after a projection would show here.
+    """
+    X, y = make_problem(60, 5, seed=2)
+    sigma, r = 1e-3, 60
+    ids = RowSampler(60, 0).take(r)
+    _, tested = spack_reference(X, y, sigma, ids, "rbf", 0.4)
+    K = kernel_matrix(X[ids], X[ids], "rbf", 0.4)
+    pred = np.zeros(r)
+    coef, loss = np.empty(r), np.empty(r)
+    _, _, projections = replay_pack(y[ids], pred, K, 0, 1.0, 0.0, sigma, coef, loss)
+    assert projections > r // 2
+    np.testing.assert_allclose(pred, tested, rtol=1e-10, atol=1e-12)
+
+
+def test_projection_shrinks_the_remaining_predictions():
+    """A projection inside a pack multiplies the later predictions by 1/sqrt(sigma * norm)."""
+    sigma, t0 = 0.1, 9  # first step t = 10: scale a = 0.9, step eta = 1 / (sigma t) = 1
+    y = np.array([1.0, 1.0, -1.0])
+    pair = np.array([[1.0, 0.2, 0.1], [0.2, 1.0, 0.3], [0.1, 0.3, 1.0]])
+    pred = np.array([0.9, 0.4, 0.3])  # predictions of w_9, whose squared norm is 10 = 1/sigma
+    coef, loss = np.empty(3), np.empty(3)
+    replay_pack(y, pred, pair, t0, 1.0, 10.0, sigma, coef, loss)
+    a, eta = 0.9, 1.0
+    norm = a * a * 10.0 + 2 * eta * a * 0.9 + eta * eta * pair[0, 0]
+    assert norm > 1.0 / sigma  # so step 1 projects
+    unprojected = a * 0.4 + eta * pair[0, 1]
+    assert pred[1] == pytest.approx(unprojected / np.sqrt(sigma * norm), rel=1e-14)
+    assert pred[1] < unprojected
+
+
+def test_first_iteration_resets_w():
+    """At t = 1 the factor (1 - 1/t) is 0: w restarts from zero, never dividing by a zero scale."""
+    sigma = 0.1
+    y = np.array([-1.0, 1.0])
+    pair = np.array([[1.0, 0.5], [0.5, 1.0]])
+    pred = np.array([3.0, -2.0])  # whatever w_0 predicted is wiped out at t = 1
+    coef, loss = np.empty(2), np.empty(2)
+    s, norm, _ = replay_pack(y, pred, pair, 0, 1.0, 5.0, sigma, coef, loss)
+    assert loss[0] == 4.0  # the hinge test at t = 1 still uses w_0's prediction
+    assert coef[0] == -10.0  # w_1 = -(1 / sigma) phi(x_0) with the scale restarted at 1
+    # ||w_1||^2 = 100 > 1/sigma = 10: projected by 1/sqrt(10) before t = 2 predicts
+    assert pred[1] == pytest.approx(-10.0 * 0.5 / np.sqrt(10.0), rel=1e-14)
+    assert np.isfinite(s) and np.isfinite(norm)
