@@ -27,7 +27,7 @@ AVERAGING = ("iterative", "oneshot")
 # rounds), "data-parallel" (sums every iteration), "stochastic" (rows delivered to every rank)
 COMBINATION = {"dcd": "dual", "llsvm": "dual", "stream": "dual", "alm": "data-parallel", "pegasos": "stochastic"}
 # the linear solvers that read rows through a COFFIN feature map (``features``)
-FEATURE_MAP_SOLVERS = ("dcd", "pegasos")
+FEATURE_MAP_SOLVERS = ("dcd", "llsvm", "stream", "alm", "pegasos")
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -100,7 +100,7 @@ class Rule:
             return None
         if not math.isfinite(value):
             return None
-        if self.kind == "int" and float(value) != int(value):
+        if self.kind == "int" and not isinstance(value, (int, np.integer)) and not float(value).is_integer():
             return None
         if (value <= self.low if self.low_open else value < self.low) or value > self.high:
             return None
@@ -177,9 +177,9 @@ LINEAR_PARAMS = {
     "averaging": Param(Rule("choice", choices=AVERAGING), "iterative",
                        "iterative: rounds warm-started from the average (default); oneshot: average once"),
     "rounds": Param(count(), 100, "most averaging rounds (default 100)"),
-    "tol": Param(positive(), 1e-3,
-                 "stop the rounds when the duality gap (dual solvers) or the change of the primal objective "
-                 "(primal solvers) is at most this fraction of the objective (default 1e-3)"),
+    "rounds_tol": Param(positive(), 1e-3,
+                        "stop the rounds when the duality gap (dual solvers) or the change of the primal "
+                        "objective (primal solvers) is at most this fraction of the objective (default 1e-3)"),
     "features": Param(Rule("text", none=True), None,
                       "COFFIN feature map computed on demand: poly2, hash:BITS (e.g. hash:20), shifts:S "
                       "(virtual shifted images)"),

@@ -352,3 +352,125 @@ def alm_reference_optimum(X, y, C, p, bias=True, regb=True):
     r = so.minimize(fun, np.concatenate([np.zeros(d + nb), np.ones(n)]), jac=jac, bounds=bounds,
                     constraints=cons, method="SLSQP", options={"ftol": 1e-13, "maxiter": 1000})
     return r.fun
+
+
+# ---- linear solvers: llsvm and stream
+# Twins on explicit rows: under a feature map a test passes phi(x) (FeatureMap.expand), one
+# row per (virtual) row, so the maps' on-demand DOT, ADD and norms are checked as well.
+
+
+def llsvm_sweep(Z, labels, rows, order, alpha, w, tau, diag, upper):
+    """One pass of LLSVM's coordinate step (Algorithm 1) over the block rows ``order``.
+
+    Block row k is the dense row Z[k] with label labels[k] and dual alpha[rows[k]]; w
+    (n_out + 1,) ends with the weight of the constant feature tau. alpha and w are
+    updated in place; returns (max, min) of the projected gradients.
+    """
+    pgs = []
+    for k in order:
+        x, yk, i = Z[k], labels[k], rows[k]
+        g = 1.0 - yk * (w[:-1] @ x + w[-1] * tau) - diag * alpha[i]
+        pgs.append(max(g, 0.0) if alpha[i] <= 0 else min(g, 0.0) if alpha[i] >= upper else g)
+        q = x @ x + tau * tau + diag
+        new = min(upper, max(0.0, alpha[i] + g / q)) if q > 0 else upper
+        w[:-1] += (new - alpha[i]) * yk * x
+        w[-1] += (new - alpha[i]) * yk * tau
+        alpha[i] = new
+    return max(pgs), min(pgs)
+
+
+_M64 = (1 << 64) - 1
+
+
+def splitmix_below(state, k):
+    """splitmix64 on a Python int (state: a one-item list, advanced), reduced mod k."""
+    z = (state[0] + 0x9E3779B97F4A7C15) & _M64
+    state[0] = z
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return (z ^ (z >> 31)) % k
+
+
+class StreamCacheTwin:
+    """StreamSVM's cache, reader (Algorithm 1) and trainer (Algorithm 2) on Python lists.
+
+    A slot holds (virtual row id, phi(x) as a dense row, y, stored entries); the bytes are
+    counted as the solver counts them: entry_bytes per stored entry plus meta_bytes a slot.
+    """
+
+    def __init__(self, omega, entry_bytes, meta_bytes, seed_reader, seed_trainer):
+        self.omega, self.entry_bytes, self.meta_bytes = omega, entry_bytes, meta_bytes
+        self.act = []  # active slots, in the order the solver keeps them
+        self.free = list(range(omega - 1, -1, -1))
+        self.rows = {}
+        self.rng_reader, self.rng_trainer = [seed_reader], [seed_trainer]
+        self.counts = dict(read=0, skipped=0, evict_reader=0, evict_trainer=0, updates=0,
+                           peak_rows=0, peak_bytes=0)
+        self.eps, self.eps_new, self.m_plus, self.m_minus, self.t = 9.0, 0.0, -np.inf, np.inf, 0
+
+    def bytes(self):
+        return sum(nnz * self.entry_bytes + self.meta_bytes for _, _, _, nnz in self.rows.values())
+
+    def evict(self, s):
+        p = self.act.index(s)
+        self.act[p] = self.act[-1]
+        self.act.pop()
+        self.free.append(s)
+        del self.rows[s]
+
+    def cached(self):
+        return {row for row, _, _, _ in self.rows.values()}
+
+    def insert(self, Phi, nnz, yc, first, n_virtual=1):
+        """Rows first, first + 1, ... of a chunk: Phi (len(yc) * n_virtual, n_out) holds their
+        virtual rows in order, nnz (len(yc),) the entries each row stores in a slot."""
+        Phi = dense(Phi)
+        for r in range(len(yc)):
+            for shift in range(n_virtual):
+                i = (first + r) * n_virtual + shift
+                self.counts["read"] += 1
+                if i in self.cached():
+                    self.counts["skipped"] += 1
+                    continue
+                if len(self.act) == self.omega:
+                    self.evict(self.act[splitmix_below(self.rng_reader, self.omega)])
+                    self.counts["evict_reader"] += 1
+                s = self.free.pop()
+                self.rows[s] = (i, Phi[r * n_virtual + shift].copy(), yc[r], nnz[r])
+                self.act.append(s)
+                self.counts["peak_rows"] = max(self.counts["peak_rows"], len(self.act))
+                self.counts["peak_bytes"] = max(self.counts["peak_bytes"], self.bytes())
+
+    def train(self, alpha, w, bias, upper, diag, n_outer, n_steps):
+        """Up to n_steps trainer steps; alpha (one per virtual row) and w (n_out + 1,) in place."""
+        d = len(w) - 1
+        for _ in range(n_steps):
+            if not self.act:
+                break
+            if len(self.act) > 0.9 * self.omega:
+                self.eps *= 0.9
+            s = self.act[splitmix_below(self.rng_trainer, len(self.act))]
+            i, x, yi, _ = self.rows[s]
+            a = alpha[i]
+            g = yi * (x @ w[:d] + bias * w[d]) - 1.0 + diag * a
+            if (a == 0 and g > self.eps) or (a == upper and g < -self.eps):
+                self.evict(s)
+                self.counts["evict_trainer"] += 1
+                pg = 0.0
+            else:
+                pg = min(g, 0.0) if a == 0 else max(g, 0.0) if a == upper else g
+                self.eps_new = max(self.eps_new, abs(pg))
+                if pg != 0:
+                    qbar = x @ x + bias * bias + diag
+                    if qbar > 0:
+                        new = min(max(a - g / qbar, 0.0), upper)
+                    else:
+                        new = upper if g < 0 else 0.0
+                    alpha[i] = new
+                    w[:d] += (new - a) * yi * x
+                    w[d] += (new - a) * yi * bias
+            self.m_plus, self.m_minus = max(self.m_plus, pg), min(self.m_minus, pg)
+            self.counts["updates"] += 1
+            self.t += 1
+            if self.t == n_outer:
+                self.eps, self.eps_new, self.t = self.eps_new, 0.0, 0

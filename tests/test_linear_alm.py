@@ -10,8 +10,12 @@ import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from ppack.errors import PPackError
 from ppack.linear import alm
+from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
+
+from naive import alm_algorithm2_twin, alm_problem, alm_reference_optimum, alm_row_objective, tiny_images
 
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
@@ -26,22 +30,7 @@ def one_blas_thread():
         yield
 
 
-def small_problem(n=300, d=8, seed=0, sparse=False):
-    """A noisy linearly separable-ish problem: X (n, d), y (n,) in {-1, +1}."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    if sparse:
-        X[rng.random((n, d)) > 0.5] = 0.0
-    y = np.where(X @ rng.normal(size=d) + 0.3 + 0.8 * rng.normal(size=n) > 0, 1.0, -1.0)
-    return (sp.csr_matrix(X) if sparse else X), y
-
-
 # ------------------------------------------------------------------ e-update
-
-
-def F(e, t, y, gamma, p):
-    """F_i(e_i) of Eq. 10, elementwise."""
-    return gamma * np.maximum(y * e, 0.0) ** p + 0.5 * (e - t) ** 2
 
 
 @pytest.mark.parametrize("p", [1.0, 2.0, 1.5, 1.3])
@@ -56,17 +45,17 @@ def test_e_update_is_the_row_minimiser(p):
     e = alm.e_update(t, y, gamma, p)
     # brute force 1: a fine grid around the answer's whole possible range
     grid = np.linspace(-8.0, 8.0, 160001)
-    Fg = F(grid[None, :], t[:, None], y[:, None], gamma, p)
+    Fg = alm_row_objective(grid[None, :], t[:, None], y[:, None], gamma, p)
     e_grid = grid[np.argmin(Fg, axis=1)]
     assert np.all(np.abs(e - e_grid) <= 2 * (grid[1] - grid[0]))
-    assert np.all(F(e, t, y, gamma, p) <= Fg.min(axis=1) + 1e-12)
+    assert np.all(alm_row_objective(e, t, y, gamma, p) <= Fg.min(axis=1) + 1e-12)
     # brute force 2: a scalar minimiser on each row
     for i in range(n):
         lo, hi = min(t[i], 0.0) - 1.0, max(t[i], 0.0) + 1.0
-        r = so.minimize_scalar(lambda v: F(v, t[i], y[i], gamma, p), bounds=(lo, hi),
+        r = so.minimize_scalar(lambda v: alm_row_objective(v, t[i], y[i], gamma, p), bounds=(lo, hi),
                                method="bounded", options={"xatol": 1e-11})
         assert abs(e[i] - r.x) < 1e-6
-        assert F(e[i], t[i], y[i], gamma, p) <= r.fun + 1e-13
+        assert alm_row_objective(e[i], t[i], y[i], gamma, p) <= r.fun + 1e-13
 
 
 def test_closed_forms_cases():
@@ -102,7 +91,7 @@ def test_bisection_agrees_with_the_closed_forms():
 @pytest.mark.parametrize("bias,regb", [(True, True), (True, False), (False, False)])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_optimal_step_is_the_line_search_minimum(bias, regb, sparse):
-    X, _ = small_problem(n=120, d=6, seed=4, sparse=sparse)
+    X, _ = alm_problem(n=120, d=6, seed=4, sparse=sparse)
     Xd = X.toarray() if sparse else X
     rng = np.random.default_rng(5)
     w, b, z, mu = rng.normal(size=6), (0.7 if bias else 0.0), rng.normal(size=120), 0.37
@@ -136,7 +125,7 @@ def test_optimal_step_is_the_line_search_minimum(bias, regb, sparse):
 @pytest.mark.parametrize("p", [1.0, 1.5, 2.0])
 @pytest.mark.parametrize("regb", [True, False])
 def test_objective_gradient_matches_finite_differences(p, regb):
-    X, y = small_problem(n=80, d=5, seed=6)
+    X, y = alm_problem(n=80, d=5, seed=6)
     rng = np.random.default_rng(7)
     w, b, C = rng.normal(scale=0.3, size=5), 0.2, 0.8
 
@@ -157,37 +146,11 @@ def test_objective_gradient_matches_finite_differences(p, regb):
 # ------------------------------------------------------------ the iteration
 
 
-def algorithm2_reference(X, y, C, p, iterations, mu0, rho, mu_max, regb=True):
-    """Algorithm 2 written out literally on dense X: X w recomputed every time, e by a
-    bounded scalar minimiser per row, the step by the first (unsimplified) form of Eq. 18."""
-    n, d = X.shape
-    w, b, lam, mu = np.zeros(d), 0.0, np.zeros(n), mu0
-    for _ in range(iterations):
-        t = y - X @ w - b - lam / mu
-        e = np.empty(n)
-        for i in range(n):
-            lo, hi = min(t[i], 0.0) - 1.0, max(t[i], 0.0) + 1.0
-            e[i] = so.minimize_scalar(lambda v: F(v, t[i], y[i], C / mu, p), bounds=(lo, hi),
-                                      method="bounded", options={"xatol": 1e-13}).x
-        z = y - e - lam / mu
-        res = X @ w + b - z
-        wg = X.T @ res + w / mu
-        bg = res.sum() + (b / mu if regb else 0.0)
-        q = X @ wg + bg
-        reg_wg = wg @ w + (bg * b if regb else 0.0)
-        reg_gg = wg @ wg + (bg * bg if regb else 0.0)
-        s = (q @ res + reg_wg / mu) / (q @ q + reg_gg / mu)
-        w, b = w - s * wg, b - s * bg
-        lam = lam + mu * (X @ w + b - y + e)
-        mu = min(rho * mu, mu_max)
-    return w, b, lam, mu
-
-
 @pytest.mark.parametrize("p,regb", [(1.0, True), (2.0, True), (1.5, False)])
 def test_iterates_follow_algorithm2(p, regb):
-    X, y = small_problem(n=60, d=4, seed=8)
+    X, y = alm_problem(n=60, d=4, seed=8)
     k = 12
-    ref_w, ref_b, ref_lam, ref_mu = algorithm2_reference(X, y, 1.0, p, k, 0.2, 1.3, 0.9, regb)
+    ref_w, ref_b, ref_lam, ref_mu = alm_algorithm2_twin(X, y, 1.0, p, k, 0.2, 1.3, 0.9, regb)
     for Xin in (X, sp.csr_matrix(X)):
         sol = alm.solve(Xin, y, 1.0, p=p, tol=1e-300, max_epochs=k, mu0=0.2, rho=1.3,
                         mu_max=0.9, regularize_bias=regb)
@@ -198,47 +161,13 @@ def test_iterates_follow_algorithm2(p, regb):
         assert sol.info["mu"] == pytest.approx(ref_mu)  # capped at mu_max after 6 steps
 
 
-def reference_optimum(X, y, C, p, bias=True, regb=True):
-    """min of the objective, independently: L-BFGS for p > 1, the slack QP (SLSQP) for p = 1."""
-    n, d = X.shape
-    nb = 1 if bias else 0
-
-    def split(v):
-        return v[:d], (v[d] if bias else 0.0)
-
-    def reg(v):
-        w, b = split(v)
-        return 0.5 * (w @ w + (b * b if regb else 0.0))
-
-    if p > 1:
-        def f(v):
-            w, b = split(v)
-            slack = np.maximum(0.0, 1.0 - y * (X @ w + b))
-            g = -C * p * y * slack ** (p - 1)
-            gw = w + X.T @ g
-            grad = np.concatenate([gw, [g.sum() + (b if regb else 0.0)]]) if bias else gw
-            return reg(v) + C * np.sum(slack ** p), grad
-
-        r = so.minimize(f, np.zeros(d + nb), jac=True, method="L-BFGS-B",
-                        options={"gtol": 1e-11, "ftol": 1e-15, "maxiter": 20000})
-        return r.fun
-    A = np.hstack([y[:, None] * X, y[:, None] * np.ones((n, nb)), np.eye(n)])  # y(Xw+b) + xi >= 1
-    cons = [{"type": "ineq", "fun": lambda v: A @ v - 1.0, "jac": lambda v: A}]
-    bounds = [(None, None)] * (d + nb) + [(0.0, None)] * n
-    fun = lambda v: reg(v[:d + nb]) + C * v[d + nb:].sum()
-    jac = lambda v: np.concatenate([v[:d], [v[d] if regb else 0.0] if bias else [], C * np.ones(n)])
-    r = so.minimize(fun, np.concatenate([np.zeros(d + nb), np.ones(n)]), jac=jac, bounds=bounds,
-                    constraints=cons, method="SLSQP", options={"ftol": 1e-13, "maxiter": 1000})
-    return r.fun
-
-
 @pytest.mark.parametrize("p", [1.0, 1.4, 2.0])
 @pytest.mark.parametrize("bias,regb", [(True, True), (True, False), (False, False)])
 def test_reaches_the_optimum_and_its_dual(p, bias, regb):
-    X, y = small_problem(n=70, d=5, seed=9)
+    X, y = alm_problem(n=70, d=5, seed=9)
     C = 0.5
     sol = alm.solve(X, y, C, p=p, bias=bias, regularize_bias=regb, tol=1e-7, max_epochs=5000)
-    opt = reference_optimum(X, y, C, p, bias, regb)
+    opt = alm_reference_optimum(X, y, C, p, bias, regb)
     # the hinge's subgradient (0 taken at the kink) need not shrink at the optimum, where
     # support vectors sit on the kink: for p = 1 only max_epochs stops it
     assert sol.info["converged"] == (p > 1)
@@ -259,7 +188,7 @@ def test_reaches_the_optimum_and_its_dual(p, bias, regb):
 
 
 def test_dense_and_sparse_agree_and_report_consistently():
-    X, y = small_problem(n=200, d=10, seed=10, sparse=True)
+    X, y = alm_problem(n=200, d=10, seed=10, sparse=True)
     a = alm.solve(X, y, 1.0, loss="l2", tol=1e-4)
     b = alm.solve(X.toarray(), y, 1.0, loss="l2", tol=1e-4)
     assert a.iterations == b.iterations
@@ -276,7 +205,7 @@ def test_dense_and_sparse_agree_and_report_consistently():
 
 
 def test_loss_and_p():
-    X, y = small_problem(n=100, d=4, seed=11)
+    X, y = alm_problem(n=100, d=4, seed=11)
     kw = dict(tol=1e-300, max_epochs=5)
     assert alm.solve(X, y, 1.0, loss="l1", **kw).info["p"] == 1.0
     assert alm.solve(X, y, 1.0, loss="l2", **kw).info["p"] == 2.0
@@ -285,7 +214,7 @@ def test_loss_and_p():
 
 
 def test_warm_start():
-    X, y = small_problem(n=150, d=6, seed=12)
+    X, y = alm_problem(n=150, d=6, seed=12)
     first = alm.solve(X, y, 1.0, loss="l2", tol=1e-5, max_epochs=5000)
     assert first.info["converged"]
     w0 = first.w.copy()
@@ -309,20 +238,71 @@ def test_warm_start():
     (dict(bias=False, b0=1.0), "b0"), (dict(b0=float("nan")), "b0"),
 ])
 def test_argument_errors_name_the_parameter(kwargs, name):
-    X, y = small_problem(n=50, d=4, seed=13)
+    X, y = alm_problem(n=50, d=4, seed=13)
     C = kwargs.pop("C", 1.0)
-    with pytest.raises(ValueError, match=rf"^{name} must"):
+    with pytest.raises(PPackError, match=rf"^{name}: must"):
         alm.solve(X, y, C, **kwargs)
 
 
 def test_data_errors():
-    X, y = small_problem(n=50, d=4, seed=13)
-    with pytest.raises(ValueError, match="y must hold labels"):
+    X, y = alm_problem(n=50, d=4, seed=13)
+    with pytest.raises(PPackError, match=r"y: labels must be -1 or \+1, row \d+ has 0.0"):
         alm.solve(X, np.where(y > 0, 1.0, 0.0), 1.0)
-    with pytest.raises(ValueError, match="one label per row"):
+    with pytest.raises(PPackError, match="one label per row"):
         alm.solve(X, y[:-1], 1.0)
-    with pytest.raises(ValueError, match="X must be 2-dimensional"):
+    with pytest.raises(PPackError, match=r"X: must be 2-dimensional \(n_samples, n_features\), got shape \(50,\)"):
         alm.solve(X[:, 0], y, 1.0)
+    with pytest.raises(PPackError, match="solver option shrinking: not an option of the alm solver; expected one of "
+                                         "tol, max_epochs, seed, mu0, rho, mu_max, regularize_bias, bisect_tol"):
+        alm.solve(X, y, 1.0, shrinking=True)
+    with pytest.raises(PPackError, match=r"feature_map: must fit X's 3 features, got shifts:1"):
+        alm.solve(X[:, :3], y, 1.0, feature_map="shifts:1")
+
+
+# ------------------------------------------------------------ COFFIN feature maps
+
+
+def mapped_problem(spec):
+    """(X, y, phi(X) with its virtual rows, their labels) for a map spec."""
+    fmap = FeatureMap.parse(spec)
+    if fmap.n_virtual > 1:
+        images, y = tiny_images(12, side=4)
+        X = sp.csr_matrix(images.reshape(12, -1))
+    else:
+        X, y = alm_problem(n=60, d=5, seed=14, sparse=True)
+    return X, y, fmap.expand(X), np.repeat(y, fmap.n_virtual)
+
+
+@pytest.mark.parametrize("spec,p", [("poly2", 1.0), ("hash:4", 2.0), ("shifts:1", 1.5)])
+def test_feature_map_iterates_are_those_on_the_expanded_rows(spec, p):
+    """X w and X^T r through the map (numba loops over rows) instead of scipy's products on
+    phi(X): the same iterates up to the order of the sums, 1e-9 relative after 40 iterations."""
+    X, y, Phi, labels = mapped_problem(spec)
+    options = dict(p=p, tol=1e-300, max_epochs=40, mu0=0.2, rho=1.2)
+    expanded = alm.solve(Phi, labels, 0.5, **options)
+    for rows in (X, X.toarray()):
+        mapped = alm.solve(rows, y, 0.5, feature_map=spec, **options)
+        assert mapped.iterations == expanded.iterations == 40
+        np.testing.assert_allclose(mapped.w, expanded.w, rtol=1e-9, atol=1e-11)
+        assert mapped.b == pytest.approx(expanded.b, rel=1e-9, abs=1e-11)
+        assert mapped.info["lambda"].shape == (len(labels),)
+        np.testing.assert_allclose(mapped.info["lambda"], expanded.info["lambda"], rtol=1e-9, atol=1e-11)
+        assert mapped.info["objective"] == pytest.approx(expanded.info["objective"], rel=1e-10)
+
+
+@pytest.mark.parametrize("spec", ["poly2", "shifts:1"])
+def test_feature_map_reaches_the_expanded_optimum(spec):
+    X, y, Phi, labels = mapped_problem(spec)
+    mapped = alm.solve(X, y, 0.5, loss="l2", tol=1e-6, max_epochs=5000, feature_map=spec)
+    assert mapped.info["converged"]
+    optimum = alm_reference_optimum(Phi.toarray(), labels, 0.5, 2.0)
+    assert mapped.info["objective"] == pytest.approx(optimum, rel=1e-7)
+    assert mapped.info["objective"] == pytest.approx(
+        primal_objective(X, y, mapped.w, mapped.b, 0.5, 2.0, FeatureMap.parse(spec)), rel=1e-12)
+    # a warm start from the multipliers of every virtual row stops at once
+    again = alm.solve(X, y, 0.5, loss="l2", tol=1e-6, feature_map=spec, w0=mapped.w, b0=mapped.b,
+                      alpha0=-labels * mapped.info["lambda"])
+    assert again.iterations == 0 and again.info["converged"]
 
 
 # ------------------------------------------------------------ benchmark sets vs LIBLINEAR

@@ -1,4 +1,5 @@
-"""LLSVM (harsh-shrinking dual ascent) against numpy twins, its file format and LIBLINEAR."""
+"""LLSVM (harsh-shrinking dual ascent) against numpy twins (tests/naive.py), its file format,
+LIBLINEAR, and under COFFIN feature maps against the same problem on explicit phi(X)."""
 import math
 import os
 import struct
@@ -9,10 +10,13 @@ import pytest
 import scipy.sparse as sp
 
 from ppack.data.libsvm import read_libsvm
-from ppack.linear import llsvm
+from ppack.errors import PPackError
+from ppack.linear import dcd, llsvm
+from ppack.linear.features import FeatureMap, _sqnorms, as_rows
 from ppack.linear.problem import dual_objective, primal_objective
 
 from conftest import SHARED_DATA
+from naive import llsvm_sweep
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
@@ -29,22 +33,40 @@ def linear_problem(n=60, d=10, density=0.5, seed=0, flip=0.1):
     return sp.csr_matrix(X), y
 
 
+def product_problem(n=40, d=6, seed=0):
+    """A sparse problem with a product label rule, which poly2 features can separate."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
+    X[:, 0] = rng.normal(size=n)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.2 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return sp.csr_matrix(X), y
+
+
+def tiny_images(n=12, side=4, seed=1):
+    """n side x side images as CSR rows (row-major pixels), labels alternating +1, -1."""
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(n, side * side)) * (rng.random((n, side * side)) < 0.6)
+    return sp.csr_matrix(images), np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+
+
+def mapped_problem(spec, seed=0):
+    """(X, y, FeatureMap, phi(X) as CSR, labels of the virtual rows) for a map spec."""
+    fmap = FeatureMap.parse(spec)
+    X, y = tiny_images(seed=seed) if fmap.n_virtual > 1 else product_problem(seed=seed)
+    return X, y, fmap, fmap.expand(X), np.repeat(y, fmap.n_virtual)
+
+
+MAPS = ["poly2", "hash:6", "shifts:1"]
+
+
 # ---------------------------------------------------------------- twins
 
 
-def twin_sweep(Xd, labels, rows, order, alpha, w, tau, diag, upper):
-    """Algorithm 1's update, row by row on dense rows; w (d + 1,) ends with the tau weight."""
-    pgs = []
-    for k in order:
-        x, yk, i = Xd[k], labels[k], rows[k]
-        g = 1.0 - yk * (w[:-1] @ x + w[-1] * tau) - diag * alpha[i]
-        pgs.append(max(g, 0.0) if alpha[i] <= 0 else min(g, 0.0) if alpha[i] >= upper else g)
-        q = x @ x + tau * tau + diag
-        new = min(upper, max(0.0, alpha[i] + g / q)) if q > 0 else upper
-        w[:-1] += (new - alpha[i]) * yk * x
-        w[-1] += (new - alpha[i]) * yk * tau
-        alpha[i] = new
-    return max(pgs), min(pgs)
+def identity_sweep(X, labels, rows, order, alpha, w, tau, diag, upper):
+    """llsvm._sweep on the rows of X (CSR or dense) without a map: block row k is row k."""
+    indptr, indices, values, dense = as_rows(X)
+    return llsvm._sweep(indptr, indices, values, dense, labels, rows, 1, order, 0, np.array([X.shape[1]]), 1,
+                        alpha, w, np.empty(0), tau, diag, upper)
 
 
 def twin_records(Xd, y, rows):
@@ -76,25 +98,58 @@ def test_sweep_matches_twin(loss, tau, dense):
     a_twin, w_twin = alpha.copy(), w.copy()
     for k in range(40):  # one row at a time: (max, min) is that row's projected gradient
         row = np.array([k])
-        if dense:
-            got = llsvm._sweep_dense(Xd, y, rows, row, alpha, w, tau, diag, upper)
-        else:
-            got = llsvm._sweep_csr(X.indptr, X.indices, X.data, y, rows, row, alpha, w, tau, diag, upper)
-        expected = twin_sweep(Xd, y, rows, row, a_twin, w_twin, tau, diag, upper)
+        got = identity_sweep(Xd if dense else X, y, rows, row, alpha, w, tau, diag, upper)
+        expected = llsvm_sweep(Xd, y, rows, row, a_twin, w_twin, tau, diag, upper)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     for sweep in range(3):
         order = rng.permutation(40)
-        if dense:
-            got = llsvm._sweep_dense(Xd, y, rows, order, alpha, w, tau, diag, upper)
-        else:
-            got = llsvm._sweep_csr(X.indptr, X.indices, X.data, y, rows, order, alpha, w, tau, diag, upper)
-        expected = twin_sweep(Xd, y, rows, order, a_twin, w_twin, tau, diag, upper)
+        got = identity_sweep(Xd if dense else X, y, rows, order, alpha, w, tau, diag, upper)
+        expected = llsvm_sweep(Xd, y, rows, order, a_twin, w_twin, tau, diag, upper)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(alpha, a_twin, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(w, w_twin, rtol=1e-12, atol=1e-14)
     assert np.any((alpha > 0) & (alpha < upper)) and np.any(alpha == 0)
     if tau == 0.0:
         assert w[-1] == w_twin[-1]
+
+
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+@pytest.mark.parametrize("spec", MAPS)
+def test_mapped_sweep_matches_twin_on_explicit_rows(spec, loss):
+    """The first pass reads every virtual row from X (stride V); a file block holds the
+    original row of each dual it carries. Both equal the twin's sweep over rows of phi(X)."""
+    X, y, fmap, Phi, yz = mapped_problem(spec, seed=2)
+    Z, V, n_dual = Phi.toarray(), fmap.n_virtual, Phi.shape[0]
+    kind, params, C, tau = fmap.kind, fmap.params(X.shape[1]), 0.7, 1.5
+    upper, diag = (C, 0.0) if loss == "l1" else (np.inf, 1.0 / (2 * C))
+    rng = np.random.default_rng(3)
+    alpha = np.where(rng.random(n_dual) < 0.3, 0.0, rng.random(n_dual) * 0.5)
+    w = rng.normal(size=Z.shape[1] + 1) * 0.1
+    qd = np.empty(n_dual)
+    for dense in (False, True):
+        _sqnorms(*as_rows(X.toarray() if dense else X), kind, params, V, tau * tau + diag, qd)
+        np.testing.assert_allclose(qd, np.einsum("ij,ij->i", Z, Z) + tau * tau + diag, rtol=1e-13)
+    a_twin, w_twin = alpha.copy(), w.copy()
+    all_rows = np.arange(n_dual)
+    for dense in (False, True):
+        order = rng.permutation(n_dual)
+        got = llsvm._sweep(*as_rows(X.toarray() if dense else X), y, all_rows, V, order, kind, params, V,
+                           alpha, w, qd, tau, diag, upper)
+        expected = llsvm_sweep(Z, yz, all_rows, order, a_twin, w_twin, tau, diag, upper)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(alpha, a_twin, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(w, w_twin, rtol=1e-12, atol=1e-14)
+    duals = np.sort(rng.choice(n_dual, size=n_dual // 3, replace=False))
+    block = X[duals // V]  # what _load_block returns for these records
+    for _ in range(3):
+        order = rng.permutation(duals.size)
+        got = llsvm._sweep(block.indptr.astype(np.int64), block.indices, block.data, False, yz[duals], duals, 1,
+                           order, kind, params, V, alpha, w, qd, tau, diag, upper)
+        expected = llsvm_sweep(Z[duals], yz[duals], duals, order, a_twin, w_twin, tau, diag, upper)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(alpha, a_twin, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(w, w_twin, rtol=1e-12, atol=1e-14)
+    assert np.any((alpha > 0) & (alpha < upper)) and np.any(alpha == 0)
 
 
 # ---------------------------------------------------------------- the active-set file
@@ -176,7 +231,7 @@ def test_first_pass_drops_exactly_the_rows_at_a_bound(monkeypatch):
 
     alpha, w = np.zeros(120), np.zeros(X.shape[1] + 1)
     order = np.random.default_rng(seed).permutation(120)
-    twin_sweep(X.toarray(), y, np.arange(120), order, alpha, w, 1.0, 0.0, C)
+    llsvm_sweep(X.toarray(), y, np.arange(120), order, alpha, w, 1.0, 0.0, C)
     free = (alpha > 0) & (alpha < C)
     assert np.array_equal(written[0], np.flatnonzero(free))
     assert np.sum(alpha == C) > 0 and np.sum(alpha == 0) > 0
@@ -202,16 +257,17 @@ def test_rows_that_reach_a_bound_are_not_read_again(monkeypatch):
         state["kept"] = kept.copy()
         return write(f, X_, y_, kept)
 
-    sweep = llsvm._sweep_csr
+    sweep = llsvm._sweep
 
-    def spy_sweep(indptr, indices, data, labels, rows, order, alpha, *rest):
+    def spy_sweep(*args):
+        rows, alpha = args[5], args[11]
         if rows.size < 150:  # a block of the file: every row read must be strictly free
             at_load.append(alpha[rows].copy())
-        return sweep(indptr, indices, data, labels, rows, order, alpha, *rest)
+        return sweep(*args)
 
     monkeypatch.setattr(llsvm, "_load_block", spy)
     monkeypatch.setattr(llsvm, "_write_active_set", spy_write)
-    monkeypatch.setattr(llsvm, "_sweep_csr", spy_sweep)
+    monkeypatch.setattr(llsvm, "_sweep", spy_sweep)
     sol = llsvm.solve(X, y, C, tol=1e-6, inner_iterations=1, full_passes=1)
     history = sol.info["active_history"]
     assert history == sorted(history, reverse=True) and history[-1] < history[0]
@@ -279,8 +335,7 @@ def test_warm_start_updates_given_w_incrementally(tau):
     assert sol.b - b_other == pytest.approx(tau * tau * coef.sum(), rel=1e-9, abs=1e-11)
     if tau == 1.0:  # alpha0 without w0: the model is rebuilt from alpha0, then improved
         again = llsvm.solve(X, y, 1.0, alpha0=sol.alpha, seed=3, tol=1e-3)
-        D = lambda a: dual_objective(X, y, a, 1.0)
-        assert D(again.alpha) >= D(sol.alpha) - 1e-9
+        assert dual_objective(X, y, again.alpha, 1.0) >= dual_objective(X, y, sol.alpha, 1.0) - 1e-9
         np.testing.assert_allclose(again.w, X.T @ (again.alpha * y), rtol=1e-9, atol=1e-11)
 
 
@@ -316,20 +371,28 @@ def test_small_problem_reaches_liblinear_optimum(loss, solver):
 
 
 @pytest.mark.parametrize("bad,match", [
-    ({"C": 0.0}, "C must be"), ({"C": float("nan")}, "C must be"), ({"loss": "hinge"}, "loss must be"),
-    ({"tol": -1.0}, "tol must be"), ({"max_epochs": 0}, "max_epochs must be"),
-    ({"inner_iterations": 1.5}, "inner_iterations must be"), ({"max_block_rows": 0}, "max_block_rows must be"),
-    ({"full_passes": 0}, "full_passes must be"), ({"tau": "R"}, "tau must be"), ({"tau": -2.0}, "tau must be"),
-    ({"workdir": "/nonexistent-llsvm-dir"}, "workdir must be"), ({"alpha0": np.full(20, 2.0)}, r"alpha0 must lie in \[0, C\]"),
-    ({"alpha0": np.zeros(19)}, "alpha0 must have shape"), ({"w0": np.zeros(3)}, "w0 must have shape"),
-    ({"bias": False, "b0": 1.0}, "b0 must be 0"), ({"y": np.zeros(20)}, "y must hold labels"),
-    ({"y": np.ones(21)}, "y must have shape"),
+    ({"C": 0.0}, "C: must be"), ({"C": float("nan")}, "C: must be"), ({"loss": "hinge"}, "loss: must be"),
+    ({"tol": -1.0}, "tol: must be"), ({"max_epochs": 0}, "max_epochs: must be"),
+    ({"inner_iterations": 1.5}, "inner_iterations: must be"), ({"max_block_rows": 0}, "max_block_rows: must be"),
+    ({"full_passes": 0}, "full_passes: must be"), ({"tau": "R"}, "tau: must be"), ({"tau": -2.0}, "tau: must be"),
+    ({"workdir": "/nonexistent-llsvm-dir"}, "workdir: must be"),
+    ({"alpha0": np.full(20, 2.0)}, r"alpha0: must lie in \[0, 1.0\]"),
+    ({"alpha0": np.zeros(19)}, r"alpha0: must have shape \(20,\)"), ({"w0": np.zeros(3)}, "w0: must have shape"),
+    ({"bias": False, "b0": 1.0}, "b0: must be 0"), ({"y": np.zeros(20)}, "y: labels must be -1 or"),
+    ({"y": np.ones(21)}, "y: must have shape"),
+    ({"foo": 1}, "solver option foo: not an option of the llsvm solver; expected one of tol, max_epochs, "
+                 ".*full_passes"),
+    ({"feature_map": "cubic"}, "feature_map: must be a FeatureMap, None or a map name"),
+    ({"feature_map": 3}, "feature_map: must be a FeatureMap"),
+    ({"feature_map": "shifts:1"}, "feature_map: must fit X's 5 features, got shifts:1"),
+    ({"feature_map": "poly2", "w0": np.zeros(5)}, r"w0: must have shape \(20,\)"),
+    ({"feature_map": "shifts:1:1x5", "alpha0": np.zeros(20)}, r"alpha0: must have shape \(180,\)"),
 ])
 def test_invalid_arguments_are_named(bad, match):
     X, y = linear_problem(20, 5, seed=17)
     kwargs = {"C": 1.0, "y": y, **bad}
     C, y = kwargs.pop("C"), kwargs.pop("y")
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(PPackError, match=match):
         llsvm.solve(X, y, C, **kwargs)
 
 
@@ -381,3 +444,42 @@ def test_benchmark_against_liblinear(name):
     assert dual_objective(X, y, paper.alpha, 1.0) <= min(ref_obj, paper_obj)
     assert dual_objective(X, y, sol.alpha, 1.0) <= min(ref_obj, obj)
     assert paper.info["active_first_pass"][0] < y.size
+
+
+# ---------------------------------------------------------------- feature maps
+
+
+@pytest.mark.parametrize("spec", MAPS)
+def test_map_reaches_the_optimum_on_explicit_features(spec):
+    """The map computed on demand solves the problem dcd solves on phi(X) (one row per virtual
+    row): primal objectives within 1e-6 relative; w = sum_r alpha_r y_r phi(x_r) throughout."""
+    X, y, fmap, Phi, yz = mapped_problem(spec)
+    C = 0.5
+    ref = dcd.solve(Phi, yz, C, tol=1e-8, max_epochs=100000)
+    sol = llsvm.solve(X, y, C, feature_map=spec, tol=1e-7, full_passes=50, max_epochs=20000)
+    ours, best = primal_objective(Phi, yz, sol.w, sol.b, C), primal_objective(Phi, yz, ref.w, ref.b, C)
+    assert abs(ours - best) <= 1e-6 * best
+    assert sol.alpha.shape == (Phi.shape[0],) and sol.w.shape == (fmap.n_out(X.shape[1]),)
+    assert sol.info["feature_map"] == fmap.name and sol.info["converged"]
+    coef = sol.alpha * yz
+    np.testing.assert_allclose(sol.w, Phi.T @ coef, rtol=1e-9, atol=1e-11)
+    assert sol.b == pytest.approx(coef.sum(), rel=1e-9, abs=1e-11)
+    dense = llsvm.solve(X.toarray(), y, C, feature_map=fmap, tol=1e-7, full_passes=50, max_epochs=20000)
+    np.testing.assert_allclose(dense.w, sol.w, rtol=1e-9, atol=1e-11)
+    assert dense.iterations == sol.iterations
+
+
+@pytest.mark.parametrize("spec", MAPS)
+def test_map_radius_and_warm_start(spec):
+    """tau="radius" is the largest ||phi(x)||; alpha0 alone rebuilds w through the map."""
+    X, y, fmap, Phi, yz = mapped_problem(spec, seed=4)
+    radius = np.sqrt(Phi.multiply(Phi).sum(axis=1).max())
+    first = llsvm.solve(X, y, 0.8, feature_map=fmap, tau="radius", max_epochs=2, full_passes=1, seed=1)
+    assert first.info["tau"] == pytest.approx(radius, rel=1e-12)
+    coef = first.alpha * yz
+    assert first.b == pytest.approx(radius ** 2 * coef.sum(), rel=1e-9, abs=1e-11)
+    again = llsvm.solve(X, y, 0.8, feature_map=fmap, alpha0=first.alpha, max_epochs=1, full_passes=1, seed=2,
+                        inner_iterations=1)
+    np.testing.assert_allclose(again.w, Phi.T @ (again.alpha * yz), rtol=1e-9, atol=1e-11)
+    assert again.b == pytest.approx(np.sum(again.alpha * yz), rel=1e-9, abs=1e-11)
+    assert dual_objective(Phi, yz, again.alpha, 0.8) >= dual_objective(Phi, yz, first.alpha, 0.8) - 1e-9

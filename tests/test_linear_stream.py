@@ -1,5 +1,6 @@
-"""StreamSVM (ppack.linear.stream): numba cores against numpy twins, convergence against
-a duality-gap certificate and LIBLINEAR, the cache bound, memory, and thread shutdown."""
+"""StreamSVM (ppack.linear.stream): numba cores against numpy twins (tests/naive.py),
+convergence against a duality-gap certificate and LIBLINEAR, COFFIN feature maps against
+the same problem on explicit phi(X), the cache bound, memory, and thread shutdown."""
 import math
 import threading
 import time
@@ -13,8 +14,12 @@ import scipy.sparse as sp
 from ppack.data.hdf5 import read_header, read_rows, write_dataset
 from ppack.data.bundled import bundled_path
 from ppack.data.libsvm import read_libsvm
-from ppack.linear import stream
+from ppack.errors import PPackError
+from ppack.linear import dcd, stream
+from ppack.linear.features import FeatureMap
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
+
+from naive import StreamCacheTwin
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
@@ -49,115 +54,47 @@ def liblinear_reference(X, y, C, loss, Xt=None, yt=None):
     return primal_objective(X, y, w, b, C, p), acc
 
 
-# ------------------------------------------------------------------ numpy twins
-
-M64 = (1 << 64) - 1
-
-
-def rand_below(state, k):
-    """splitmix64 on a Python int, reduced mod k."""
-    z = (state[0] + 0x9E3779B97F4A7C15) & M64
-    state[0] = z
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return (z ^ (z >> 31)) % k
+def product_problem(n=100, d=6, seed=0):
+    """A sparse problem with a product label rule, which poly2 features can separate."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
+    X[:, 0] = rng.normal(size=n)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.2 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return sp.csr_matrix(X), y
 
 
-class TwinCache:
-    """Algorithms 1 and 2 on Python lists and dense numpy rows, step by step."""
-
-    def __init__(self, omega, dense, seed_reader, seed_trainer):
-        self.omega, self.dense = omega, dense
-        self.act = []  # active slots, in the order the solver keeps them
-        self.free = list(range(omega - 1, -1, -1))
-        self.rows = {}  # slot -> (row index, dense x, y, stored entries)
-        self.rng_reader, self.rng_trainer = [seed_reader], [seed_trainer]
-        self.counts = dict(read=0, skipped=0, evict_reader=0, evict_trainer=0, updates=0,
-                           peak_rows=0, peak_bytes=0)
-        self.eps, self.eps_new, self.m_plus, self.m_minus, self.t = 9.0, 0.0, -math.inf, math.inf, 0
-
-    def bytes(self):
-        entry = 8 if self.dense else 12
-        return sum(nnz * entry + stream._Cache.META_BYTES for _, _, _, nnz in self.rows.values())
-
-    def evict(self, s):
-        p = self.act.index(s)
-        self.act[p] = self.act[-1]
-        self.act.pop()
-        self.free.append(s)
-        del self.rows[s]
-
-    def cached(self):
-        return {row for row, _, _, _ in self.rows.values()}
-
-    def insert(self, Xc, yc, first):
-        Xd = Xc.toarray() if sp.issparse(Xc) else np.asarray(Xc)
-        for r in range(len(yc)):
-            i = first + r
-            self.counts["read"] += 1
-            if i in self.cached():
-                self.counts["skipped"] += 1
-                continue
-            if len(self.act) == self.omega:
-                self.evict(self.act[rand_below(self.rng_reader, self.omega)])
-                self.counts["evict_reader"] += 1
-            s = self.free.pop()
-            nnz = Xd.shape[1] if self.dense else Xc[r].nnz
-            self.rows[s] = (i, Xd[r].copy(), yc[r], nnz)
-            self.act.append(s)
-            self.counts["peak_rows"] = max(self.counts["peak_rows"], len(self.act))
-            self.counts["peak_bytes"] = max(self.counts["peak_bytes"], self.bytes())
-
-    def train(self, alpha, w, bias, upper, diag, n_outer, n_steps):
-        d = len(w) - 1
-        for _ in range(n_steps):
-            if not self.act:
-                break
-            if len(self.act) > 0.9 * self.omega:
-                self.eps *= 0.9
-            s = self.act[rand_below(self.rng_trainer, len(self.act))]
-            i, x, yi, _ = self.rows[s]
-            a = alpha[i]
-            g = yi * (x @ w[:d] + bias * w[d]) - 1.0 + diag * a
-            if (a == 0 and g > self.eps) or (a == upper and g < -self.eps):
-                self.evict(s)
-                self.counts["evict_trainer"] += 1
-                pg = 0.0
-            else:
-                pg = min(g, 0.0) if a == 0 else max(g, 0.0) if a == upper else g
-                self.eps_new = max(self.eps_new, abs(pg))
-                if pg != 0:
-                    qbar = x @ x + bias * bias + diag
-                    if qbar > 0:
-                        new = min(max(a - g / qbar, 0.0), upper)
-                    else:
-                        new = upper if g < 0 else 0.0
-                    alpha[i] = new
-                    w[:d] += (new - a) * yi * x
-                    w[d] += (new - a) * yi * bias
-            self.m_plus, self.m_minus = max(self.m_plus, pg), min(self.m_minus, pg)
-            self.counts["updates"] += 1
-            self.t += 1
-            if self.t == n_outer:
-                self.eps, self.eps_new, self.t = self.eps_new, 0.0, 0
+def tiny_images(n=30, side=4, seed=1):
+    """n side x side images as CSR rows (row-major pixels), labels alternating +1, -1."""
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(n, side * side)) * (rng.random((n, side * side)) < 0.6)
+    return sp.csr_matrix(images), np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
 
 
-def numba_insert(cache, X, y, first, bias, rng):
+MAPS = ["poly2", "hash:6", "shifts:1"]
+
+
+# ------------------------------------------------------------------ numba cores against the twin
+
+IDENTITY = FeatureMap("identity")
+
+
+def numba_insert(cache, X, y, first, bias, rng, fmap=IDENTITY):
     """stream._insert_rows on rows X (CSR or dense chunk) numbered from first."""
     if sp.issparse(X):
         args = (X.data, X.indices.astype(np.int32), X.indptr.astype(np.int64), np.empty((0, 0)))
     else:
         args = (np.empty(0), np.empty(0, np.int32), np.zeros(1, np.int64), np.ascontiguousarray(X))
-    stream._insert_rows(*args, y, first, bias, cache.vals, cache.cols, cache.slot_int,
-                        cache.slot_f, cache.act, cache.free, cache.in_cache, cache.ctr, rng,
-                        cache.META_BYTES)
+    stream._insert_rows(*args, y, first, bias, fmap.kind, fmap.params(X.shape[1]), fmap.n_virtual,
+                        cache.vals, cache.cols, cache.dense_cols, cache.slot_int, cache.slot_f, cache.act,
+                        cache.free, cache.in_cache, cache.ctr, rng, cache.META_BYTES)
 
 
-def assert_same_cache(cache, twin, n, bias):
+def assert_same_cache(cache, twin, X, bias, n_virtual=1):
+    """The solver's cache holds what the twin's does; a slot stores the original row of X."""
     ctr = cache.ctr
     n_act = int(ctr[stream.N_ACT])
+    Xd = X.toarray() if sp.issparse(X) else X
     assert list(cache.act[:n_act]) == twin.act
-    assert sorted(cache.free[:ctr[stream.N_FREE]]) == sorted(twin.free)
     assert list(cache.free[:ctr[stream.N_FREE]]) == twin.free
     assert set(np.flatnonzero(cache.in_cache)) == twin.cached()
     for s in twin.act:
@@ -166,12 +103,12 @@ def assert_same_cache(cache, twin, n, bias):
         assert cache.slot_int[stream.POS, s] == twin.act.index(s)
         assert cache.slot_f[stream.Y, s] == yi
         assert cache.slot_f[stream.QD, s] == pytest.approx(x @ x + bias * bias, rel=1e-13)
-        stored = np.zeros_like(x)
-        if twin.dense:
+        stored = np.zeros(Xd.shape[1])
+        if cache.cols.shape[1] == 0:
             stored[:] = cache.vals[s]
         else:
             stored[cache.cols[s, :nnz]] = cache.vals[s, :nnz]
-        np.testing.assert_array_equal(stored, x)
+        np.testing.assert_array_equal(stored, Xd[row // n_virtual])
     c = twin.counts
     assert ctr[stream.ROWS_READ] == c["read"] and ctr[stream.ROWS_SKIPPED] == c["skipped"]
     assert ctr[stream.EVICT_READER] == c["evict_reader"]
@@ -180,33 +117,35 @@ def assert_same_cache(cache, twin, n, bias):
     assert ctr[stream.CUR_BYTES] == twin.bytes()
 
 
-@pytest.mark.parametrize("dense", [False, True])
-@pytest.mark.parametrize("loss,bias", [("l1", 1.0), ("l2", 1.0), ("l1", 0.0)])
-def test_numba_cores_match_numpy_twin(dense, loss, bias):
-    n, omega, C = 150, 40, 0.5
-    X, y = linear_problem(n=n, d=15, density=0.3, seed=3, sparse=not dense, zero_row=True)
+def check_cores_against_twin(X, y, dense, loss, bias, omega, chunks, fmap=IDENTITY, C=0.5):
+    """Insert the chunks (first, stop) with _insert_rows, then train in batches of several
+    sizes with _train_batch, and compare every step's effect with the twin on phi(X)."""
+    n, d = X.shape
+    V = fmap.n_virtual
+    Phi, yz = fmap.expand(X), np.repeat(y, V)
     rng = np.random.default_rng(7)
-    alpha = np.where(rng.random(n) < 0.3, rng.uniform(0, C, n), 0.0)
-    alpha[rng.random(n) < 0.2] = C  # exactly at the l1 bound
-    w = np.append(*weights_from_dual(X, y, alpha, bias=bool(bias)))
+    alpha = np.where(rng.random(n * V) < 0.3, rng.uniform(0, C, n * V), 0.0)
+    alpha[rng.random(n * V) < 0.2] = C  # exactly at the l1 bound
+    w = np.append(*weights_from_dual(Phi, yz, alpha, bias=bool(bias)))
     upper, diag = (C, 0.0) if loss == "l1" else (math.inf, 1.0 / (2 * C))
 
-    cache = stream._Cache(omega, X.shape[1] if dense else int(np.diff(X.indptr).max()), dense, n)
+    Xs = X.toarray() if dense else X
+    nnz = np.full(n, d) if dense else np.diff(X.indptr)
+    cache = stream._Cache(omega, d if dense else int(nnz.max()), dense, n * V)
     rng_r, rng_t = np.array([12345], np.uint64), np.array([2**63 + 99], np.uint64)
-    twin = TwinCache(omega, dense, 12345, 2**63 + 99)
-    # Rows 0..99 fill the cache and replace at random; rows 60..149 then meet cached rows.
-    for first, stop in ((0, 50), (50, 100), (60, 150)):
-        numba_insert(cache, X[first:stop], y[first:stop], first, bias, rng_r)
-        twin.insert(X[first:stop], y[first:stop], first)
-    assert_same_cache(cache, twin, n, bias)
+    twin = StreamCacheTwin(omega, 8 if dense else 12, stream._Cache.META_BYTES, 12345, 2**63 + 99)
+    for first, stop in chunks:
+        numba_insert(cache, Xs[first:stop], y[first:stop], first, bias, rng_r, fmap)
+        twin.insert(Phi[first * V:stop * V], nnz[first:stop], y[first:stop], first, V)
+    assert_same_cache(cache, twin, X, bias, V)
     assert twin.counts["skipped"] > 0 and twin.counts["evict_reader"] > 0
 
     alpha_nb, w_nb, alpha_tw, w_tw = alpha.copy(), w.copy(), alpha.copy(), w.copy()
     fstate = np.array([9.0, 0.0, -math.inf, math.inf])
     for n_steps in (7, 300, 2000):  # batches of several sizes share the state
-        done = stream._train_batch(cache.vals, cache.cols, cache.slot_int, cache.slot_f,
-                                   cache.act, cache.free, cache.in_cache, alpha_nb, w_nb, bias,
-                                   upper, diag, 97, n_steps, fstate, cache.ctr, rng_t,
+        done = stream._train_batch(cache.vals, cache.cols, cache.dense_cols, cache.slot_int, cache.slot_f,
+                                   cache.act, cache.free, cache.in_cache, alpha_nb, w_nb, bias, fmap.kind,
+                                   fmap.params(d), V, upper, diag, 97, n_steps, fstate, cache.ctr, rng_t,
                                    cache.META_BYTES)
         before = twin.counts["updates"]
         twin.train(alpha_tw, w_tw, bias, upper, diag, 97, n_steps)
@@ -218,11 +157,29 @@ def test_numba_cores_match_numpy_twin(dense, loss, bias):
     assert cache.ctr[stream.UPDATES] == twin.counts["updates"]
     assert cache.ctr[stream.T_OUTER] == twin.t
     assert int(rng_t[0]) == twin.rng_trainer[0]
-    assert_same_cache(cache, twin, n, bias)
+    assert_same_cache(cache, twin, X, bias, V)
     assert twin.counts["evict_trainer"] > 0 and not np.array_equal(alpha_nb, alpha)
-    # w was updated incrementally and still equals sum_i alpha_i y_i x~_i.
-    w_dual, b_dual = weights_from_dual(X, y, alpha_nb, bias=bool(bias))
+    # w was updated incrementally and still equals sum_r alpha_r y_r phi~(x_r).
+    w_dual, b_dual = weights_from_dual(Phi, yz, alpha_nb, bias=bool(bias))
     np.testing.assert_allclose(w_nb, np.append(w_dual, b_dual), atol=1e-10)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("loss,bias", [("l1", 1.0), ("l2", 1.0), ("l1", 0.0)])
+def test_numba_cores_match_numpy_twin(dense, loss, bias):
+    # Rows 0..99 fill the cache and replace at random; rows 60..149 then meet cached rows.
+    X, y = linear_problem(n=150, d=15, density=0.3, seed=3, sparse=True, zero_row=True)
+    check_cores_against_twin(X, y, dense, loss, bias, 40, ((0, 50), (50, 100), (60, 150)))
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("spec", MAPS)
+def test_numba_cores_with_a_map_match_numpy_twin(spec, dense):
+    """Each slot holds one virtual row; its dot, add and norm go through the map."""
+    fmap = FeatureMap.parse(spec)
+    X, y = tiny_images() if fmap.n_virtual > 1 else product_problem(n=80)
+    chunks = ((0, 10), (10, 20), (15, 30)) if fmap.n_virtual > 1 else ((0, 30), (30, 60), (45, 80))
+    check_cores_against_twin(X, y, dense, "l1", 1.0, 40, chunks, fmap)
 
 
 # ------------------------------------------------------------------ in-memory solve
@@ -355,6 +312,41 @@ def test_cache_bytes_bound_and_a9a_against_liblinear():
         assert abs(acc - ref_acc) <= 0.003
 
 
+@pytest.mark.parametrize("spec", MAPS)
+def test_map_reaches_the_optimum_on_explicit_features(spec, tmp_path):
+    """The map computed on demand solves the problem dcd solves on phi(X) (one row per virtual
+    row), with a cache of a fraction of the virtual rows; the file reader gives the same run."""
+    fmap = FeatureMap.parse(spec)
+    X, y = tiny_images(n=20) if fmap.n_virtual > 1 else product_problem()
+    Phi, yz = fmap.expand(X), np.repeat(y, fmap.n_virtual)
+    C = 0.5
+    ref = dcd.solve(Phi, yz, C, tol=1e-8, max_epochs=100000)
+    best = primal_objective(Phi, yz, ref.w, ref.b, C)
+    kwargs = dict(feature_map=spec, tol=1e-4, cache_rows=40, chunk_rows=8, seed=2, max_epochs=5000)
+    sol = stream.solve(X, y, C, **kwargs)
+    info = sol.info
+    assert info["stop"] == "tol" and info["peak_cache_rows"] <= 40 and info["evicted_by_trainer"] > 0
+    assert sol.alpha.shape == (Phi.shape[0],) == (info["n_dual"],) and info["feature_map"] == fmap.name
+    assert info["rows_read"] >= Phi.shape[0] * sol.iterations  # every virtual row offered each pass
+    assert -1e-12 <= relative_duality_gap(Phi, yz, sol, C, "l1") < 1e-3
+    assert best <= primal_objective(Phi, yz, sol.w, sol.b, C) <= best * (1 + 1e-3)
+    w, b = weights_from_dual(Phi, yz, sol.alpha)
+    np.testing.assert_allclose(sol.w, w, atol=1e-9)
+    assert sol.b == pytest.approx(b, abs=1e-9)
+    dense = stream.solve(X.toarray(), y, C, **kwargs)
+    assert best <= primal_objective(Phi, yz, dense.w, dense.b, C) <= best * (1 + 1e-3)
+    path = tmp_path / "block.h5"
+    write_dataset(path, X, y, storage="csr")
+    from_file = stream.solve_file(path, C, **kwargs)
+    np.testing.assert_array_equal(from_file.alpha, sol.alpha)
+    np.testing.assert_array_equal(from_file.w, sol.w)
+    # alpha0 alone: w is rebuilt through the map before the first update
+    one = stream.solve(X, y, C, feature_map=spec, alpha0=sol.alpha, max_updates=1, tol=1e-4)
+    w, b = weights_from_dual(Phi, yz, one.alpha)
+    np.testing.assert_allclose(one.w, w, atol=1e-9)
+    assert one.b == pytest.approx(b, abs=1e-9)
+
+
 # ------------------------------------------------------------------ streaming a file
 
 
@@ -457,32 +449,41 @@ def test_trainer_error_stops_the_reader_and_reaches_the_caller(monkeypatch):
 def test_invalid_arguments_name_the_parameter(tmp_path):
     X, y = linear_problem(n=50, d=5, seed=11)
     cases = [
-        (dict(C=0.0), "C must be a finite number > 0, got 0.0"),
-        (dict(loss="hinge"), "loss must be 'l1' or 'l2', got 'hinge'"),
-        (dict(tol=-1.0), "tol must be a finite number > 0, got -1.0"),
-        (dict(max_epochs=0), "max_epochs must be an integer >= 1, got 0"),
-        (dict(cache_rows=0), "cache_rows must be an integer >= 1 or None, got 0"),
-        (dict(cache_bytes=10), "cache_bytes must be an integer >= "),
-        (dict(batch_updates=0), "batch_updates must be an integer >= 1, got 0"),
-        (dict(updates_per_row=-1), "updates_per_row must be a finite number >= 0, got -1"),
-        (dict(w0=np.zeros(4)), r"w0 must be finite with shape \(5,\)"),
-        (dict(alpha0=np.zeros(49)), r"alpha0 must have shape \(50,\)"),
-        (dict(alpha0=np.full(50, 2.0)), r"alpha0 must lie in \[0, C=1.0\]"),
-        (dict(bias=False, b0=1.0), "b0 must be 0 when bias=False, got 1.0"),
-        (dict(shrink=True), r"unknown option\(s\) for the stream solver: \['shrink'\]"),
+        (dict(C=0.0), "C: must be a finite number > 0, got 0.0"),
+        (dict(loss="hinge"), "loss: must be one of l1, l2, got 'hinge'"),
+        (dict(tol=-1.0), "tol: must be a finite number > 0, got -1.0"),
+        (dict(max_epochs=0), "max_epochs: must be an integer >= 1, got 0"),
+        (dict(cache_rows=0), "cache_rows: must be an integer >= 1 or None, got 0"),
+        (dict(cache_bytes=10), "cache_bytes: must be an integer >= "),
+        (dict(batch_updates=0), "batch_updates: must be an integer >= 1, got 0"),
+        (dict(updates_per_row=-1), "updates_per_row: must be a finite number >= 0, got -1"),
+        (dict(w0=np.zeros(4)), r"w0: must have shape \(5,\)"),
+        (dict(alpha0=np.zeros(49)), r"alpha0: must have shape \(50,\)"),
+        (dict(alpha0=np.full(50, 2.0)), r"alpha0: must lie in \[0, 1.0\]"),
+        (dict(bias=False, b0=1.0), "b0: must be 0 when bias=False, got 1.0"),
+        (dict(shrink=True), "solver option shrink: not an option of the stream solver; expected one of tol, "
+                            "max_epochs, seed, cache_rows, cache_bytes, chunk_rows, batch_updates, max_updates, "
+                            "updates_per_row"),
+        (dict(feature_map="cubic"), "feature_map: must be a FeatureMap, None or a map name"),
+        (dict(feature_map="poly2", w0=np.zeros(5)), r"w0: must have shape \(20,\)"),
+        (dict(feature_map="shifts:1:1x5", alpha0=np.zeros(50)), r"alpha0: must have shape \(450,\)"),
     ]
     for kwargs, message in cases:
         args = dict(C=1.0)
         args.update(kwargs)
         C = args.pop("C")
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(PPackError, match=message):
             stream.solve(X, y, C, **args)
-    with pytest.raises(ValueError, match="y must hold labels -1 or \\+1, row 3 has 0.0"):
+    with pytest.raises(PPackError, match="y: labels must be -1 or \\+1, row 3 has 0.0"):
         stream.solve(X, np.where(np.arange(50) == 3, 0.0, y), 1.0)
+    with pytest.raises(PPackError, match=r"X: must have at least one row and one column, got shape \(0, 5\)"):
+        stream.solve(X[:0], y[:0], 1.0)
     path = tmp_path / "ok.h5"
     write_dataset(path, X, y)
-    with pytest.raises(ValueError, match=r"row_range must satisfy 0 <= start < stop <= 50"):
+    with pytest.raises(PPackError, match=r"row_range: must be a pair \(start, stop\) with 0 <= start < stop <= 50"):
         stream.solve_file(path, 1.0, row_range=(10, 60))
-    with pytest.raises(ValueError, match="alpha0 requires the matching w0"):
+    with pytest.raises(PPackError, match="alpha0: must come with the matching w0"):
         stream.solve_file(path, 1.0, alpha0=np.zeros(50))
+    with pytest.raises(PPackError, match="solver option shrink: not an option of the stream solver"):
+        stream.solve_file(path, 1.0, shrink=True)
     assert reader_threads() == []

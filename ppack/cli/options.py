@@ -11,9 +11,9 @@ from ..registry import EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, 
 PACKSVM_FLAGS = {name: "--" + name.replace("_", "-") for name in PACKSVM_PARAMS}
 SHARED = ("C", "seed")
 KERNEL_OPTIONS = ("kernel", "gamma", "degree", "coef0", "bias")
-# the linear trainer's own parameters and their flags (its tol is the rounds' tolerance)
+# the linear trainer's own parameters and their flags
 LINEAR_FLAGS = {"loss": "--loss", "p": "--p", "averaging": "--averaging", "rounds": "--rounds",
-                "tol": "--rounds-tol", "features": "--features", "bias": "--no-bias"}
+                "rounds_tol": "--rounds-tol", "features": "--features", "bias": "--no-bias"}
 # options of `train` that only the kernel trainer reads: its checkpoints
 CHECKPOINT_FLAGS = {"checkpoint": "--checkpoint", "checkpoint_every": "--checkpoint-every", "resume": "--resume"}
 

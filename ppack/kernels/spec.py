@@ -1,4 +1,4 @@
-"""Kernel names, parameters and validation: strings stop here.
+"""A validated kernel: its name (from the registry) turned into the id the numba cores take.
 
 Every kernel is a function of one pairwise "reduction" of two rows (their dot product,
 or for laplacian their L1 overlap) and of a per-row norm, so the numba cores only see an

@@ -18,7 +18,8 @@ is solved by alternating, once per iteration:
 The bracketed b^2 terms are this package's shared problem (``regularize_bias=True``, the
 same objective as ``liblinear -B 1``); ``regularize_bias=False`` is the paper's problem,
 where b is free. The work per iteration is three matrix-vector products (X^T r, X w_g and
-X^T v for the stopping test); X w is carried along, not recomputed.
+X^T v for the stopping test); X w is carried along, not recomputed. Under a COFFIN
+feature map the products walk the rows through the map (``features.MappedRows``).
 
 At a fixed point, w = -X^T lambda and lambda_i = -C p y_i (y_i e_i)_+^(p-1), so
 alpha = -y * lambda is the dual solution; it is reported as ``info["lambda"]`` and a
@@ -27,15 +28,18 @@ warm start's ``alpha0`` is read back the same way.
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
+from ..errors import PPackError
 from ..mpi.collectives import Collectives
+from ..registry import LINEAR_PARAMS
+from .checks import check_block, check_common, check_options, check_start
+from .features import IDENTITY, MappedRows, as_feature_map
 from .problem import LinearSolution
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w0=None,
           b0=0.0, alpha0=None, p=None, mu0=None, rho=1.01, mu_max=1e5,
-          regularize_bias=True, bisect_tol=1e-12, comm=None):
+          regularize_bias=True, bisect_tol=1e-12, feature_map=None, comm=None, **unknown):
     """Minimise 1/2 (||w||^2 + b^2) + C sum_i max(0, 1 - y_i (w . x_i + b))^p by inexact ALM.
 
     With ``comm`` (an MPI communicator) every rank passes its own block of rows and the
@@ -52,33 +56,41 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     the usual stop. ``seed`` is accepted for the common interface; the method is
     deterministic.
 
+    feature_map: a FeatureMap (or its name) whose rows phi(x) replace X's, computed on
+    demand (features.py); then d is the map's output size, and under shifts every image
+    gives n_virtual rows, so n below counts virtual rows (e and lambda have one entry each).
+
     Warm start: w0 (d,) and b0 are the starting point (default zeros; the paper starts
     from w = 1); alpha0 (n,) sets lambda = -y * alpha0 (default 0): the dual estimate
-    -y * info["lambda"] of an earlier run (>= 0 up to round-off).
+    -y * info["lambda"] of an earlier run (>= 0 up to round-off at convergence).
     Options: mu0 (default 0.1 C), rho >= 1 and mu_max >= mu0 give the penalty schedule
     mu_{k+1} = min(rho mu_k, mu_max); regularize_bias=False drops b^2 / 2 (the paper's
     problem); bisect_tol bounds the width of the final bisection bracket of each e_i.
+    Bad arguments and unknown options raise PPackError naming them.
 
     Returns LinearSolution(w (d,), b, alpha=None, iterations, info) with info holding
     lambda (n,), mu, p, grad_norm, grad_tol, converged, objective, residual
     (||X w + 1 b - y + e||).
     """
-    X, y = _check_data(X, y)
+    X, y = check_block(X, y)
+    C, loss, bias = check_common(C, loss, bias)
+    p = LINEAR_PARAMS["p"].rule.check("p", p)
+    p = (1.0 if loss == "l1" else 2.0) if p is None else p
+    options = check_options("alm", tol=tol, max_epochs=max_epochs, seed=seed, mu0=mu0, rho=rho, mu_max=mu_max,
+                            regularize_bias=regularize_bias, bisect_tol=bisect_tol, **unknown)
+    tol, max_epochs, rho, mu_max = options["tol"], options["max_epochs"], options["rho"], options["mu_max"]
+    mu0 = 0.1 * C if options["mu0"] is None else options["mu0"]
+    if mu_max < mu0:
+        raise PPackError(f"mu_max: must be >= mu0 = {mu0!r}, got {mu_max!r}")
+    bisect_tol = options["bisect_tol"]
+    fmap = as_feature_map(feature_map, X.shape[1])
+    if fmap.kind != IDENTITY:  # the identity keeps scipy's and BLAS's products
+        X, y = MappedRows(X, fmap), np.repeat(y, fmap.n_virtual)
     n, d = X.shape
-    C = _check_positive("C", C)
-    p = _check_p(loss, p)
-    tol = _check_positive("tol", tol)
-    max_epochs = _check_count("max_epochs", max_epochs)
-    mu0 = 0.1 * C if mu0 is None else _check_positive("mu0", mu0)
-    rho = float(rho)
-    if not (math.isfinite(rho) and rho >= 1.0):
-        raise ValueError(f"rho must be a finite number >= 1, got {rho!r}")
-    mu_max = float(mu_max)
-    if not (math.isfinite(mu_max) and mu_max >= mu0):
-        raise ValueError(f"mu_max must be finite and >= mu0 = {mu0!r}, got {mu_max!r}")
-    bisect_tol = _check_positive("bisect_tol", bisect_tol)
-    w, b, lam = _initial_point(n, d, y, bias, w0, b0, alpha0)
-    regb = bool(regularize_bias) and bool(bias)
+    w0, b = check_start(w0, b0, bias, d)
+    w = np.zeros(d) if w0 is None else w0
+    lam = _multipliers(alpha0, y)
+    regb = options["regularize_bias"] and bias
     collectives = None if comm is None else Collectives(comm)
 
     Xw = _matvec(X, w)
@@ -219,80 +231,29 @@ def _sum(collectives, values):
 
 
 def _matvec(X, v):
-    return np.asarray(X @ v).ravel()
+    """X v, (n,): X a matrix or ``MappedRows``."""
+    return X.matvec(v) if isinstance(X, MappedRows) else np.asarray(X @ v).ravel()
 
 
 def _rmatvec(X, v):
-    return np.asarray(X.T @ v).ravel()
+    """X^T v, (d,): X a matrix or ``MappedRows``."""
+    return X.rmatvec(v) if isinstance(X, MappedRows) else np.asarray(X.T @ v).ravel()
 
 
 # ------------------------------------------------------------------ validation
 
 
-def _check_data(X, y):
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-        X.sort_indices()
-    else:
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-dimensional (n, d), got shape {X.shape}")
-    y = np.ascontiguousarray(y, dtype=np.float64).ravel()
-    if y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got {y.shape[0]}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        bad = y[(y != 1.0) & (y != -1.0)][0]
-        raise ValueError(f"y must hold labels in {{-1, +1}}, got {bad!r}")
-    return X, y
+def _multipliers(alpha0, y):
+    """lambda (n,) = -y * alpha0 (zeros without alpha0).
 
-
-def _check_positive(name, value):
-    value = float(value)
-    if not (math.isfinite(value) and value > 0.0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def _check_count(name, value):
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def _check_p(loss, p):
-    if p is None:
-        if loss not in ("l1", "l2"):
-            raise ValueError(f"loss must be 'l1' or 'l2', got {loss!r}")
-        return 1.0 if loss == "l1" else 2.0
-    p = float(p)
-    if not (1.0 <= p <= 2.0):
-        raise ValueError(f"p must be in [1, 2], got {p!r}")
-    return p
-
-
-def _initial_point(n, d, y, bias, w0, b0, alpha0):
-    """(w (d,), b, lambda (n,)) from the warm-start arguments, as fresh float64 arrays."""
-    if w0 is None:
-        w = np.zeros(d)
-    else:
-        w = np.array(w0, dtype=np.float64).ravel()
-        if w.shape[0] != d:
-            raise ValueError(f"w0 must have length d = {d}, got {w.shape[0]}")
-        if not np.all(np.isfinite(w)):
-            raise ValueError("w0 must be finite, got a non-finite entry")
-    b = float(b0)
-    if not math.isfinite(b):
-        raise ValueError(f"b0 must be finite, got {b!r}")
-    if not bias and b != 0.0:
-        raise ValueError(f"b0 must be 0.0 when bias=False, got {b!r}")
+    alpha0 is an earlier run's -y * lambda, which leaves the dual box by the last step's
+    size until the run converges, so only its shape and finiteness are checked.
+    """
     if alpha0 is None:
-        lam = np.zeros(n)
-    else:
-        alpha = np.asarray(alpha0, dtype=np.float64).ravel()
-        if alpha.shape[0] != n:
-            raise ValueError(f"alpha0 must have length n = {n}, got {alpha.shape[0]}")
-        if not np.all(np.isfinite(alpha)):
-            bad = alpha[~np.isfinite(alpha)][0]
-            raise ValueError(f"alpha0 must be finite, got {bad!r}")
-        lam = -y * alpha
-    return w, b, lam
+        return np.zeros(y.shape[0])
+    alpha = np.array(alpha0, dtype=np.float64)
+    if alpha.shape != y.shape:
+        raise PPackError(f"alpha0: must have shape {y.shape} (one multiplier per (virtual) row), got {alpha.shape}")
+    if not np.all(np.isfinite(alpha)):
+        raise PPackError(f"alpha0: must be finite, got {alpha[~np.isfinite(alpha)][0]!r}")
+    return -y * alpha

@@ -17,6 +17,7 @@ Two modes:
 After every round the primal objective of the averaged model over the whole data set
 (and the dual objective, hence the duality gap, when the solver has a dual) is computed
 with one Allreduce, so a user sees what averaging costs against a single-rank solve.
+Under a feature map both sum over the same rows: every virtual row of every image.
 """
 from dataclasses import dataclass, field
 
@@ -50,7 +51,7 @@ class AveragingReport:
 
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",
-                   rounds=100, tol=1e-3, solver_options=None, on_round=None, local_loss=None,
+                   rounds=100, tol=1e-3, solver_options=None, on_round=None, feature_map=None,
                    data_parallel=False):
     """Collective: the block-averaged model ``(w, b, report)`` of every rank's block (X, y).
 
@@ -60,9 +61,9 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
     mode of the others: with a dual, rounds stop when
     the duality gap is at most ``tol`` times the primal objective (so the model is that
     close to the optimum); without one, when the primal objective changes by at most
-    ``tol`` relative between rounds. ``local_loss(w, b)`` may replace the default evaluation of
-    the block's loss sum (feature maps). ``on_round(report)`` runs on every rank after
-    each round.
+    ``tol`` relative between rounds. ``feature_map`` (a FeatureMap or None) goes to the
+    solver, and the primal objective's loss then sums over every virtual row, as the dual
+    does. ``on_round(report)`` runs on every rank after each round.
     """
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
@@ -71,12 +72,15 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
     cocoa = has_dual and mode == "iterative"
     block_C = C if cocoa else C * size
     report = AveragingReport(mode)
+    solver_options = dict(solver_options or {})
+    if feature_map is not None:
+        solver_options["feature_map"] = feature_map
     if data_parallel and mode == "iterative":
         start = MPI.Wtime()
-        sol = solve(X, y, C, loss=loss, bias=bias, comm=comm, **(solver_options or {}))
+        sol = solve(X, y, C, loss=loss, bias=bias, comm=comm, **solver_options)
         report.rounds = sol.iterations
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-        block_loss = loss_sum(X, y, sol.w, sol.b, power) if local_loss is None else local_loss(sol.w, sol.b)
+        block_loss = loss_sum(X, y, sol.w, sol.b, power, feature_map)
         report.primal.append(0.5 * (float(sol.w @ sol.w) + sol.b ** 2) + C * comm.allreduce(block_loss, op=MPI.SUM))
         if on_round is not None:
             on_round(report)
@@ -88,7 +92,7 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         warm = {} if w is None else {"w0": w.copy(), "b0": b}
         if cocoa and alpha is not None:
             warm["alpha0"] = alpha.copy()
-        sol = solve(X, y, block_C, loss=loss, bias=bias, **warm, **(solver_options or {}))
+        sol = solve(X, y, block_C, loss=loss, bias=bias, **warm, **solver_options)
         if cocoa:
             if w is None:
                 w, b, alpha = np.zeros_like(sol.w), 0.0, np.zeros_like(sol.alpha)
@@ -97,7 +101,7 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
             w, b = _average(collectives, sol.w, sol.b)
         report.rounds += 1
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-        block_loss = loss_sum(X, y, w, b, power) if local_loss is None else local_loss(w, b)
+        block_loss = loss_sum(X, y, w, b, power, feature_map)
         report.primal.append(0.5 * (float(w @ w) + b * b) + C * comm.allreduce(block_loss, op=MPI.SUM))
         if cocoa:
             sums = comm.allreduce(np.array([alpha.sum(), alpha @ alpha]), op=MPI.SUM)

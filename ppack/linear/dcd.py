@@ -16,13 +16,13 @@ import math
 import time
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from .features import _GOLDEN, FeatureMap, _add, _dot, _fmix64, _row, _sqnorms, as_rows
+from ..errors import PPackError
+from .checks import check_alpha0, check_block, check_common, check_options, check_start
+from .features import _GOLDEN, _add, _dot, _fmix64, _row, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution
 
-LOSSES = ("l1", "l2")
 MAX_ROWS = 2**32  # _rand_below draws from 32-bit ranges
 _S32 = np.uint64(32)
 
@@ -116,73 +116,11 @@ def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, w
     return epochs, gap, active, fewest, False
 
 
-# ---------------------------------------------------------------- argument checks
-
-
-def check_block(X, y):
-    """Validate one block: X CSR or dense 2-d (n, d), y (n,) in {-1, +1}; returns y as float64."""
-    if not (sp.issparse(X) or isinstance(X, np.ndarray)) or len(X.shape) != 2:
-        raise ValueError(f"X: expected a scipy CSR matrix or a 2-d numpy array (n, d), got {type(X).__name__}")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"y: expected shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError(f"y: labels must be -1 or +1, got values {np.unique(y)[:5].tolist()}")
-    return y
-
-
-def check_number(name, value, low, high=math.inf, integer=False, low_open=False):
-    """value as float (or int); raise ValueError naming the parameter and its allowed range."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if ok and integer:
-        ok = float(value).is_integer()
-    if ok:
-        ok = (value > low if low_open else value >= low) and value <= high and math.isfinite(value)
-    if not ok:
-        kind = "an integer" if integer else "a finite number"
-        bound = f"> {low}" if low_open else f">= {low}"
-        bound += f" and <= {high}" if math.isfinite(high) else ""
-        raise ValueError(f"{name}: must be {kind} {bound}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def check_common(C, loss, bias, seed, feature_map, d):
-    """Validate the arguments every solver shares; returns (C, seed, FeatureMap)."""
-    C = check_number("C", C, 0.0, low_open=True)
-    if loss not in LOSSES:
-        raise ValueError(f"loss: expected one of {', '.join(LOSSES)}, got {loss!r}")
-    if not isinstance(bias, (bool, np.bool_)):
-        raise ValueError(f"bias: expected True or False, got {bias!r}")
-    seed = check_number("seed", seed, 0, 2**63 - 1, integer=True)
-    if feature_map is None:
-        feature_map = FeatureMap("identity")
-    elif isinstance(feature_map, str):
-        feature_map = FeatureMap.parse(feature_map)
-    elif not isinstance(feature_map, FeatureMap):
-        raise ValueError(f"feature_map: expected a FeatureMap, a map name or None, got {feature_map!r}")
-    feature_map.params(d)  # raises when the map does not fit d features
-    return C, seed, feature_map
-
-
-def check_start(w0, b0, bias, n_out):
-    """w0 as a float64 copy of shape (n_out,) (or None) and b0 as float."""
-    b0 = check_number("b0", b0, -math.inf)
-    if not bias and b0 != 0.0:
-        raise ValueError(f"b0: must be 0 when bias=False, got {b0}")
-    if w0 is not None:
-        w0 = np.array(w0, dtype=np.float64)
-        if w0.shape != (n_out,):
-            raise ValueError(f"w0: expected shape ({n_out},), got {w0.shape}")
-        if not np.all(np.isfinite(w0)):
-            raise ValueError("w0: must be finite, got NaN or infinity")
-    return w0, b0
-
-
 # ---------------------------------------------------------------- solver
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0=None, b0=0.0, alpha0=None,
-          feature_map=None, shrinking=True):
+          feature_map=None, shrinking=True, **unknown):
     """Dual coordinate descent on one block; returns a LinearSolution.
 
     X (n, d) CSR or dense, y (n,) in {-1, +1}. tol: stop when the projected-gradient gap
@@ -192,32 +130,23 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     feature_map: a FeatureMap (or its name); phi(X) is never built. alpha of the result
     has one entry per (virtual) row; info holds pg_gap (of the last epoch), active_size (rows
     in the last epoch), min_active_size (fewest rows left by shrinking), support_vectors,
-    converged (a full epoch ended with gap <= tol) and seconds (solver loop only).
+    converged (a full epoch ended with gap <= tol) and seconds (solver loop only). Bad
+    arguments and unknown options raise PPackError naming them.
     """
-    y = check_block(X, y)
+    X, y = check_block(X, y)
     n, d = X.shape
-    C, seed, fmap = check_common(C, loss, bias, seed, feature_map, d)
-    tol = check_number("tol", tol, 0.0, low_open=True)
-    max_epochs = check_number("max_epochs", max_epochs, 1, integer=True)
-    if not isinstance(shrinking, (bool, np.bool_)):
-        raise ValueError(f"shrinking: expected True or False, got {shrinking!r}")
+    C, loss, bias = check_common(C, loss, bias)
+    options = check_options("dcd", tol=tol, max_epochs=max_epochs, seed=seed, shrinking=shrinking, **unknown)
+    fmap = as_feature_map(feature_map, d)
     n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
     w0, b0 = check_start(w0, b0, bias, n_out)
     upper, diag = (C, 0.0) if loss == "l1" else (math.inf, 0.5 / C)
     n_dual = n * n_virtual
     if n_dual > MAX_ROWS:
-        raise ValueError(f"X: at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
-    if alpha0 is None:
+        raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
+    alpha = check_alpha0(alpha0, n_dual, upper)
+    if alpha is None:
         alpha = np.zeros(n_dual)
-    else:
-        alpha = np.array(alpha0, dtype=np.float64)
-        if alpha.shape != (n_dual,):
-            raise ValueError(f"alpha0: expected shape ({n_dual},) (rows x virtual rows), got {alpha.shape}")
-        slack = 1e-9 * C
-        if not np.all(np.isfinite(alpha)) or alpha.min(initial=0.0) < -slack or alpha.max(initial=0.0) > upper + slack:
-            raise ValueError(f"alpha0: values must lie in [0, {upper}], got range "
-                             f"[{alpha.min(initial=0.0)}, {alpha.max(initial=0.0)}]")
-        np.clip(alpha, 0.0, upper, out=alpha)  # rounding from averaging may step past a bound
 
     indptr, indices, values, dense = as_rows(X)
     bias_value = 1.0 if bias else 0.0
@@ -230,12 +159,12 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
         w = w0
     qd = np.empty(n_dual)
     _sqnorms(indptr, indices, values, dense, fmap.kind, params, n_virtual, bias_value + diag, qd)
-    rng = np.array([seed], dtype=np.uint64)
+    rng = np.array([options["seed"]], dtype=np.uint64)
 
     start = time.perf_counter()
     epochs, gap, active, fewest, converged = _dcd(indptr, indices, values, dense, y, fmap.kind, params, n_virtual,
-                                                  alpha, w, wb, bias_value, qd, diag, upper, tol, max_epochs, rng,
-                                                  bool(shrinking))
+                                                  alpha, w, wb, bias_value, qd, diag, upper, options["tol"],
+                                                  options["max_epochs"], rng, options["shrinking"])
     info = {"pg_gap": float(gap), "active_size": int(active), "min_active_size": int(fewest), "n_dual": n_dual,
             "support_vectors": int(np.count_nonzero(alpha)), "converged": bool(converged),
             "seconds": time.perf_counter() - start, "feature_map": fmap.name}

@@ -19,6 +19,7 @@ from ..registry import COMBINATION, FEATURE_MAP_SOLVERS, LINEAR_PARAMS, check_so
 from .averaging import AveragingReport, block_averaged
 from .blocks import random_blocks
 from .features import FeatureMap, predict_decision
+from .pegasos import solve_distributed
 from .problem import loss_sum, margins
 
 _D = {name: param.default for name, param in LINEAR_PARAMS.items()}
@@ -34,7 +35,7 @@ class BlockAveragedSVC(BaseSVC):
 
     Parameters (checked against ``registry.LINEAR_PARAMS``, as the CLI's): solver, C,
     loss ("l1" hinge / "l2" squared hinge), p (alm: 1 <= p <= 2, overrides loss), bias,
-    averaging ("iterative" or "oneshot"), rounds, tol (when rounds stop: relative duality
+    averaging ("iterative" or "oneshot"), rounds, rounds_tol (when rounds stop: relative duality
     gap, or relative change for primal solvers), features (COFFIN feature map, e.g.
     "poly2", "hash:20", "shifts:1"), solver_options (checked against
     ``registry.SOLVER_OPTIONS``, passed to the solver), shuffle (deal the rows out to the
@@ -46,7 +47,7 @@ class BlockAveragedSVC(BaseSVC):
     PARAMS = LINEAR_PARAMS
 
     def __init__(self, solver=_D["solver"], C=_D["C"], loss=_D["loss"], p=_D["p"], bias=_D["bias"],
-                 averaging=_D["averaging"], rounds=_D["rounds"], tol=_D["tol"], features=_D["features"],
+                 averaging=_D["averaging"], rounds=_D["rounds"], rounds_tol=_D["rounds_tol"], features=_D["features"],
                  solver_options=None, shuffle=_D["shuffle"], seed=_D["seed"], comm=None):
         self.solver = solver
         self.C = C
@@ -55,7 +56,7 @@ class BlockAveragedSVC(BaseSVC):
         self.bias = bias
         self.averaging = averaging
         self.rounds = rounds
-        self.tol = tol
+        self.rounds_tol = rounds_tol
         self.features = features
         self.solver_options = solver_options
         self.shuffle = shuffle
@@ -69,7 +70,7 @@ class BlockAveragedSVC(BaseSVC):
         if values["p"] is not None and values["solver"] != "alm":
             raise PPackError(f"p: only the alm solver takes a loss power p, not {values['solver']}")
         if values["loss"] != "l1" and values["solver"] == "pegasos":
-            raise PPackError(f"loss: pegasos optimises the hinge loss only; expected 'l1', got {values['loss']!r}")
+            raise PPackError(f"loss: pegasos optimises the hinge loss only; must be 'l1', got {values['loss']!r}")
         self.feature_map_ = self._feature_map()
         if self.feature_map_ is not None and values["solver"] not in FEATURE_MAP_SOLVERS:
             raise PPackError(f"features: the {values['solver']} solver takes no feature map; "
@@ -101,50 +102,38 @@ class BlockAveragedSVC(BaseSVC):
         run_collectively(comm, self.validate_params)
         shard = self._as_shard(X, y)
         labels = self._fit_classes(shard)
-        block = self._block(shard)
-        if self.shuffle:
-            block, labels = random_blocks(comm, block, labels, self.seed)
         kind = COMBINATION[self.solver]
+        distributed_sgd = kind == "stochastic" and self.averaging == "iterative"
+        block, block_labels = self._block(shard), labels
+        if self.shuffle and not distributed_sgd:  # the distributed mode samples from every rank's rows
+            block, block_labels = random_blocks(comm, block, labels, self.seed)
         options = dict(self.options_)
         if self.p is not None:
             options["p"] = self.p
-        local_loss = None
-        fmap = self.feature_map_
-        if fmap is not None:
-            options["feature_map"] = fmap
-            power = self.power
-
-            def local_loss(w, b):
-                slack = np.maximum(0.0, 1.0 - labels * predict_decision(block, w, b, fmap))
-                return float(np.sum(slack ** power))
-
         start = MPI.Wtime()
-        if kind == "stochastic" and self.averaging == "iterative":
-            self.w_, self.b_, self.report_ = run_collectively(comm, self._distributed_sgd, comm, shard, options,
-                                                              on_round)
+        if distributed_sgd:
+            self.w_, self.b_, self.report_ = run_collectively(comm, self._distributed_sgd, comm, shard, block,
+                                                              labels, options, on_round)
         else:
             self.w_, self.b_, self.report_ = run_collectively(
-                comm, block_averaged, comm, solver_function(self.solver), kind == "dual", block, labels,
+                comm, block_averaged, comm, solver_function(self.solver), kind == "dual", block, block_labels,
                 float(self.C), loss=self.loss, p=self.p, bias=self.bias, mode=self.averaging, rounds=int(self.rounds),
-                tol=self.tol, solver_options=options, on_round=on_round, local_loss=local_loss,
+                tol=self.rounds_tol, solver_options=options, on_round=on_round, feature_map=self.feature_map_,
                 data_parallel=kind == "data-parallel")
         self.n_features_in_ = shard.n_features
         self.training_ = {"n_samples": shard.n_samples, "ranks": comm.Get_size(), "data": shard.path,
                           "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **self.report_.as_dict()}
         return self
 
-    def _distributed_sgd(self, comm, shard, options, on_round):
-        """Pegasos over all ranks' rows at once (pegasos.solve_distributed): (w, b, report)."""
-        from .pegasos import solve_distributed
+    def _distributed_sgd(self, comm, shard, block, labels, options, on_round):
+        """Pegasos over all ranks' rows at once (pegasos.solve_distributed): (w, b, report).
 
-        if self.feature_map_ is not None:
-            raise PPackError("--features: the iterative mode of pegasos takes no feature map; "
-                             "use --averaging oneshot")
-        labels = np.where(shard.y == self.classes_[1], 1.0, -1.0)
+        block, labels: this rank's rows (as ``_block``) and their labels in {-1, +1}."""
         start = MPI.Wtime()
-        w, b, steps = solve_distributed(comm, shard, labels, float(self.C), bias=self.bias, **options)
+        w, b, steps = solve_distributed(comm, shard, labels, float(self.C), bias=self.bias,
+                                        feature_map=self.feature_map_, **options)
         report = AveragingReport("iterative", rounds=1, seconds=[comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)])
-        local = loss_sum(self._block(shard), labels, w, b, 1.0)
+        local = loss_sum(block, labels, w, b, 1.0, self.feature_map_)
         report.primal.append(0.5 * (float(w @ w) + b * b) + float(self.C) * comm.allreduce(local, op=MPI.SUM))
         if on_round is not None:
             on_round(report)

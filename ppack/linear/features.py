@@ -28,6 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from ..errors import PPackError
+
 IDENTITY, POLY2, HASH, SHIFTS = 0, 1, 2, 3
 _NAMES = {IDENTITY: "identity", POLY2: "poly2", HASH: "hash", SHIFTS: "shifts"}
 
@@ -40,6 +42,7 @@ _ONE = np.uint64(1)
 _MASK64 = (1 << 64) - 1
 
 MAX_EXPAND_ENTRIES = 5_000_000
+SPEC_SYNTAX = "identity, poly2, hash:BITS[:SEED] or shifts:S[:HxW]"
 
 
 # ---------------------------------------------------------------- hashing
@@ -250,7 +253,7 @@ def as_rows(X):
                 X.data.astype(np.float64, copy=False), False)
     X = np.ascontiguousarray(X, dtype=np.float64)
     if X.ndim != 2:
-        raise ValueError(f"X: expected a 2-d array (n, d), got {X.ndim} dimensions")
+        raise PPackError(f"X: must be a 2-d array (n, d), got {X.ndim} dimensions")
     n, d = X.shape
     return np.arange(n + 1, dtype=np.int64) * d, np.arange(d, dtype=np.int32), X.reshape(-1), True
 
@@ -264,24 +267,83 @@ def _sqnorms(indptr, indices, values, dense, kind, params, n_virtual, extra, out
 
 
 @njit(cache=True)
-def _decisions(indptr, indices, values, dense, kind, params, w, b, out):
-    for i in range(out.shape[0]):
-        idx, val = _row(i, indptr, indices, values, dense)
-        out[i] = _dot(kind, params, idx, val, w) + b
+def _dots(indptr, indices, values, dense, kind, params, n_virtual, w, out):
+    """out[r] = w . phi(x_r) for every (virtual) row r = i * n_virtual + shift."""
+    for r in range(out.shape[0]):
+        idx, val = _row(r // n_virtual, indptr, indices, values, dense)
+        out[r] = _dot(kind, params, idx, val, w, r % n_virtual)
 
 
-def predict_decision(X, w, b=0.0, feature_map=None):
-    """Decision values w . phi(x_i) + b, (n,) float64, through the same map (shift 0)."""
+@njit(cache=True)
+def _adds(indptr, indices, values, dense, kind, params, n_virtual, coef, out):
+    """out += sum_r coef[r] phi(x_r) over every (virtual) row r = i * n_virtual + shift."""
+    for r in range(coef.shape[0]):
+        if coef[r] != 0.0:
+            idx, val = _row(r // n_virtual, indptr, indices, values, dense)
+            _add(kind, params, idx, val, out, coef[r], r % n_virtual)
+
+
+def predict_decision(X, w, b=0.0, feature_map=None, virtual=False):
+    """Decision values w . phi(x_i) + b through the same map: (n,) float64 for shift 0, or
+    with ``virtual`` (n * n_virtual,) for every virtual row, ordered i * n_virtual + shift."""
     fmap = feature_map if feature_map is not None else FeatureMap("identity")
     d = X.shape[1]
     w = np.ascontiguousarray(w, dtype=np.float64)
     if w.shape != (fmap.n_out(d),):
-        raise ValueError(f"w: expected shape ({fmap.n_out(d)},) for {fmap.name} on {d} features, "
+        raise PPackError(f"w: must have shape ({fmap.n_out(d)},) for {fmap.name} on {d} features, "
                          f"got {w.shape}")
+    n_virtual = fmap.n_virtual if virtual else 1
     indptr, indices, values, dense = as_rows(X)
-    out = np.empty(X.shape[0])
-    _decisions(indptr, indices, values, dense, fmap.kind, fmap.params(d), w, float(b), out)
+    out = np.empty(X.shape[0] * n_virtual)
+    _dots(indptr, indices, values, dense, fmap.kind, fmap.params(d), n_virtual, w, out)
+    out += float(b)
     return out
+
+
+class MappedRows:
+    """phi(x_r) of every (virtual) row r = i * n_virtual + shift of a block, as a matrix
+    (n * n_virtual, n_out) that is multiplied by but never built."""
+
+    def __init__(self, X, feature_map):
+        n, d = X.shape
+        self.rows = as_rows(X)
+        self.kind, self.params, self.n_virtual = feature_map.kind, feature_map.params(d), feature_map.n_virtual
+        self.shape = (n * self.n_virtual, feature_map.n_out(d))
+
+    def matvec(self, w):
+        """phi(X) w, (n * n_virtual,)."""
+        out = np.empty(self.shape[0])
+        _dots(*self.rows, self.kind, self.params, self.n_virtual, np.ascontiguousarray(w, dtype=np.float64), out)
+        return out
+
+    def rmatvec(self, coef):
+        """phi(X)^T coef, (n_out,)."""
+        out = np.zeros(self.shape[1])
+        _adds(*self.rows, self.kind, self.params, self.n_virtual, np.ascontiguousarray(coef, dtype=np.float64), out)
+        return out
+
+
+def as_feature_map(feature_map, d):
+    """A solver's ``feature_map`` argument (a FeatureMap, a map name, or None for identity)
+    as a FeatureMap that fits inputs of d features."""
+    if feature_map is None:
+        return FeatureMap("identity")
+    if isinstance(feature_map, str):
+        try:
+            feature_map = FeatureMap.parse(feature_map)
+        except ValueError as exc:
+            # the syntax message says no more than this one; a bad part (hash bits ...) is worth adding
+            detail = "" if str(exc).startswith("feature map: expected") else f" ({exc})"
+            raise PPackError(f"feature_map: must be a FeatureMap, None or a map name ({SPEC_SYNTAX}), "
+                             f"got {feature_map!r}{detail}") from None
+    elif not isinstance(feature_map, FeatureMap):
+        raise PPackError(f"feature_map: must be a FeatureMap, None or a map name ({SPEC_SYNTAX}), "
+                         f"got {feature_map!r}")
+    try:
+        feature_map.params(d)
+    except ValueError as exc:
+        raise PPackError(f"feature_map: must fit X's {d} features, got {feature_map.name} ({exc})") from None
+    return feature_map
 
 
 # ---------------------------------------------------------------- the Python face
@@ -294,24 +356,24 @@ class FeatureMap:
     def __init__(self, name, *, bits=None, seed=0, radius=None, shape=None):
         kinds = {v: k for k, v in _NAMES.items()}
         if name not in kinds:
-            raise ValueError(f"feature map: expected one of {', '.join(kinds)}, got {name!r}")
+            raise PPackError(f"feature map: must be one of {', '.join(kinds)}, got {name!r}")
         self.kind = kinds[name]
         self.bits = self.radius = self.shape = None
         self.seed = int(seed)
         if self.kind == HASH:
             if not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 40:
-                raise ValueError(f"hash bits: must be an integer in [1, 40], got {bits!r}")
+                raise PPackError(f"hash bits: must be an integer in [1, 40], got {bits!r}")
             if not 0 <= self.seed < 2**62:
-                raise ValueError(f"hash seed: must be in [0, 2^62), got {seed!r}")
+                raise PPackError(f"hash seed: must be an integer in [0, 2^62), got {seed!r}")
             self.bits = int(bits)
         if self.kind == SHIFTS:
             if not isinstance(radius, (int, np.integer)) or not 0 <= radius <= 64:
-                raise ValueError(f"shifts radius s: must be an integer in [0, 64], got {radius!r}")
+                raise PPackError(f"shifts radius s: must be an integer in [0, 64], got {radius!r}")
             self.radius = int(radius)
             if shape is not None:
                 shape = tuple(int(v) for v in shape)
                 if len(shape) != 2 or min(shape) < 1:
-                    raise ValueError(f"shifts shape: expected (height, width) >= 1, got {shape!r}")
+                    raise PPackError(f"shifts shape: must be (height, width), both >= 1, got {shape!r}")
             self.shape = shape
 
     @classmethod
@@ -329,8 +391,7 @@ class FeatureMap:
         except ValueError as exc:
             if "invalid literal" not in str(exc):
                 raise
-        raise ValueError(f"feature map: expected identity, poly2, hash:BITS[:SEED] or shifts:S[:HxW], "
-                         f"got {spec!r}")
+        raise PPackError(f"feature map: expected {SPEC_SYNTAX}, got {spec!r}")
 
     @property
     def name(self):
@@ -354,11 +415,11 @@ class FeatureMap:
         if shape is None:
             side = math.isqrt(d)
             if side * side != d:
-                raise ValueError(f"shifts: {d} features are not a square image; give shape as shifts:S:HxW")
+                raise PPackError(f"shifts: {d} features are not a square image; give shape as shifts:S:HxW")
             shape = (side, side)
         if shape[0] * shape[1] != d:
-            raise ValueError(f"shifts shape: {shape[0]}x{shape[1]} images need {shape[0] * shape[1]} "
-                             f"features, got {d}")
+            raise PPackError(f"shifts shape: must hold the {d} features (H*W = {d}), got "
+                             f"{shape[0]}x{shape[1]}")
         return shape
 
     def n_out(self, d):
@@ -388,7 +449,7 @@ class FeatureMap:
         m = np.diff(X.indptr)
         size = int(np.sum(m + m * (m + 1) // 2)) if self.kind in (POLY2, HASH) else X.nnz * self.n_virtual
         if size > max_entries:
-            raise ValueError(f"expand: phi(X) would hold {size} values, more than max_entries={max_entries}")
+            raise PPackError(f"max_entries: must be at least the {size} values phi(X) would hold, got {max_entries}")
         rows, cols, vals = [], [], []
         out_row = 0
         for i in range(n):

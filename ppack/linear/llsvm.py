@@ -31,6 +31,12 @@ Loss. "l1" (hinge) as in the paper; "l2" (squared hinge) is the usual extension 
 same dual: U = inf and alpha_i^2 / (4 C) subtracted, i.e. D_ii = 1 / (2 C) added to
 x~_i . x~_i; only alpha = 0 is a bound then.
 
+Feature maps. Rows are read through a COFFIN feature map (features.py): the sweeps'
+dot and add steps compute phi(x) on demand, w has ``n_out(d)`` entries plus the tau
+weight. With ``shifts`` every image yields V virtual rows, each with its own dual
+variable (dual index = row * V + shift id); a record of the active-set file holds the
+original row, and the sweep takes the shift from the dual index it belongs to.
+
 Record layout (native byte order, no padding): label float64, nnz int32, indices
 int32[nnz], values float64[nnz]: 12 + 12 nnz bytes. The file lives in ``workdir``
 (default: the system temporary directory) and is removed when ``solve`` returns or
@@ -45,6 +51,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .checks import check_alpha0, check_block, check_common, check_options, check_start
+from .features import IDENTITY, MappedRows, _add, _dot, _row, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution
 
 HEADER_BYTES = 12  # label float64 + nnz int32
@@ -73,68 +81,82 @@ def _coordinate_step(old, margin, qii, diag, upper):
 
 
 @njit(cache=True)
-def _sweep_csr(indptr, indices, data, labels, rows, order, alpha, w, tau, diag, upper):
-    """One pass of Algorithm 1's update over the CSR rows ``order`` of a block.
+def _dense_dot(values, a, b, w, dot, qii):
+    """(dot + w . x, qii + x . x) for the dense row x = values[a:b] (columns 0 .. b - a - 1)."""
+    row = values[a:b]
+    for j in range(b - a):
+        v = row[j]
+        dot += w[j] * v
+        qii += v * v
+    return dot, qii
 
-    Block row k is global row rows[k] (its alpha) with label labels[k]. w has length
-    d + 1, its last entry the weight of the constant feature tau (tau = 0: no bias).
-    Updates alpha and w in place; returns (max, min) of the projected gradients seen.
+
+@njit(cache=True)
+def _mapped_dot(kind, params, indptr, indices, values, dense, i, w, shift):
+    """w . phi(x_i) for row i of a block (CSR or dense, as ``as_rows`` gives it)."""
+    idx, val = _row(i, indptr, indices, values, dense)
+    return _dot(kind, params, idx, val, w, shift)
+
+
+@njit(cache=True)
+def _mapped_add(kind, params, indptr, indices, values, dense, i, w, scale, shift):
+    """w += scale * phi(x_i) for row i of a block."""
+    idx, val = _row(i, indptr, indices, values, dense)
+    _add(kind, params, idx, val, w, scale, shift)
+
+
+@njit(cache=True)
+def _sweep(indptr, indices, values, dense, labels, rows, stride, order, kind, params, n_virtual,
+           alpha, w, qd, tau, diag, upper):
+    """One pass of Algorithm 1's update over the block rows ``order``.
+
+    Block row k is the (virtual) row with dual alpha[rows[k]] and shift id rows[k] % n_virtual;
+    its values are data row k // stride of the block (CSR or dense, as ``as_rows`` gives it),
+    its label labels[k // stride]. w has n_out + 1 entries, the last the weight of the
+    constant feature tau (tau = 0: no bias). qd (one per dual) holds ||phi(x)||^2 + tau^2 +
+    diag under a map; the identity sums it on the fly. Updates alpha and w in place; returns
+    (max, min) of the projected gradients seen.
     """
     d = w.shape[0] - 1
     pg_max = -np.inf
     pg_min = np.inf
     for t in range(order.shape[0]):
         k = order[t]
-        i = rows[k]
-        yk = labels[k]
-        a = indptr[k]
-        b = indptr[k + 1]
-        dot = w[d] * tau
-        qii = tau * tau + diag
-        for p in range(a, b):
-            v = data[p]
-            dot += w[indices[p]] * v
-            qii += v * v
-        old = alpha[i]
-        new, pg = _coordinate_step(old, yk * dot, qii, diag, upper)
-        pg_max = max(pg_max, pg)
-        pg_min = min(pg_min, pg)
-        delta = new - old
-        if delta != 0.0:
-            alpha[i] = new
-            s = delta * yk
+        r = rows[k]
+        i = k if stride == 1 else k // stride
+        yk = labels[i]
+        a = indptr[i]
+        b = indptr[i + 1]
+        # Only the sparse identity loop is inline: row views or a dense branch in this loop
+        # slow it down measurably, calls do not.
+        if kind != IDENTITY:
+            dot = w[d] * tau + _mapped_dot(kind, params, indptr, indices, values, dense, i, w, r % n_virtual)
+            qii = qd[r]
+        elif dense:
+            dot, qii = _dense_dot(values, a, b, w, w[d] * tau, tau * tau + diag)
+        else:
+            dot = w[d] * tau
+            qii = tau * tau + diag
             for p in range(a, b):
-                w[indices[p]] += s * data[p]
-            w[d] += s * tau
-    return pg_max, pg_min
-
-
-@njit(cache=True)
-def _sweep_dense(X, labels, rows, order, alpha, w, tau, diag, upper):
-    """``_sweep_csr`` for a dense block X (m, d)."""
-    d = w.shape[0] - 1
-    pg_max = -np.inf
-    pg_min = np.inf
-    for t in range(order.shape[0]):
-        k = order[t]
-        i = rows[k]
-        yk = labels[k]
-        dot = w[d] * tau
-        qii = tau * tau + diag
-        for j in range(d):
-            v = X[k, j]
-            dot += w[j] * v
-            qii += v * v
-        old = alpha[i]
+                v = values[p]
+                dot += w[indices[p]] * v
+                qii += v * v
+        old = alpha[r]
         new, pg = _coordinate_step(old, yk * dot, qii, diag, upper)
         pg_max = max(pg_max, pg)
         pg_min = min(pg_min, pg)
         delta = new - old
         if delta != 0.0:
-            alpha[i] = new
+            alpha[r] = new
             s = delta * yk
-            for j in range(d):
-                w[j] += s * X[k, j]
+            if kind != IDENTITY:
+                _mapped_add(kind, params, indptr, indices, values, dense, i, w, s, r % n_virtual)
+            elif dense:
+                for p in range(a, b):
+                    w[p - a] += s * values[p]
+            else:
+                for p in range(a, b):
+                    w[indices[p]] += s * values[p]
             w[d] += s * tau
     return pg_max, pg_min
 
@@ -270,45 +292,6 @@ def _load_block(f, offsets, ids):
 # ---------------------------------------------------------------- validation
 
 
-def _positive(name, value):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if not (v > 0.0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return v
-
-
-def _count(name, value, minimum, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        extra = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an integer >= {minimum}{extra}, got {value!r}")
-    return int(value)
-
-
-def _check_data(X, y):
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        if X.dtype != np.float64 or X.indices.dtype != np.int32 or not X.has_sorted_indices:
-            X = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32),
-                               X.indptr.astype(np.int64)), shape=X.shape)
-            X.sort_indices()
-    else:
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"X must be a 2-d array or a scipy sparse matrix, got {X.ndim} dimensions")
-        X = np.ascontiguousarray(X, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError(f"y must hold labels in {{-1, +1}}, got values {np.unique(y)[:5]}")
-    return X, y
-
-
 def _row_radius(X):
     sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
     return float(np.sqrt(sq.max())) if sq.size else 0.0
@@ -321,10 +304,11 @@ def _block_phase(f, offsets, kept, sweep_args, rng, tol, max_outer, inner_iterat
                  max_block_rows, reshrink, info):
     """Algorithm 2, lines 9-21: outer iterations over the active-set file.
 
+    kept: the dual index of every record; sweep_args: ``_sweep``'s arguments from kind on.
     Runs at most ``max_outer`` outer iterations; returns how many it ran and records
     the active set sizes, blocks and the last gap in ``info``.
     """
-    alpha, upper = sweep_args[0], sweep_args[4]
+    alpha, upper = sweep_args[3], sweep_args[8]
     block_rows = max_block_rows or max(kept.size, 1)
     outer = 0
     while outer < max_outer:
@@ -347,8 +331,8 @@ def _block_phase(f, offsets, kept, sweep_args, rng, tol, max_outer, inner_iterat
             info["rows_loaded"] += labels.size
             info["max_rows_loaded"] = max(info["max_rows_loaded"], labels.size)
             for sweep in range(inner_iterations):
-                hi, lo = _sweep_csr(indptr, indices, data, labels, rows,
-                                    rng.permutation(block.size), *sweep_args)
+                hi, lo = _sweep(indptr, indices, data, False, labels, rows, 1, rng.permutation(block.size),
+                                *sweep_args)
                 if sweep == 0:
                     pg_max, pg_min = max(pg_max, hi), min(pg_min, lo)
             del labels, indptr, indices, data  # the paper's "remove all data points from memory"
@@ -360,111 +344,100 @@ def _block_phase(f, offsets, kept, sweep_args, rng, tol, max_outer, inner_iterat
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0=None, b0=0.0,
-          alpha0=None, inner_iterations=10, max_block_rows=None, workdir=None, tau=1.0,
-          shuffle_first_pass=True, reshrink=True, full_passes=5):
+          alpha0=None, feature_map=None, inner_iterations=10, max_block_rows=None, workdir=None, tau=1.0,
+          shuffle_first_pass=True, reshrink=True, full_passes=5, **options):
     """Train on one block of rows with LLSVM (harsh shrinking + block optimisation).
 
     X (n, d) CSR or dense, y (n,) in {-1, +1}. ``max_epochs`` bounds the outer
     iterations over the active set that follow a pass over all rows; ``iterations``
     counts both kinds of pass. ``tol`` bounds the projected-gradient spread (LIBLINEAR's
     dual criterion) over the active set.
-    Warm start: alpha0 (n,) the rows' previous duals; w0 (d,), b0 the model to update in
-    place of sum_i alpha_i y_i x~_i (it may contain other blocks' contributions);
-    without w0 the model is rebuilt from alpha0.
+    feature_map: a FeatureMap or its name (None: the identity), applied on demand; with
+    V virtual rows per row (shifts) there are n * V duals, one per (virtual) row.
+    Warm start: alpha0 (n * V,) the previous duals; w0 (n_out,), b0 the model to update
+    in place of sum_r alpha_r y_r phi~(x_r) (it may contain other blocks'
+    contributions); without w0 the model is rebuilt from alpha0.
 
     Options: ``inner_iterations`` sweeps per loaded block (the paper's N);
     ``max_block_rows`` most rows loaded at once (None: the whole active set);
     ``workdir`` folder of the active-set file; ``tau`` value of the constant bias
-    feature, a number or "radius" (see the module docstring); ``shuffle_first_pass``
-    visit rows in random order in the pass over all rows (False: row order, as the
-    paper reads its file); ``reshrink`` skip file rows that reached a bound (the
-    paper; False reads every record each outer iteration). ``full_passes`` (default 5;
-    the paper runs 1, which leaves the objective 2-24% above the optimum on a9a, w8a and
-    ijcnn1): how many times the whole algorithm runs, each from a new pass over all rows
-    that starts where the previous run ended, so rows dropped too early come back; it
-    stops early once such a pass finds the projected-gradient spread over all rows
-    below ``tol``.
+    feature, a number or "radius" (the largest ||phi(x)||; see the module docstring);
+    ``shuffle_first_pass`` visit rows in random order in the pass over all rows (False:
+    row order, as the paper reads its file); ``reshrink`` skip file rows that reached a
+    bound (the paper; False reads every record each outer iteration). ``full_passes``
+    (default 5; the paper runs 1, which leaves the objective 2-24% above the optimum on
+    a9a, w8a and ijcnn1): how many times the whole algorithm runs, each from a new pass
+    over all rows that starts where the previous run ended, so rows dropped too early
+    come back; it stops early once such a pass finds the projected-gradient spread over
+    all rows below ``tol``. Any other keyword is an error that lists the options.
     """
     started = time.perf_counter()
-    X, y = _check_data(X, y)
+    opts = check_options("llsvm", tol=tol, max_epochs=max_epochs, seed=seed, inner_iterations=inner_iterations,
+                         max_block_rows=max_block_rows, workdir=workdir, tau=tau,
+                         shuffle_first_pass=shuffle_first_pass, reshrink=reshrink, full_passes=full_passes,
+                         **options)
+    tol = opts["tol"]
+    C, loss, bias = check_common(C, loss, bias)
+    X, y = check_block(X, y)
     n, d = X.shape
-    C = _positive("C", C)
-    if loss not in ("l1", "l2"):
-        raise ValueError(f"loss must be 'l1' or 'l2', got {loss!r}")
-    tol = _positive("tol", tol)
-    max_epochs = _count("max_epochs", max_epochs, 1)
-    inner_iterations = _count("inner_iterations", inner_iterations, 1)
-    max_block_rows = _count("max_block_rows", max_block_rows, 1, allow_none=True)
-    full_passes = _count("full_passes", full_passes, 1)
-    if workdir is not None and not os.path.isdir(workdir):
-        raise ValueError(f"workdir must be an existing directory or None, got {workdir!r}")
-    if isinstance(tau, str):
-        if tau != "radius":
-            raise ValueError(f"tau must be a number > 0 or 'radius', got {tau!r}")
-        radius = _row_radius(X)
-        tau = radius if radius > 0.0 else 1.0
-    else:
-        tau = _positive("tau", tau)
-    if not bias:
-        if b0 != 0.0:
-            raise ValueError(f"b0 must be 0 when bias=False, got {b0!r}")
-        tau = 0.0
+    fmap = as_feature_map(feature_map, d)
+    kind, params, n_virtual, n_out = fmap.kind, fmap.params(d), fmap.n_virtual, fmap.n_out(d)
+    n_dual = n * n_virtual
+    w0, b0 = check_start(w0, b0, bias, n_out)
     upper = C if loss == "l1" else np.inf
     diag = 0.0 if loss == "l1" else 1.0 / (2.0 * C)
+    alpha = check_alpha0(alpha0, n_dual, upper)
+    if alpha is None:
+        alpha = np.zeros(n_dual)
 
-    if alpha0 is None:
-        alpha = np.zeros(n)
-    else:
-        alpha = np.array(alpha0, dtype=np.float64, copy=True).ravel()
-        if alpha.shape != (n,):
-            raise ValueError(f"alpha0 must have shape ({n},), got {np.shape(alpha0)}")
-        if not np.all((alpha >= 0.0) & (alpha <= upper)):
-            span = "[0, C]" if loss == "l1" else "[0, inf)"
-            raise ValueError(f"alpha0 must lie in {span} for loss={loss!r}, got values in "
-                             f"[{alpha.min()}, {alpha.max()}]")
-    w = np.zeros(d + 1)
+    indptr, indices, values, dense = as_rows(X)
+    # ||phi(x_r)||^2 + tau^2 + diag per dual once tau is known; the identity sweep sums it on the fly
+    qd = np.empty(0 if kind == IDENTITY else n_dual)
+    if kind != IDENTITY:
+        _sqnorms(indptr, indices, values, dense, kind, params, n_virtual, 0.0, qd)
+    tau = opts["tau"]
+    if tau == "radius":
+        radius = _row_radius(X) if kind == IDENTITY else float(np.sqrt(qd.max(initial=0.0)))
+        tau = radius if radius > 0.0 else 1.0
+    if not bias:
+        tau = 0.0
+    qd += tau * tau + diag
+
+    w = np.zeros(n_out + 1)
     if w0 is not None:
-        w0 = np.asarray(w0, dtype=np.float64).ravel()
-        if w0.shape != (d,):
-            raise ValueError(f"w0 must have shape ({d},), got {w0.shape}")
-        if not math.isfinite(float(b0)):
-            raise ValueError(f"b0 must be finite, got {b0!r}")
-        w[:d] = w0
-        w[d] = float(b0) / tau if bias else 0.0
+        w[:n_out] = w0
+        w[n_out] = b0 / tau if bias else 0.0
     elif alpha0 is not None:
-        coef = alpha * y
-        w[:d] = X.T @ coef
-        w[d] = tau * coef.sum()
+        coef = alpha * (y if n_virtual == 1 else np.repeat(y, n_virtual))
+        w[:n_out] = X.T @ coef if kind == IDENTITY else MappedRows(X, fmap).rmatvec(coef)
+        w[n_out] = tau * coef.sum()
 
-    rng = np.random.default_rng(seed)
-    sweep_args = (alpha, w, tau, diag, upper)
-    all_rows = np.arange(n)
-    info = {"tau": tau, "active_first_pass": [], "active_history": [], "blocks_history": [],
-            "max_rows_loaded": 0, "rows_loaded": 0, "file_bytes": [], "gap": math.nan,
+    rng = np.random.default_rng(opts["seed"])
+    sweep_args = (kind, params, n_virtual, alpha, w, qd, tau, diag, upper)
+    all_rows = np.arange(n_dual)
+    info = {"tau": tau, "feature_map": fmap.name, "n_dual": n_dual, "active_first_pass": [], "active_history": [],
+            "blocks_history": [], "max_rows_loaded": 0, "rows_loaded": 0, "file_bytes": [], "gap": math.nan,
             "full_gap": [], "converged": False}
     epochs = 0
-    fd, path = tempfile.mkstemp(prefix="llsvm-", suffix=".bin", dir=workdir)
+    fd, path = tempfile.mkstemp(prefix="llsvm-", suffix=".bin", dir=opts["workdir"])
     try:
         with os.fdopen(fd, "w+b") as f:
-            for full in range(full_passes):
-                order = rng.permutation(n) if shuffle_first_pass else all_rows
-                if sp.issparse(X):
-                    hi, lo = _sweep_csr(X.indptr, X.indices, X.data, y, all_rows, order, *sweep_args)
-                else:
-                    hi, lo = _sweep_dense(X, y, all_rows, order, *sweep_args)
+            for full in range(opts["full_passes"]):
+                order = rng.permutation(n_dual) if opts["shuffle_first_pass"] else all_rows
+                hi, lo = _sweep(indptr, indices, values, dense, y, all_rows, n_virtual, order, *sweep_args)
                 epochs += 1
-                info["full_gap"].append(float(hi - lo) if n else 0.0)
+                info["full_gap"].append(float(hi - lo) if n_dual else 0.0)
                 if full > 0 and info["full_gap"][-1] < tol:
                     info["converged"] = True
                     break
-                # The paper's harsh rule: keep exactly the rows strictly inside (0, U).
+                # The paper's harsh rule: keep exactly the duals strictly inside (0, U).
                 kept = np.flatnonzero((alpha > 0.0) & (alpha < upper))
                 info["active_first_pass"].append(int(kept.size))
-                offsets = _write_active_set(f, X, y, kept)
+                offsets = _write_active_set(f, X, y, kept // n_virtual)  # a record holds the original row
                 info["file_bytes"].append(int(offsets[-1]))
                 outer, info["converged"] = _block_phase(
-                    f, offsets, kept, sweep_args, rng, tol, max_epochs, inner_iterations,
-                    max_block_rows, reshrink, info)
+                    f, offsets, kept, sweep_args, rng, tol, opts["max_epochs"], opts["inner_iterations"],
+                    opts["max_block_rows"], opts["reshrink"], info)
                 epochs += outer
     finally:
         try:
@@ -474,5 +447,5 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
 
     info["active_final"] = int(np.count_nonzero((alpha > 0.0) & (alpha < upper)))
     info["seconds"] = time.perf_counter() - started
-    b = tau * float(w[d]) if bias else 0.0
-    return LinearSolution(w=w[:d].copy(), b=b, alpha=alpha, iterations=epochs, info=info)
+    b = tau * float(w[n_out]) if bias else 0.0
+    return LinearSolution(w=w[:n_out].copy(), b=b, alpha=alpha, iterations=epochs, info=info)

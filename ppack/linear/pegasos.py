@@ -20,13 +20,16 @@ import math
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from ..data.delivery import deliver_rows
 from ..data.sampler import RowSampler
+from ..errors import PPackError
 from ..mpi.collectives import Collectives
-from .dcd import MAX_ROWS, _rand_below, check_block, check_common, check_number, check_start
-from .features import FeatureMap, _add, _dot, _row, _sqnorms, as_rows
+from .checks import check_block, check_common, check_options, check_start
+from .dcd import MAX_ROWS, _rand_below
+from .features import IDENTITY, _add, _dot, _row, _sqnorm, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution
 
 _TINY_SCALE = 1e-9  # fold s into v below this, long before v could overflow
@@ -99,8 +102,23 @@ def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, 
     return s, norm, projections, total_s, count
 
 
+def _check(C, loss, bias, options):
+    """The arguments both modes share, checked: (C, bias, options normalised)."""
+    C, loss, bias = check_common(C, loss, bias)
+    if loss != "l1":
+        raise PPackError(f"loss: pegasos optimises the hinge loss only; must be 'l1', got {loss!r}")
+    return C, bias, check_options("pegasos", **options)
+
+
+def _epochs(options):
+    """The epochs to run: ``epochs``, capped by ``max_epochs`` when given."""
+    if options["max_epochs"] is None:
+        return options["epochs"]
+    return min(options["epochs"], options["max_epochs"])
+
+
 def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w0=None, b0=0.0, alpha0=None,
-          epochs=200, t0=None, feature_map=None, average=True):
+          epochs=200, t0=None, feature_map=None, average=True, pack=1000, **unknown):
     """Pegasos on one block; returns a LinearSolution with alpha=None.
 
     X (n, d) CSR or dense, y (n,) in {-1, +1}; epochs * n steps (n counts virtual rows under
@@ -108,28 +126,25 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     given, caps epochs. w0 (n_out,) / b0 warm-start w~; the steps are then numbered from
     t0 + 1 with t0 = n by default, so the first step keeps n/(n+1) of w0 (t0 = 0 would wipe
     it). feature_map: a FeatureMap (or name), applied on demand as in dcd. average: return
-    the mean of the last half of the iterates (default) instead of the last one.
+    the mean of the last half of the iterates (default) instead of the last one. pack (rows
+    per delivery in ``solve_distributed``) has no effect on one block.
     """
-    y = check_block(X, y)
+    X, y = check_block(X, y)
     n, d = X.shape
-    if loss != "l1":
-        raise ValueError(f"loss: pegasos optimises the hinge loss only; expected 'l1', got {loss!r}")
-    C, seed, fmap = check_common(C, loss, bias, seed, feature_map, d)
-    if tol is not None:
-        check_number("tol", tol, 0.0)
-    epochs = check_number("epochs", epochs, 1, integer=True)
-    if max_epochs is not None:
-        epochs = min(epochs, check_number("max_epochs", max_epochs, 1, integer=True))
+    C, bias, options = _check(C, loss, bias, dict(tol=tol, max_epochs=max_epochs, seed=seed, epochs=epochs, t0=t0,
+                                                   average=average, pack=pack, **unknown))
+    fmap = as_feature_map(feature_map, d)
     if alpha0 is not None:
-        raise ValueError("alpha0: pegasos has no dual variables; expected None")
+        raise PPackError(f"alpha0: must be None (pegasos has no dual variables), got {type(alpha0).__name__}")
+    epochs, seed = _epochs(options), options["seed"]
     n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
     n_dual = n * n_virtual
     if n_dual > MAX_ROWS:
-        raise ValueError(f"X: at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
+        raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
     w0, b0 = check_start(w0, b0, bias, n_out)
+    t0 = options["t0"]
     if t0 is None:
         t0 = 0 if w0 is None else n_dual
-    t0 = check_number("t0", t0, 0, 2**62, integer=True)
 
     indptr, indices, values, dense = as_rows(X)
     bias_value = 1.0 if bias else 0.0
@@ -142,7 +157,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     rng = np.array([seed], dtype=np.uint64)
 
     steps = epochs * n_dual
-    average_from = t0 + steps // 2 if average else t0 + steps
+    average_from = t0 + steps // 2 if options["average"] else t0 + steps
     u, ub = np.zeros(n_out), np.zeros(1)
     start = time.perf_counter()
     s, norm, projections, total_s, count = _pegasos(
@@ -157,53 +172,70 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
 
 
 @njit(cache=True)
-def _steps_in_order(indptr, indices, values, y, kind, params, v, vb, bias, sigma, t0, s, norm, average_from, u, ub,
-                    total_s, count):
+def _steps_in_order(indptr, indices, values, y, shifts, kind, params, v, vb, bias, sigma, t0, s, norm, average_from,
+                    u, ub, total_s, count):
     """Pegasos steps t0+1 .. t0+r on the r CSR rows in order (rows drawn by the caller).
 
-    kind/params: the identity feature map. Returns (s, norm, total_s, count).
+    shifts (r,): each row's shift id under a shifts map (zeros otherwise). Returns (s, norm,
+    total_s, count).
     """
     for k in range(y.shape[0]):
         idx, val = indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
-        s, norm, total_s, count, _ = _step(kind, params, idx, val, 0, y[k], t0 + k + 1, float(np.dot(val, val)), v,
-                                           vb, bias, sigma, s, norm, average_from, u, ub, total_s, count)
+        if kind == IDENTITY:
+            sq = float(np.dot(val, val))
+        else:
+            sq = _sqnorm(kind, params, idx, val, shifts[k])
+        s, norm, total_s, count, _ = _step(kind, params, idx, val, shifts[k], y[k], t0 + k + 1, sq, v, vb, bias,
+                                           sigma, s, norm, average_from, u, ub, total_s, count)
     return s, norm, total_s, count
 
 
-def solve_distributed(comm, shard, labels, C, *, bias=True, epochs=200, seed=0, pack=1000, average=True):
+def solve_distributed(comm, shard, labels, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, epochs=200,
+                      t0=None, average=True, pack=1000, feature_map=None, **unknown):
     """Collective: Pegasos over the rows of all ranks' shards, every rank holding w.
 
     shard: this rank's ``Shard``; labels (its rows,) in {-1, +1}. A sampling stream
-    shared by the ranks (seeded alike) draws the global rows; each pack of ``pack`` rows
-    is delivered to every rank with one Allreduce (as in the kernel trainer), and every
-    rank applies the same steps, so the result does not depend on the number of ranks.
-    Returns (w (d,), b, steps).
+    shared by the ranks (seeded alike) draws global (virtual) row ids; each pack of
+    ``pack`` rows is delivered to every rank with one Allreduce (as in the kernel
+    trainer), and every rank applies the same steps, so the result does not depend on the
+    number of ranks. Under a shifts map with V virtual rows per image, the stream draws
+    from n * V ids; id delivers row id // V, moved by shift id % V. The options are those
+    of ``solve`` (tol unused, max_epochs caps epochs, t0: steps numbered from t0 + 1,
+    default 0); there is no warm start. Returns (w (n_out,), b, steps).
     """
     n, d = shard.n_samples, shard.n_features
-    check_number("epochs", epochs, 1, integer=True)
-    sigma = 1.0 / (n * float(C))
-    steps = int(epochs) * n
-    sampler = RowSampler(n, seed)
+    C, bias, options = _check(C, loss, bias, dict(tol=tol, max_epochs=max_epochs, seed=seed, epochs=epochs, t0=t0,
+                                                   average=average, pack=pack, **unknown))
+    fmap = as_feature_map(feature_map, d)
+    n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
+    n_dual = n * n_virtual
+    t0 = options["t0"] or 0
+    sigma = 1.0 / (n_dual * C)
+    steps = _epochs(options) * n_dual
+    sampler = RowSampler(n_dual, options["seed"])
     collectives = Collectives(comm)
-    identity = FeatureMap("identity")
-    params = identity.params(d)
     bias_value = 1.0 if bias else 0.0
-    v, vb, u, ub = np.zeros(d), np.zeros(1), np.zeros(d), np.zeros(1)
+    v, vb, u, ub = np.zeros(n_out), np.zeros(1), np.zeros(n_out), np.zeros(1)
     s, norm, total_s, count = 1.0, 0.0, 0.0, 0
-    average_from = steps // 2 if average else steps
+    average_from = t0 + (steps // 2 if options["average"] else steps)
     t = 0
     while t < steps:
-        r = min(pack, steps - t)
-        block = deliver_rows(collectives, shard, labels, sampler.take(r))
+        r = min(options["pack"], steps - t)
+        ids = sampler.take(r)
+        if n_virtual == 1:
+            rows, shifts = ids, np.zeros(r, dtype=np.int64)
+        else:
+            rows, shifts = ids // n_virtual, ids % n_virtual
+        block = deliver_rows(collectives, shard, labels, rows)
         if block.csr is None:  # dense data: the same steps over the rows' nonzeros
-            import scipy.sparse as sp
-
-            rows = sp.csr_matrix(block.dense)
-            indptr, indices, values = rows.indptr.astype(np.int64), rows.indices, rows.data.astype(np.float64)
+            block_rows = sp.csr_matrix(block.dense)
+            indptr, indices = block_rows.indptr.astype(np.int64), block_rows.indices
+            values = block_rows.data.astype(np.float64)
         else:
             indptr, indices, values = block.csr[0], block.csr[1], block.csr[2].astype(np.float64)
-        s, norm, total_s, count = _steps_in_order(indptr, indices, values, block.y, identity.kind, params, v, vb,
-                                                  bias_value, sigma, t, s, norm, average_from, u, ub, total_s, count)
+        s, norm, total_s, count = _steps_in_order(indptr, indices, values, block.y, shifts, fmap.kind, params, v, vb,
+                                                  bias_value, sigma, t0 + t, s, norm, average_from, u, ub, total_s,
+                                                  count)
         t += r
     if count:
         return (total_s * v - u) / count, float((total_s * vb[0] - ub[0]) / count), steps

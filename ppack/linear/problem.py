@@ -2,12 +2,15 @@
 
 X is one block of rows: a scipy CSR matrix or a dense C-contiguous array (n, d), float64;
 y (n,) holds labels in {-1, +1}. With a bias, the model is (w, b) and every row is read
-as [x, 1]; b is regularised together with w.
+as [x, 1]; b is regularised together with w. Under a feature map the rows are phi(x),
+one per virtual row (n * n_virtual of them, each with its image's label).
 """
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+
+from .features import predict_decision
 
 
 @dataclass
@@ -31,15 +34,20 @@ def margins(X, y, w, b=0.0):
     return y * (np.asarray(X @ w).ravel() + b)
 
 
-def loss_sum(X, y, w, b=0.0, p=1.0):
-    """sum_i max(0, 1 - y_i (w . x_i + b))^p."""
-    slack = np.maximum(0.0, 1.0 - margins(X, y, w, b))
+def loss_sum(X, y, w, b=0.0, p=1.0, feature_map=None):
+    """sum_i max(0, 1 - y_i (w . x_i + b))^p; with a feature map, the sum over every
+    virtual row of max(0, 1 - y_i (w . phi(x_r) + b))^p, r = i * n_virtual + shift."""
+    if feature_map is None:
+        slack = np.maximum(0.0, 1.0 - margins(X, y, w, b))
+    else:
+        decisions = predict_decision(X, w, b, feature_map, virtual=True)
+        slack = np.maximum(0.0, 1.0 - np.repeat(y, feature_map.n_virtual) * decisions)
     return float(np.sum(slack ** p))
 
 
-def primal_objective(X, y, w, b, C, p=1.0):
-    """1/2 (||w||^2 + b^2) + C sum_i max(0, 1 - y_i (w . x_i + b))^p."""
-    return 0.5 * (float(w @ w) + b * b) + C * loss_sum(X, y, w, b, p)
+def primal_objective(X, y, w, b, C, p=1.0, feature_map=None):
+    """1/2 (||w||^2 + b^2) + C times ``loss_sum`` (over every virtual row with a feature map)."""
+    return 0.5 * (float(w @ w) + b * b) + C * loss_sum(X, y, w, b, p, feature_map)
 
 
 def dual_objective(X, y, alpha, C, loss="l1", bias=True):

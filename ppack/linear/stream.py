@@ -34,6 +34,13 @@ Departures from the paper's pseudo-code, each for a stated reason:
   run is reproducible for a given seed.
 - L2 loss is the same update with U = inf and D_ii = 1/(2C) (LIBLINEAR's dual), and a
   bias is an extra constant feature 1 whose weight is regularised (liblinear -B 1).
+
+Rows are read through a COFFIN feature map (features.py): the trainer's dot, add and the
+squared norms compute phi(x) on demand from a slot's stored row, and w has ``n_out(d)``
+entries plus b. With ``shifts`` each image yields V virtual rows (virtual row id = row *
+V + shift id), each with its own dual variable: the reader inserts the V virtual rows of
+every row it reads, a slot holds one virtual row (a copy of the original row), and the
+cached flags and "rows read" count virtual rows.
 """
 
 import math
@@ -44,8 +51,11 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ppack.data.hdf5 import read_header, read_rows
-from ppack.linear.problem import LinearSolution, weights_from_dual
+from ..data.hdf5 import read_header, read_rows
+from ..errors import InputError, PPackError
+from .checks import check_alpha0, check_block, check_common, check_options, check_start
+from .features import IDENTITY, MappedRows, _add, _dot, _sqnorm, as_feature_map
+from .problem import LinearSolution, weights_from_dual
 
 BETA = 0.9  # epsilon shrink factor while the cache is nearly full
 FULL_FRACTION = 0.9  # "the RAM is deemed full" above this fraction of Omega
@@ -100,66 +110,104 @@ def _evict(s, slot_int, act, free, in_cache, ctr, entry_bytes, meta_bytes):
     ctr[CUR_BYTES] -= slot_int[NNZ, s] * entry_bytes + meta_bytes
 
 
+# The map's reads of a slot are calls: row views inside _train_batch's loop slow down its
+# identity path measurably, calls do not.
+
+
 @njit(cache=True, nogil=True)
-def _insert_rows(data, indices, indptr, block, ys, first, bias,
-                 vals, cols, slot_int, slot_f, act, free, in_cache, ctr, rng, meta_bytes):
+def _slot_row(vals, cols, dense_cols, s, k):
+    """(indices, values) of the row stored in slot s, k entries."""
+    if cols.shape[1] == 0:
+        return dense_cols, vals[s, :k]
+    return cols[s, :k], vals[s, :k]
+
+
+@njit(cache=True, nogil=True)
+def _slot_dot(kind, params, vals, cols, dense_cols, s, k, w, shift):
+    """w . phi(x) for the row stored in slot s."""
+    idx, val = _slot_row(vals, cols, dense_cols, s, k)
+    return _dot(kind, params, idx, val, w, shift)
+
+
+@njit(cache=True, nogil=True)
+def _slot_add(kind, params, vals, cols, dense_cols, s, k, w, scale, shift):
+    """w += scale * phi(x) for the row stored in slot s."""
+    idx, val = _slot_row(vals, cols, dense_cols, s, k)
+    _add(kind, params, idx, val, w, scale, shift)
+
+
+@njit(cache=True, nogil=True)
+def _slot_sqnorm(kind, params, vals, cols, dense_cols, s, k, shift):
+    """||phi(x)||^2 for the row stored in slot s."""
+    idx, val = _slot_row(vals, cols, dense_cols, s, k)
+    return _sqnorm(kind, params, idx, val, shift)
+
+
+@njit(cache=True, nogil=True)
+def _insert_rows(data, indices, indptr, block, ys, first, bias, kind, params, n_virtual,
+                 vals, cols, dense_cols, slot_int, slot_f, act, free, in_cache, ctr, rng, meta_bytes):
     """Algorithm 1's inner loop over rows first .. first + len(ys) - 1 of the block.
 
     The chunk is CSR (data, indices, indptr) when cols has columns, else the dense
-    (rows, d) array block. A row still cached is skipped; when the cache is full a
-    random cached row is replaced.
+    (rows, d) array block; dense_cols (0 .. width - 1) indexes a dense slot for the map.
+    Each row yields its n_virtual virtual rows, one slot each. A virtual row still
+    cached is skipped; when the cache is full a random cached one is replaced.
     """
     omega = act.shape[0]
     dense = cols.shape[1] == 0
     entry_bytes = 8 if dense else 12
     for r in range(ys.shape[0]):
-        i = first + r
-        ctr[ROWS_READ] += 1
-        if in_cache[i]:
-            ctr[ROWS_SKIPPED] += 1
-            continue
-        if ctr[N_ACT] == omega:
-            _evict(act[_rand_below(rng, omega)], slot_int, act, free, in_cache, ctr,
-                   entry_bytes, meta_bytes)
-            ctr[EVICT_READER] += 1
-        ctr[N_FREE] -= 1
-        s = free[ctr[N_FREE]]
-        q = bias * bias
-        if dense:
-            k = vals.shape[1]
-            for j in range(k):
-                v = block[r, j]
-                vals[s, j] = v
-                q += v * v
-        else:
-            k = 0
-            for p in range(indptr[r], indptr[r + 1]):
-                v = data[p]
-                vals[s, k] = v
-                cols[s, k] = indices[p]
-                q += v * v
-                k += 1
-        slot_int[ROW, s] = i
-        slot_int[NNZ, s] = k
-        slot_f[Y, s] = ys[r]
-        slot_f[QD, s] = q
-        slot_int[POS, s] = ctr[N_ACT]
-        act[ctr[N_ACT]] = s
-        ctr[N_ACT] += 1
-        in_cache[i] = 1
-        ctr[CUR_BYTES] += k * entry_bytes + meta_bytes
-        ctr[PEAK_ROWS] = max(ctr[PEAK_ROWS], ctr[N_ACT])
-        ctr[PEAK_BYTES] = max(ctr[PEAK_BYTES], ctr[CUR_BYTES])
+        for shift in range(n_virtual):
+            i = (first + r) * n_virtual + shift
+            ctr[ROWS_READ] += 1
+            if in_cache[i]:
+                ctr[ROWS_SKIPPED] += 1
+                continue
+            if ctr[N_ACT] == omega:
+                _evict(act[_rand_below(rng, omega)], slot_int, act, free, in_cache, ctr,
+                       entry_bytes, meta_bytes)
+                ctr[EVICT_READER] += 1
+            ctr[N_FREE] -= 1
+            s = free[ctr[N_FREE]]
+            q = bias * bias
+            if dense:
+                k = vals.shape[1]
+                for j in range(k):
+                    v = block[r, j]
+                    vals[s, j] = v
+                    q += v * v
+            else:
+                k = 0
+                for p in range(indptr[r], indptr[r + 1]):
+                    v = data[p]
+                    vals[s, k] = v
+                    cols[s, k] = indices[p]
+                    q += v * v
+                    k += 1
+            if kind != IDENTITY:
+                q = _slot_sqnorm(kind, params, vals, cols, dense_cols, s, k, shift) + bias * bias
+            slot_int[ROW, s] = i
+            slot_int[NNZ, s] = k
+            slot_f[Y, s] = ys[r]
+            slot_f[QD, s] = q
+            slot_int[POS, s] = ctr[N_ACT]
+            act[ctr[N_ACT]] = s
+            ctr[N_ACT] += 1
+            in_cache[i] = 1
+            ctr[CUR_BYTES] += k * entry_bytes + meta_bytes
+            ctr[PEAK_ROWS] = max(ctr[PEAK_ROWS], ctr[N_ACT])
+            ctr[PEAK_BYTES] = max(ctr[PEAK_BYTES], ctr[CUR_BYTES])
 
 
 @njit(cache=True, nogil=True)
-def _train_batch(vals, cols, slot_int, slot_f, act, free, in_cache, alpha, w, bias,
-                 upper, diag, n_outer, n_steps, fstate, ctr, rng, meta_bytes):
+def _train_batch(vals, cols, dense_cols, slot_int, slot_f, act, free, in_cache, alpha, w, bias,
+                 kind, params, n_virtual, upper, diag, n_outer, n_steps, fstate, ctr, rng, meta_bytes):
     """Up to n_steps of Algorithm 2 on the cached rows; stops early if the cache empties.
 
-    w (d + 1,) holds the weights with b last; upper is C (l1) or inf (l2), diag is 0
-    (l1) or 1/(2C) (l2). A step that evicts its row counts as a step with projected
-    gradient 0, as in the paper's loop. Returns the number of steps made.
+    w (n_out + 1,) holds the weights with b last; a slot's (virtual) row is read through
+    the map (kind, params) with shift id row % n_virtual. upper is C (l1) or inf (l2),
+    diag is 0 (l1) or 1/(2C) (l2). A step that evicts its row counts as a step with
+    projected gradient 0, as in the paper's loop. Returns the number of steps made.
     """
     omega = act.shape[0]
     dense = cols.shape[1] == 0
@@ -174,7 +222,9 @@ def _train_batch(vals, cols, slot_int, slot_f, act, free, in_cache, alpha, w, bi
         yi = slot_f[Y, s]
         k = slot_int[NNZ, s]
         dot = bias * w[d]
-        if dense:
+        if kind != IDENTITY:
+            dot += _slot_dot(kind, params, vals, cols, dense_cols, s, k, w, i % n_virtual)
+        elif dense:
             for j in range(k):
                 dot += vals[s, j] * w[j]
         else:
@@ -203,7 +253,9 @@ def _train_batch(vals, cols, slot_int, slot_f, act, free, in_cache, alpha, w, bi
                     new = upper if g < 0.0 else 0.0
                 step = (new - a) * yi
                 alpha[i] = new
-                if dense:
+                if kind != IDENTITY:
+                    _slot_add(kind, params, vals, cols, dense_cols, s, k, w, step, i % n_virtual)
+                elif dense:
                     for j in range(k):
                         w[j] += step * vals[s, j]
                 else:
@@ -227,11 +279,13 @@ def _train_batch(vals, cols, slot_int, slot_f, act, free, in_cache, alpha, w, bi
 
 
 class _Cache:
-    """Omega fixed-width slots: one row each, plus the active set and the free stack.
+    """Omega fixed-width slots: one (virtual) row each, plus the active set and the free stack.
 
     vals (Omega, width) float64; cols (Omega, width) int32 for CSR rows, (Omega, 0)
-    for dense rows; slot_int (3, Omega): row, nnz, position in act; slot_f (2, Omega):
-    y, x.x (+1 with a bias); act (Omega,): active slots first; free (Omega,): a stack.
+    for dense rows, whose columns are dense_cols (width,) = 0 .. width - 1; slot_int
+    (3, Omega): (virtual) row, nnz, position in act; slot_f (2, Omega): y,
+    phi(x).phi(x) (+1 with a bias); act (Omega,): active slots first; free (Omega,): a
+    stack; in_cache: a flag per (virtual) row of the block.
     """
 
     META_BYTES = 3 * 8 + 2 * 8 + 8 + 8  # slot_int, slot_f, act, free entries
@@ -244,6 +298,7 @@ class _Cache:
         self.omega = omega
         self.vals = np.zeros((omega, width))
         self.cols = np.zeros((omega, 0 if dense else width), dtype=np.int32)
+        self.dense_cols = np.arange(width if dense else 0, dtype=np.int32)
         self.slot_int = np.full((3, omega), -1, dtype=np.int64)
         self.slot_f = np.zeros((2, omega))
         self.act = np.zeros(omega, dtype=np.int64)
@@ -295,8 +350,8 @@ class _FileSource:
         bad = (y != 1.0) & (y != -1.0)
         if bad.any():
             r = self.first + start + int(np.argmax(bad))
-            raise ValueError(f"{self.path}: labels must be -1 or +1 for the stream solver, "
-                             f"row {r} has {float(y[r - self.first - start])}")
+            raise InputError(f"labels must be -1 or +1 for the stream solver, "
+                             f"row {r} has {float(y[r - self.first - start])}", path=self.path)
         if self.dense:
             return None, None, None, X, y
         return X.data, X.indices, X.indptr, None, y
@@ -308,16 +363,18 @@ class _FileSource:
 class _Run:
     """Shared state of one solve: the cache, alpha and w, the lock and the stop flag."""
 
-    def __init__(self, source, C, loss, bias, tol, max_epochs, seed, w, alpha, omega,
+    def __init__(self, source, fmap, C, loss, bias, tol, max_epochs, seed, w, alpha, omega,
                  chunk_rows, batch_updates, max_updates, updates_per_row):
         self.source = source
         self.n = source.n
+        self.kind, self.params, self.n_virtual = fmap.kind, fmap.params(source.d), fmap.n_virtual
+        self.n_dual = self.n * self.n_virtual
         self.tol, self.max_epochs = tol, max_epochs
         self.upper = C if loss == "l1" else math.inf
         self.diag = 0.0 if loss == "l1" else 1.0 / (2.0 * C)
         self.bias = 1.0 if bias else 0.0
         self.w, self.alpha = w, alpha
-        self.cache = _Cache(omega, source.width, source.dense, self.n)
+        self.cache = _Cache(omega, source.width, source.dense, self.n_dual)
         self.chunk_rows, self.batch_updates = chunk_rows, batch_updates
         self.max_updates, self.updates_per_row = max_updates, updates_per_row
         reader_state, trainer_state = np.random.SeedSequence(seed).generate_state(2, np.uint64)
@@ -329,7 +386,7 @@ class _Run:
         self.stop_reason = None
         self.error = None
         self.passes = 0
-        self.pass_rows = 0  # rows of the current pass handed to the cache
+        self.pass_rows = 0  # (virtual) rows of the current pass handed to the cache
         self.gaps = []
         self._empty = np.empty(0)
         self._empty_i = np.empty(0, dtype=np.int32)
@@ -373,10 +430,11 @@ class _Run:
                         self._wait_for_trainer()
                         if self.stop:
                             return
-                        _insert_rows(data, indices, indptr, block, ys, start, self.bias,
-                                     c.vals, c.cols, c.slot_int, c.slot_f, c.act, c.free,
-                                     c.in_cache, c.ctr, self.reader_rng, c.META_BYTES)
-                        self.pass_rows = stop
+                        _insert_rows(data, indices, indptr, block, ys, start, self.bias, self.kind,
+                                     self.params, self.n_virtual, c.vals, c.cols, c.dense_cols,
+                                     c.slot_int, c.slot_f, c.act, c.free, c.in_cache, c.ctr,
+                                     self.reader_rng, c.META_BYTES)
+                        self.pass_rows = stop * self.n_virtual
                         self.cond.notify_all()
                 with self.cond:
                     self._wait_for_trainer()
@@ -423,10 +481,10 @@ class _Run:
                 steps = self._quota()
                 if self.max_updates is not None:
                     steps = min(steps, self.max_updates - int(c.ctr[UPDATES]))
-                _train_batch(c.vals, c.cols, c.slot_int, c.slot_f, c.act, c.free,
-                             c.in_cache, self.alpha, self.w, self.bias, self.upper,
-                             self.diag, self.n, steps, self.fstate, c.ctr,
-                             self.trainer_rng, c.META_BYTES)
+                _train_batch(c.vals, c.cols, c.dense_cols, c.slot_int, c.slot_f, c.act, c.free,
+                             c.in_cache, self.alpha, self.w, self.bias, self.kind, self.params,
+                             self.n_virtual, self.upper, self.diag, self.n_dual, steps, self.fstate,
+                             c.ctr, self.trainer_rng, c.META_BYTES)
                 if self.max_updates is not None and c.ctr[UPDATES] >= self.max_updates:
                     self._halt("max_updates")
                 self.cond.notify_all()
@@ -467,109 +525,28 @@ class _Run:
 # ------------------------------------------------------------------ validation
 
 
-def _check_int(name, value, low, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        none = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an integer >= {low}{none}, got {value!r}")
-    return int(value)
-
-
 def _check_row_range(row_range, n_samples):
+    """(start, stop) of the rows to read, default all n_samples."""
     if row_range is None:
         return 0, n_samples
     try:
         start, stop = row_range
+        ok = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, stop)) \
+            and 0 <= start < stop <= n_samples
     except (TypeError, ValueError):
-        raise ValueError(f"row_range must be a pair (start, stop), got {row_range!r}") from None
-    start = _check_int("row_range start", start, 0)
-    stop = _check_int("row_range stop", stop, 0)
-    if not start < stop <= n_samples:
-        raise ValueError(f"row_range must satisfy 0 <= start < stop <= {n_samples} "
-                         f"(n_samples), got ({start}, {stop})")
-    return start, stop
-
-
-def _check_options(C, loss, bias, tol, max_epochs, seed, b0):
-    if isinstance(C, bool) or not isinstance(C, (int, float, np.number)) \
-            or not (math.isfinite(C) and C > 0):
-        raise ValueError(f"C must be a finite number > 0, got {C!r}")
-    if loss not in ("l1", "l2"):
-        raise ValueError(f"loss must be 'l1' or 'l2', got {loss!r}")
-    if not isinstance(bias, (bool, np.bool_)):
-        raise ValueError(f"bias must be True or False, got {bias!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.number)) \
-            or not (math.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
-    _check_int("max_epochs", max_epochs, 1)
-    _check_int("seed", seed, 0)
-    if not (isinstance(b0, (int, float, np.number)) and math.isfinite(b0)):
-        raise ValueError(f"b0 must be a finite number, got {b0!r}")
-    if not bias and b0 != 0:
-        raise ValueError(f"b0 must be 0 when bias=False, got {b0!r}")
-
-
-def _check_start(w0, b0, alpha0, n, d, C, loss):
-    """The warm start as (w (d + 1,) with b last, alpha (n,)), both fresh float64 copies."""
-    w = np.zeros(d + 1)
-    if w0 is not None:
-        w0 = np.asarray(w0, dtype=np.float64)
-        if w0.shape != (d,) or not np.isfinite(w0).all():
-            raise ValueError(f"w0 must be finite with shape ({d},) (n_features), "
-                             f"got shape {w0.shape}")
-        w[:d] = w0
-    w[d] = b0
-    if alpha0 is None:
-        return w, np.zeros(n)
-    alpha = np.array(alpha0, dtype=np.float64)  # a copy: the caller's alpha0 is kept
-    if alpha.shape != (n,):
-        raise ValueError(f"alpha0 must have shape ({n},) (rows of the block), "
-                         f"got {alpha.shape}")
-    upper = C if loss == "l1" else math.inf
-    if not (np.isfinite(alpha).all() and alpha.min(initial=0.0) >= 0.0
-            and alpha.max(initial=0.0) <= upper):
-        bound = f"[0, C={C}]" if loss == "l1" else "[0, inf)"
-        raise ValueError(f"alpha0 must lie in {bound} for loss={loss!r}, found values in "
-                         f"[{alpha.min()}, {alpha.max()}]")
-    return w, alpha
-
-
-def _check_block(X, y):
-    """X as canonical CSR (float64) or C-contiguous float64 (n, d); y (n,) float64 +-1."""
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if not X.has_canonical_format:  # x.x would miss the cross terms of duplicates
-            X = X.copy()
-            X.sum_duplicates()
-        values = X.data
-    else:
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-        values = X
-    n, d = X.shape
-    if n < 1 or d < 1:
-        raise ValueError(f"X must have at least one row and one column, got shape {X.shape}")
-    if not np.isfinite(values).all():
-        raise ValueError("X must be finite, found NaN or infinite values")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},) to match X's rows, got {y.shape}")
-    bad = (y != 1.0) & (y != -1.0)
-    if bad.any():
-        r = int(np.argmax(bad))
-        raise ValueError(f"y must hold labels -1 or +1, row {r} has {float(y[r])}")
-    return X, y
+        ok = False
+    if not ok:
+        raise PPackError(f"row_range: must be a pair (start, stop) with 0 <= start < stop <= {n_samples} "
+                         f"(n_samples), got {row_range!r}")
+    return int(start), int(stop)
 
 
 def _cache_rows(cache_rows, cache_bytes, n, width, dense):
-    """Omega: the most rows both bounds allow, at most n."""
-    cache_rows = _check_int("cache_rows", cache_rows, 1, allow_none=True)
+    """Omega: the most (virtual) rows both bounds allow, at most n."""
     slot = _Cache.slot_bytes(width, dense)
-    if cache_bytes is not None:
-        cache_bytes = _check_int("cache_bytes", cache_bytes, slot)  # at least one row
-    elif cache_rows is None:
+    if cache_bytes is not None and cache_bytes < slot:
+        raise PPackError(f"cache_bytes: must be an integer >= {slot} (one cache slot) or None, got {cache_bytes!r}")
+    if cache_bytes is None and cache_rows is None:
         cache_bytes = DEFAULT_CACHE_BYTES
     omega = n
     if cache_rows is not None:
@@ -579,42 +556,50 @@ def _cache_rows(cache_rows, cache_bytes, n, width, dense):
     return max(omega, 1)
 
 
-def _solve_source(source, C, loss, bias, tol, max_epochs, seed, w0, b0, alpha0,
-                  cache_rows, cache_bytes, chunk_rows, batch_updates, max_updates,
-                  updates_per_row, options):
-    if options:
-        raise ValueError(f"unknown option(s) for the stream solver: {sorted(options)}; "
-                         "known: cache_rows, cache_bytes, chunk_rows, batch_updates, "
-                         "max_updates, updates_per_row")
-    n = source.n
-    omega = _cache_rows(cache_rows, cache_bytes, n, source.width, source.dense)
-    chunk_rows = _check_int("chunk_rows", chunk_rows, 1, allow_none=True)
+def _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=None):
+    """Check the warm start against the source's shape, run, and collect the solution.
+
+    rebuild: the in-memory block (X, y), from which w = sum_r alpha0_r y_r phi~(x_r) is
+    computed when alpha0 comes without w0.
+    """
+    d, n_virtual = source.d, fmap.n_virtual
+    n_out, n_dual = fmap.n_out(d), source.n * n_virtual
+    w0, b0 = check_start(w0, b0, bias, n_out)
+    alpha = check_alpha0(alpha0, n_dual, C if loss == "l1" else math.inf)
+    w = np.zeros(n_out + 1)
+    if w0 is not None:
+        w[:n_out] = w0
+    w[n_out] = b0
+    if alpha is None:
+        alpha = np.zeros(n_dual)
+    elif w0 is None:
+        X, y = rebuild
+        if fmap.kind == IDENTITY:
+            w[:d], w[d] = weights_from_dual(X, y, alpha, bias)
+        else:
+            coef = alpha * np.repeat(y, n_virtual)
+            w[:n_out] = MappedRows(X, fmap).rmatvec(coef)
+            w[n_out] = coef.sum() if bias else 0.0
+    omega = _cache_rows(opts["cache_rows"], opts["cache_bytes"], n_dual, source.width, source.dense)
+    chunk_rows = opts["chunk_rows"]
     if chunk_rows is None:  # a chunk adds at most a quarter of the cache for Omega >= 1024
-        chunk_rows = min(n, max(256, min(4096, omega // 4)))
-    batch_updates = _check_int("batch_updates", batch_updates, 1)
-    max_updates = _check_int("max_updates", max_updates, 1, allow_none=True)
-    if isinstance(updates_per_row, bool) \
-            or not isinstance(updates_per_row, (int, float, np.number)) \
-            or not (math.isfinite(updates_per_row) and updates_per_row >= 0):
-        raise ValueError(f"updates_per_row must be a finite number >= 0, "
-                         f"got {updates_per_row!r}")
-    chunk_rows = min(chunk_rows, n)
-    w, alpha = _check_start(w0, b0, alpha0, n, source.d, C, loss)
-    run = _Run(source, float(C), loss, bias, float(tol), max_epochs, seed, w, alpha, omega,
-               chunk_rows, batch_updates, max_updates, float(updates_per_row))
+        chunk_rows = max(1, max(256, min(4096, omega // 4)) // n_virtual)
+    chunk_rows = min(chunk_rows, source.n)
+    run = _Run(source, fmap, C, loss, bias, opts["tol"], opts["max_epochs"], opts["seed"], w, alpha, omega,
+               chunk_rows, opts["batch_updates"], opts["max_updates"], opts["updates_per_row"])
     t0 = time.perf_counter()
     run.run()
     info = run.info(time.perf_counter() - t0)
-    d = source.d
-    b = float(w[d]) if bias else 0.0
-    return LinearSolution(w[:d].copy(), b, alpha, run.passes, info)
+    info.update(feature_map=fmap.name, n_dual=n_dual)
+    b = float(w[n_out]) if bias else 0.0
+    return LinearSolution(w[:n_out].copy(), b, alpha, run.passes, info)
 
 
 # ------------------------------------------------------------------ public
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=100, seed=0, w0=None,
-          b0=0.0, alpha0=None, cache_rows=None, cache_bytes=None, chunk_rows=None,
+          b0=0.0, alpha0=None, feature_map=None, cache_rows=None, cache_bytes=None, chunk_rows=None,
           batch_updates=DEFAULT_BATCH, max_updates=None,
           updates_per_row=DEFAULT_UPDATES_PER_ROW, **options):
     """StreamSVM on an in-memory block: X (n rows by d features, CSR or dense), y (n,) +-1.
@@ -624,42 +609,49 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=100, seed=0, w0
     neither given, cache_bytes is 256 MiB. tol: stop when M+ - M- over one pass is at
     most tol. max_epochs: most reader passes. max_updates: most trainer steps (None:
     no limit). chunk_rows: rows the reader takes per read (default Omega/4 within
-    [256, 4096]). batch_updates: most trainer steps per lock acquisition.
-    updates_per_row: trainer steps per row read that the two threads keep pace at (0:
-    both run free; see the module notes).
+    [256, 4096], divided by V under shifts). batch_updates: most trainer steps per lock
+    acquisition. updates_per_row: trainer steps per (virtual) row read that the two
+    threads keep pace at (0: both run free; see the module notes). Any other keyword is
+    an error that lists the options.
 
-    A warm start (w0 (d,), b0, alpha0 (n,)) is used as given: w0 may hold other blocks'
-    contributions, and the updates are applied to it incrementally. alpha0 without w0
-    starts from w = sum_i alpha0_i y_i x_i. Returns a LinearSolution; info reports the
-    passes, updates, gaps, evictions and the peak cached rows and bytes.
+    feature_map: a FeatureMap or its name (None: the identity), applied on demand; with
+    V virtual rows per row (shifts) there are n * V duals and the cache bounds count
+    virtual rows. A warm start (w0 (n_out,), b0, alpha0 (n * V,)) is used as given: w0
+    may hold other blocks' contributions, and the updates are applied to it
+    incrementally. alpha0 without w0 starts from w = sum_r alpha0_r y_r phi(x_r).
+    Returns a LinearSolution; info reports the passes, updates, gaps, evictions and the
+    peak cached rows and bytes.
     """
-    _check_options(C, loss, bias, tol, max_epochs, seed, b0)
-    X, y = _check_block(X, y)
-    if alpha0 is not None and w0 is None:
-        _, alpha = _check_start(None, 0.0, alpha0, X.shape[0], X.shape[1], C, loss)
-        w0, b0 = weights_from_dual(X, y, alpha, bias)
-    return _solve_source(_ArraySource(X, y), C, loss, bias, tol, max_epochs, seed, w0, b0,
-                         alpha0, cache_rows, cache_bytes, chunk_rows, batch_updates,
-                         max_updates, updates_per_row, options)
+    opts = check_options("stream", tol=tol, max_epochs=max_epochs, seed=seed, cache_rows=cache_rows,
+                         cache_bytes=cache_bytes, chunk_rows=chunk_rows, batch_updates=batch_updates,
+                         max_updates=max_updates, updates_per_row=updates_per_row, **options)
+    C, loss, bias = check_common(C, loss, bias)
+    X, y = check_block(X, y)
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise PPackError(f"X: must have at least one row and one column, got shape {X.shape}")
+    fmap = as_feature_map(feature_map, X.shape[1])
+    return _solve_source(_ArraySource(X, y), fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=(X, y))
 
 
 def solve_file(path, C, *, row_range=None, loss="l1", bias=True, tol=1e-3, max_epochs=100,
-               seed=0, w0=None, b0=0.0, alpha0=None, cache_rows=None, cache_bytes=None,
+               seed=0, w0=None, b0=0.0, alpha0=None, feature_map=None, cache_rows=None, cache_bytes=None,
                chunk_rows=None, batch_updates=DEFAULT_BATCH, max_updates=None,
                updates_per_row=DEFAULT_UPDATES_PER_ROW, **options):
     """StreamSVM on rows [start, stop) of a ppack HDF5 file, streamed in chunks.
 
     row_range: (start, stop), default all rows; the block is never loaded whole: memory
-    is the cache, one chunk, and alpha plus a flag byte per row. Labels must be +-1 (a
-    row with another label raises ValueError when the reader reaches it). alpha0
-    requires w0, since w cannot be rebuilt without a pass over the file. Other
+    is the cache, one chunk, and alpha plus a flag byte per (virtual) row. Labels must
+    be +-1 (a row with another label raises InputError when the reader reaches it).
+    alpha0 requires w0, since w cannot be rebuilt without a pass over the file. Other
     arguments as in solve.
     """
-    _check_options(C, loss, bias, tol, max_epochs, seed, b0)
+    opts = check_options("stream", tol=tol, max_epochs=max_epochs, seed=seed, cache_rows=cache_rows,
+                         cache_bytes=cache_bytes, chunk_rows=chunk_rows, batch_updates=batch_updates,
+                         max_updates=max_updates, updates_per_row=updates_per_row, **options)
+    C, loss, bias = check_common(C, loss, bias)
     if alpha0 is not None and w0 is None:
-        raise ValueError("alpha0 requires the matching w0 (and b0) in solve_file: "
-                         "w = sum_i alpha0_i y_i x_i is not rebuilt from the file")
+        raise PPackError("alpha0: must come with the matching w0 (and b0) in solve_file, since "
+                         "w = sum_r alpha0_r y_r phi(x_r) is not rebuilt from the file; got no w0")
     source = _FileSource(path, row_range)
-    return _solve_source(source, C, loss, bias, tol, max_epochs, seed, w0, b0, alpha0,
-                         cache_rows, cache_bytes, chunk_rows, batch_updates, max_updates,
-                         updates_per_row, options)
+    fmap = as_feature_map(feature_map, source.d)
+    return _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts)
