@@ -81,21 +81,28 @@ def _timed(fn):
 
 def kernel_sum_rate(d, n_sv=20000, r=100, dtype=np.float64, repeats=5):
     """GFLOP/s of one rank's rbf kernel-sum phase on dense data: 2 r n_sv d flops per pack."""
-    from ppack.mpi.comm import configure_threads
-    from ppack.kernels.spec import KernelSpec
-    from ppack.rows import RowBlock
-    from ppack.table import SupportVectorTable
     from mpi4py import MPI
+
+    from ppack.data.block import RowBlock
+    from ppack.kernels import ops
+    from ppack.kernels.spec import KernelSpec
+    from ppack.mpi.comm import configure_threads
 
     configure_threads(MPI.COMM_SELF)
     rng = np.random.default_rng(0)
     spec = KernelSpec("rbf", gamma=1.0 / d)
-    table = SupportVectorTable(d, False, dtype, spec)
-    table.insert_many(np.arange(n_sv), rng.normal(size=n_sv), rng.random((n_sv, d)).astype(dtype))
-    block = RowBlock.from_rows(rng.random((r, d)).astype(dtype), np.zeros(r), spec, d)
+    coef = rng.normal(size=n_sv)
+    stored = rng.random((n_sv, d)).astype(dtype)
+    stored_norms = ops.row_norms(stored, spec)
+    block = RowBlock.from_rows(rng.random((r, d)).astype(dtype), np.zeros(r), d)
+    block_norms = ops.row_norms(block, spec)
     out = np.zeros(r)
-    table.partial_sums(block, out)
-    best = min(_timed(lambda: table.partial_sums(block, out)) for _ in range(repeats))
+
+    def kernel_sums():
+        ops.partial_sums(stored, stored_norms, coef, block, block_norms, spec, out)
+
+    kernel_sums()
+    best = min(_timed(kernel_sums) for _ in range(repeats))
     return 2 * r * n_sv * d / best / 1e9
 
 

@@ -16,6 +16,7 @@ from .data.shard import Shard
 from .errors import PPackError
 from .mpi.comm import run_collectively
 from .model.format import model_type
+from .mpi.collectives import Collectives
 from .registry import EXCLUSIVE, MODEL_TYPES, check_params
 
 
@@ -85,8 +86,10 @@ class BaseSVC:
 
     def decision_function(self, X):
         """Decision values (n_samples,) of data every rank holds; returned on every rank."""
-        decisions, _ = self.decision_function_shard(self._as_shard(X))
-        return self._comm().bcast(decisions, root=0)
+        shard = self._as_shard(X)
+        decisions, _ = self.decision_function_shard(shard)
+        collectives = Collectives(self._comm())
+        return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shard.n_samples))
 
     def predict(self, X):
         return self.labels_of(self.decision_function(X))

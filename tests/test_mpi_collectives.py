@@ -46,6 +46,17 @@ def test_sum_adds_every_ranks_buffer_in_place(comm, dtype):
 
 
 @pytest.mark.parametrize("comm", COMMS)
+def test_broadcast_copies_the_roots_buffer_to_every_rank(comm):
+    """``broadcast`` overwrites every rank's buffer, in place, with the root's."""
+    c = Collectives(comm)
+    for root in (0, c.size - 1):
+        buf = summand(c.rank, np.float64)
+        assert c.broadcast(buf, root=root) is buf
+        np.testing.assert_array_equal(buf, summand(root, np.float64))
+    assert c.calls == Counter(broadcast=2)
+
+
+@pytest.mark.parametrize("comm", COMMS)
 def test_sum_to_root_gives_the_sum_on_the_root_only(comm):
     """``sum_to_root`` returns a new array on the root and None elsewhere; the input is left alone."""
     c = Collectives(comm)

@@ -48,29 +48,37 @@ def _every(text):
 
 def run(comm, args):
     refuse_other_trainers_options(args)
-    if args.solver == KERNEL_SOLVER:
-        _train_packsvm(comm, args)
-    else:
-        _train_linear(comm, args)
-
-
-def _train_packsvm(comm, args):
     say = Report(comm, args.quiet)
-    if (args.checkpoint_every or args.resume) and not args.checkpoint:
+    kernel = args.solver == KERNEL_SOLVER
+    if kernel and (args.checkpoint_every or args.resume) and not args.checkpoint:
         raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
-    progress = None if args.quiet or comm.Get_rank() else _progress(args.log_every)
-    model = PackSVC(**packsvm_params(args), comm=comm, progress=progress)
+    if kernel:
+        progress = None if args.quiet or comm.Get_rank() else _progress(args.log_every)
+        model = PackSVC(**packsvm_params(args), comm=comm, progress=progress)
+    else:
+        model = BlockAveragedSVC(**linear_params(args), comm=comm)
     run_collectively(comm, model.validate_params)
     threads = configure_threads(comm, args.threads)
     data, test = training_data(args, say)
     shard, read_seconds = read_shard(comm, data, model.feature_dtype)
     say(describe_run(comm, data, shard, threads))
+    metrics = (_fit_packsvm if kernel else _fit_linear)(args, model, shard, say)
+    if metrics is None:  # stopped by SIGTERM, state checkpointed
+        return
+    metrics = {"command": "train", "ranks": comm.Get_size(), "threads_per_rank": threads, "train_data": data,
+               "n_samples": shard.n_samples, "n_features": shard.n_features, **metrics}
+    metrics["seconds"]["read"] = read_seconds
+    _evaluate_and_save(comm, args, model, test, metrics, say)
+
+
+def _fit_packsvm(args, model, shard, say):
+    """Train the kernel model; its metrics, or None when SIGTERM stopped the run."""
     every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
     stop = _stop_on_sigterm()
     model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
               checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set)
-    if progress is not None:
-        progress.close()
+    if model.progress is not None:
+        model.progress.close()
     if model.resumed_from_ is not None:
         say(f"resumed from {args.checkpoint} at iteration {model.resumed_from_}")
     info = model.training_
@@ -78,45 +86,32 @@ def _train_packsvm(comm, args):
         say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} "
             f"(SIGTERM); state saved to {args.checkpoint or 'nowhere (no --checkpoint)'}; "
             "run the same command with --resume to continue")
-        return
+        return None
     say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
         f"T={info['iterations']}, r={info['pack']}")
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
-    metrics = {"command": "train", "ranks": comm.Get_size(), "threads_per_rank": threads,
-               "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features,
-               "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-               "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
-               "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
-               "seconds": dict(info["seconds"], read=read_seconds)}
-    _evaluate_and_save(comm, args, model, test, metrics, say)
+    return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
+            "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
+            "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
+            "seconds": dict(info["seconds"])}
 
 
-def _train_linear(comm, args):
-    say = Report(comm, args.quiet)
-    model = BlockAveragedSVC(**linear_params(args), comm=comm)
-    run_collectively(comm, model.validate_params)
-    threads = configure_threads(comm, args.threads)
-    data, test = training_data(args, say)
-    shard, read_seconds = read_shard(comm, data, model.feature_dtype)
-    say(describe_run(comm, data, shard, threads))
-
+def _fit_linear(args, model, shard, say):
+    """Train the linear model; its metrics."""
     def show(report):
         gap = f", duality gap {report.gap:.6g}" if report.dual else ""
         say(f"  round {report.rounds}: primal objective {report.primal[-1]:.6g}{gap}")
 
     model.fit(shard, on_round=None if args.quiet else show)
     info = model.training_
-    say(f"{model.solver} ({model.averaging} averaging over {comm.Get_size()} blocks): {info['rounds']} rounds in "
+    say(f"{model.solver} ({model.averaging} averaging over {info['ranks']} blocks): {info['rounds']} rounds in "
         f"{info['seconds']:.2f} s, primal objective {info['primal_objective']:.6g}")
-    metrics = {"command": "train", "solver": model.solver, "ranks": comm.Get_size(), "threads_per_rank": threads,
-               "train_data": data, "n_samples": shard.n_samples, "n_features": shard.n_features, "C": model.C,
-               "loss": model.loss, "p": model.power, "features": model.features, **{
-                   k: info[k] for k in ("mode", "rounds", "primal_objective", "dual_objective", "duality_gap",
-                                        "primal_by_round", "dual_by_round")},
-               "seconds": {"total": info["seconds"], "read": read_seconds}}
-    _evaluate_and_save(comm, args, model, test, metrics, say)
+    return {"solver": model.solver, "C": model.C, "loss": model.loss, "p": model.power, "features": model.features,
+            **{k: info[k] for k in ("mode", "rounds", "primal_objective", "dual_objective", "duality_gap",
+                                    "primal_by_round", "dual_by_round")},
+            "seconds": {"total": info["seconds"]}}
 
 
 def _evaluate_and_save(comm, args, model, test, metrics, say):

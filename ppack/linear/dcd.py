@@ -12,7 +12,6 @@ back and the run stops only if the gap of a full epoch is below tol.
 Rows are read through a COFFIN feature map (features.py): with ``shifts`` every image
 yields (2s+1)^2 virtual rows, each with its own dual variable.
 """
-import math
 import time
 
 import numpy as np
@@ -21,7 +20,7 @@ from numba import njit
 from ..errors import PPackError
 from .checks import check_alpha0, check_block, check_common, check_options, check_start
 from .features import _GOLDEN, _add, _dot, _fmix64, _row, _sqnorms, as_feature_map, as_rows
-from .problem import LinearSolution
+from .problem import LinearSolution, dual_box
 
 MAX_ROWS = 2**32  # _rand_below draws from 32-bit ranges
 _S32 = np.uint64(32)
@@ -140,7 +139,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     fmap = as_feature_map(feature_map, d)
     n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
     w0, b0 = check_start(w0, b0, bias, n_out)
-    upper, diag = (C, 0.0) if loss == "l1" else (math.inf, 0.5 / C)
+    upper, diag = dual_box(C, loss)
     n_dual = n * n_virtual
     if n_dual > MAX_ROWS:
         raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")

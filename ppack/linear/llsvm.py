@@ -53,7 +53,7 @@ from numba import njit
 
 from .checks import check_alpha0, check_block, check_common, check_options, check_start
 from .features import IDENTITY, MappedRows, _add, _dot, _row, _sqnorms, as_feature_map, as_rows
-from .problem import LinearSolution
+from .problem import LinearSolution, dual_box
 
 HEADER_BYTES = 12  # label float64 + nnz int32
 PAIR_BYTES = 12  # index int32 + value float64
@@ -384,8 +384,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     kind, params, n_virtual, n_out = fmap.kind, fmap.params(d), fmap.n_virtual, fmap.n_out(d)
     n_dual = n * n_virtual
     w0, b0 = check_start(w0, b0, bias, n_out)
-    upper = C if loss == "l1" else np.inf
-    diag = 0.0 if loss == "l1" else 1.0 / (2.0 * C)
+    upper, diag = dual_box(C, loss)
     alpha = check_alpha0(alpha0, n_dual, upper)
     if alpha is None:
         alpha = np.zeros(n_dual)

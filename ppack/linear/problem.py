@@ -5,6 +5,7 @@ y (n,) holds labels in {-1, +1}. With a bias, the model is (w, b) and every row 
 as [x, 1]; b is regularised together with w. Under a feature map the rows are phi(x),
 one per virtual row (n * n_virtual of them, each with its image's label).
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,12 @@ class LinearSolution:
     alpha: np.ndarray = None
     iterations: int = 0
     info: dict = field(default_factory=dict)
+
+
+def dual_box(C, loss):
+    """(U, D): every dual variable lies in [0, U] and D is added to the diagonal of its
+    quadratic term; hinge ("l1") C and 0, squared hinge ("l2") infinity and 1/(2C)."""
+    return (C, 0.0) if loss == "l1" else (math.inf, 0.5 / C)
 
 
 def margins(X, y, w, b=0.0):

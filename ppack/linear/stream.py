@@ -55,7 +55,7 @@ from ..data.hdf5 import read_header, read_rows
 from ..errors import InputError, PPackError
 from .checks import check_alpha0, check_block, check_common, check_options, check_start
 from .features import IDENTITY, MappedRows, _add, _dot, _sqnorm, as_feature_map
-from .problem import LinearSolution, weights_from_dual
+from .problem import LinearSolution, dual_box, weights_from_dual
 
 BETA = 0.9  # epsilon shrink factor while the cache is nearly full
 FULL_FRACTION = 0.9  # "the RAM is deemed full" above this fraction of Omega
@@ -370,8 +370,7 @@ class _Run:
         self.kind, self.params, self.n_virtual = fmap.kind, fmap.params(source.d), fmap.n_virtual
         self.n_dual = self.n * self.n_virtual
         self.tol, self.max_epochs = tol, max_epochs
-        self.upper = C if loss == "l1" else math.inf
-        self.diag = 0.0 if loss == "l1" else 1.0 / (2.0 * C)
+        self.upper, self.diag = dual_box(C, loss)
         self.bias = 1.0 if bias else 0.0
         self.w, self.alpha = w, alpha
         self.cache = _Cache(omega, source.width, source.dense, self.n_dual)
@@ -565,7 +564,7 @@ def _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=Non
     d, n_virtual = source.d, fmap.n_virtual
     n_out, n_dual = fmap.n_out(d), source.n * n_virtual
     w0, b0 = check_start(w0, b0, bias, n_out)
-    alpha = check_alpha0(alpha0, n_dual, C if loss == "l1" else math.inf)
+    alpha = check_alpha0(alpha0, n_dual, dual_box(C, loss)[0])
     w = np.zeros(n_out + 1)
     if w0 is not None:
         w[:n_out] = w0

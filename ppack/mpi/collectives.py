@@ -12,9 +12,9 @@ from mpi4py import MPI
 
 
 class Collectives:
-    """Buffer collectives over ``comm``. ``calls`` counts each operation by name
-    ("sum", "sum_to_root", "gather_to_root", "exchange"), ``seconds`` their total wall
-    time, ``last_seconds`` the most recent one's."""
+    """Buffer collectives over ``comm``. ``calls`` counts each operation by name ("sum",
+    "broadcast", "sum_to_root", "gather_to_root", "exchange"), ``seconds`` their total
+    wall time, ``last_seconds`` the most recent one's."""
 
     def __init__(self, comm):
         self.comm = comm
@@ -34,6 +34,14 @@ class Collectives:
         start = MPI.Wtime()
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         self._timed("sum", start)
+        return buf
+
+    def broadcast(self, buf, root=0):
+        """``root``'s contiguous array ``buf`` on every rank, in place (one Bcast); the other
+        ranks pass an array of the same shape and dtype to receive it."""
+        start = MPI.Wtime()
+        self.comm.Bcast(buf, root=root)
+        self._timed("broadcast", start)
         return buf
 
     def sum_to_root(self, buf, root=0):
