@@ -26,7 +26,9 @@ def _argument(group, flag, dest, param, negate=False):
     elif rule.kind == "choice":
         kwargs.update(choices=rule.choices)
     elif rule.kind in ("int", "real"):
-        kwargs.update(type=int if rule.kind == "int" else float)
+        kwargs.update(type=int if rule.kind == "int" else float, metavar=flag.lstrip("-").upper().replace("-", "_"))
+    else:
+        kwargs.update(metavar=flag.lstrip("-").upper().replace("-", "_"))
     group.add_argument(flag, **kwargs)
 
 
@@ -34,7 +36,8 @@ def add_packsvm_options(p):
     """The kernel trainer's options, in groups; the registry's exclusive pairs (--C or
     --sigma, --epochs or --iterations) are mutually exclusive."""
     kernel = p.add_argument_group("kernel (packsvm)")
-    other = p.add_argument_group("packsvm (C = 1 / (n_samples * sigma); T = epochs * n_samples)")
+    other = p.add_argument_group("packsvm (C = 1 / (n_samples * sigma); T = epochs * n_samples; "
+                                 "--C and --seed serve the linear solvers too)")
     group_of = {}
     for pair in EXCLUSIVE:
         exclusive = other.add_mutually_exclusive_group()
