@@ -96,6 +96,21 @@ def tiny_images(n=5, side=4, seed=1):
     return images, y
 
 
+def tiny_image_rows(n=30, side=4, seed=1):
+    """``tiny_images`` as CSR rows (n, side * side), pixels row-major."""
+    images, y = tiny_images(n, side, seed)
+    return sp.csr_matrix(images.reshape(n, side * side)), y
+
+
+def product_problem(n=100, d=6, seed=0):
+    """A sparse problem with a product label rule, which poly2 features can separate."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
+    X[:, 0] = rng.normal(size=n)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.2 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return sp.csr_matrix(X), y
+
+
 def alm_problem(n=300, d=8, seed=0, sparse=False):
     """A noisy, nearly linearly separable problem: X (n, d), y (n,) in {-1, +1}."""
     rng = np.random.default_rng(seed)

@@ -16,7 +16,7 @@ from ppack.linear.features import FeatureMap, _sqnorms, as_rows
 from ppack.linear.problem import dual_objective, primal_objective
 
 from conftest import SHARED_DATA
-from naive import llsvm_sweep
+from naive import llsvm_sweep, product_problem, tiny_image_rows
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
@@ -33,26 +33,10 @@ def linear_problem(n=60, d=10, density=0.5, seed=0, flip=0.1):
     return sp.csr_matrix(X), y
 
 
-def product_problem(n=40, d=6, seed=0):
-    """A sparse problem with a product label rule, which poly2 features can separate."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
-    X[:, 0] = rng.normal(size=n)
-    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.2 * rng.normal(size=n) > 0, 1.0, -1.0)
-    return sp.csr_matrix(X), y
-
-
-def tiny_images(n=12, side=4, seed=1):
-    """n side x side images as CSR rows (row-major pixels), labels alternating +1, -1."""
-    rng = np.random.default_rng(seed)
-    images = rng.normal(size=(n, side * side)) * (rng.random((n, side * side)) < 0.6)
-    return sp.csr_matrix(images), np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-
-
 def mapped_problem(spec, seed=0):
     """(X, y, FeatureMap, phi(X) as CSR, labels of the virtual rows) for a map spec."""
     fmap = FeatureMap.parse(spec)
-    X, y = tiny_images(seed=seed) if fmap.n_virtual > 1 else product_problem(seed=seed)
+    X, y = tiny_image_rows(12, seed=seed) if fmap.n_virtual > 1 else product_problem(40, seed=seed)
     return X, y, fmap, fmap.expand(X), np.repeat(y, fmap.n_virtual)
 
 

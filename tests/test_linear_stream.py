@@ -19,7 +19,7 @@ from ppack.linear import dcd, stream
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
 
-from naive import StreamCacheTwin
+from naive import StreamCacheTwin, product_problem, tiny_image_rows
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
@@ -52,22 +52,6 @@ def liblinear_reference(X, y, C, loss, Xt=None, yt=None):
     p = 1 if loss == "l1" else 2
     acc = None if Xt is None else float(np.mean(np.where(Xt @ w + b > 0, 1.0, -1.0) == yt))
     return primal_objective(X, y, w, b, C, p), acc
-
-
-def product_problem(n=100, d=6, seed=0):
-    """A sparse problem with a product label rule, which poly2 features can separate."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
-    X[:, 0] = rng.normal(size=n)
-    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.2 * rng.normal(size=n) > 0, 1.0, -1.0)
-    return sp.csr_matrix(X), y
-
-
-def tiny_images(n=30, side=4, seed=1):
-    """n side x side images as CSR rows (row-major pixels), labels alternating +1, -1."""
-    rng = np.random.default_rng(seed)
-    images = rng.normal(size=(n, side * side)) * (rng.random((n, side * side)) < 0.6)
-    return sp.csr_matrix(images), np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
 
 
 MAPS = ["poly2", "hash:6", "shifts:1"]
@@ -177,7 +161,7 @@ def test_numba_cores_match_numpy_twin(dense, loss, bias):
 def test_numba_cores_with_a_map_match_numpy_twin(spec, dense):
     """Each slot holds one virtual row; its dot, add and norm go through the map."""
     fmap = FeatureMap.parse(spec)
-    X, y = tiny_images() if fmap.n_virtual > 1 else product_problem(n=80)
+    X, y = tiny_image_rows(30) if fmap.n_virtual > 1 else product_problem(n=80)
     chunks = ((0, 10), (10, 20), (15, 30)) if fmap.n_virtual > 1 else ((0, 30), (30, 60), (45, 80))
     check_cores_against_twin(X, y, dense, "l1", 1.0, 40, chunks, fmap)
 
@@ -317,7 +301,7 @@ def test_map_reaches_the_optimum_on_explicit_features(spec, tmp_path):
     """The map computed on demand solves the problem dcd solves on phi(X) (one row per virtual
     row), with a cache of a fraction of the virtual rows; the file reader gives the same run."""
     fmap = FeatureMap.parse(spec)
-    X, y = tiny_images(n=20) if fmap.n_virtual > 1 else product_problem()
+    X, y = tiny_image_rows(20) if fmap.n_virtual > 1 else product_problem()
     Phi, yz = fmap.expand(X), np.repeat(y, fmap.n_virtual)
     C = 0.5
     ref = dcd.solve(Phi, yz, C, tol=1e-8, max_epochs=100000)
