@@ -81,6 +81,25 @@ BAD_OPTIONS = [
 ]
 
 
+def test_unwritable_outputs_and_foreign_checkpoints_fail_before_any_data_is_read(mpi_tmp_path, capsys):
+    """The data path does not exist either: the error names the output, so it came first."""
+    d = mpi_tmp_path
+    missing = str(d / "missing.h5")
+    fails_with(capsys, ["train", "--data", missing, "--model", str(d / "no" / "m.h5")],
+               f"--model {d / 'no' / 'm.h5'}: the folder {d / 'no'} does not exist")
+    fails_with(capsys, ["train", "--data", missing, "--metrics-json", str(d)], f"--metrics-json {d}: is a folder")
+    fails_with(capsys, ["train", "--data", missing, "--checkpoint", str(d / "no" / "c.h5")],
+               f"--checkpoint {d / 'no' / 'c.h5'}: the folder {d / 'no'} does not exist")
+    if WORLD.Get_rank() == 0:
+        (d / "notes.h5").write_text("not a checkpoint")
+    WORLD.Barrier()
+    fails_with(capsys, ["train", "--data", missing, "--checkpoint", str(d / "notes.h5"), "--resume"],
+               f"{d / 'notes.h5'}: not a readable HDF5 file")
+    fails_with(capsys, ["predict", "--model", missing, "--data", missing, "--output", str(d / "no" / "o.npy")],
+               f"--output {d / 'no' / 'o.npy'}: the folder {d / 'no'} does not exist")
+    fails_with(capsys, ["convert", missing, str(d / "no" / "x.h5")], "the folder")
+
+
 @pytest.mark.parametrize("options,message", BAD_OPTIONS)
 def test_bad_options_and_combinations_give_one_line_errors(options, message, mpi_tmp_path, capsys):
     X, y = make_problem(60, 6, seed=40)

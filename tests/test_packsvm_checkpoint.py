@@ -125,3 +125,23 @@ def test_a_tol_run_resumed_mid_window_stops_where_an_uninterrupted_one_does(tmp_
     assert resumed.training_["converged"]
     assert resumed.training_["iterations_done"] == full.training_["iterations_done"]
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+
+
+def test_a_file_at_the_checkpoint_path_that_is_not_this_runs_checkpoint_is_refused(tmp_path):
+    """Only a missing file starts afresh: a model, a truncated file or another run's
+    checkpoint is an error naming the file, with or without resume, and is left as it was."""
+    X, y = make_problem(300, 6, seed=47)
+    model = PackSVC(comm=SELF, **dict(PARAMS, iterations=300)).fit(X, y)
+    model.save(tmp_path / "model.h5")
+    (tmp_path / "cut.h5").write_bytes((tmp_path / "model.h5").read_bytes()[:1000])
+    PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=tmp_path / "other.h5", stop_after_packs=2)
+    cases = [("model.h5", "attribute 'format': expected 'ppack-checkpoint', got 'ppack-model'"),
+             ("cut.h5", "not a readable HDF5 file"),
+             ("other.h5", "checkpoint was made with gamma=0.2, this run has gamma=0.5")]
+    for name, message in cases:
+        before = (tmp_path / name).read_bytes()
+        for resume in (False, True):
+            with pytest.raises(PPackError, match=message) as info:
+                PackSVC(comm=SELF, **dict(PARAMS, gamma=0.5)).fit(X, y, checkpoint=tmp_path / name, resume=resume)
+            assert str(info.value).startswith(str(tmp_path / name))
+        assert (tmp_path / name).read_bytes() == before

@@ -1,6 +1,8 @@
 """What every command shares: rank-0 argparse and output, reading data, metrics files."""
 import argparse
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -8,6 +10,7 @@ from mpi4py import MPI
 from ..atomic import atomic_write
 from ..data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
 from ..data.shard import load_shard
+from ..errors import PPackError
 from ..mpi.comm import on_rank0
 
 
@@ -41,6 +44,26 @@ def add_common(p):
     p.add_argument("--quiet", action="store_true", help="print only errors")
     p.add_argument("--log-every", type=float, default=30.0,
                    help="seconds between progress lines when not on a terminal (default 30)")
+
+
+def check_outputs(comm, outputs):
+    """Collective: rank 0 checks that every output file can be written (its folder exists and
+    is writable; the path is not a folder) before any data is read, so a typo fails at once
+    instead of after hours of training. ``outputs``: {flag: path or None}."""
+    def check():
+        for flag, path in outputs.items():
+            if path is None:
+                continue
+            path = Path(path)
+            folder = path.parent
+            if path.is_dir():
+                raise PPackError(f"{flag} {path}: is a folder; expected a file to write")
+            if not folder.is_dir():
+                raise PPackError(f"{flag} {path}: the folder {folder} does not exist")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PPackError(f"{flag} {path}: the folder {folder} is not writable")
+
+    on_rank0(comm, check)
 
 
 def read_shard(comm, path, dtype):

@@ -6,7 +6,7 @@ import numpy as np
 from ..data.convert import convert
 from ..mpi.comm import on_rank0
 from ..registry import DTYPES, STORAGES
-from .common import Report
+from .common import Report, check_outputs
 
 
 def add_parser(sub):
@@ -23,6 +23,7 @@ def add_parser(sub):
 
 
 def run(comm, args):
+    check_outputs(comm, {"output": args.output})
     start = time.perf_counter()
     header = on_rank0(comm, convert, args.input, args.output, n_features=args.n_features, storage=args.storage,
                       dtype=np.dtype(args.dtype))

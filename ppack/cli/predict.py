@@ -8,7 +8,7 @@ from ..atomic import atomic_h5_write, atomic_write
 from ..base import load_model
 from ..errors import PPackError
 from ..mpi.comm import configure_threads, on_rank0
-from .common import Report, add_common, evaluate, ranks_and_threads, read_shard, write_metrics
+from .common import Report, add_common, check_outputs, evaluate, ranks_and_threads, read_shard, write_metrics
 
 OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
 
@@ -27,6 +27,7 @@ def run(comm, args):
     if args.output and Path(args.output).suffix.lower() not in OUTPUT_FORMATS:
         raise PPackError(f"--output: unknown file type {Path(args.output).suffix!r}; expected one of "
                          f"{', '.join(OUTPUT_FORMATS)}", collective=True)
+    check_outputs(comm, {"--output": args.output, "--metrics-json": args.metrics_json})
     model, model_seconds = _timed_load(comm, args.model)
     shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
     decisions, labels, accuracy, seconds = evaluate(comm, model, shard)

@@ -66,13 +66,7 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
     def load():
         with h5py.File(path, "r") as f:
             a = f.attrs
-            if a.get("format") != FORMAT or not a.get("complete", False):
-                raise InputError("not a complete ppack checkpoint (attribute 'format' or 'complete')", path)
-            saved = json.loads(a["params"])
-            for name, value in params.items():
-                if name != "iterations" and saved.get(name) != value:
-                    raise InputError(f"checkpoint was made with {name}={saved.get(name)!r}, this run has "
-                                     f"{name}={value!r}; resume with the same settings", path)
+            _check_header(path, a, params)
             owner = f["owner"][()]
             size, rank = comm.Get_size(), comm.Get_rank()
             same_layout = int(a["ranks"]) == size
@@ -108,10 +102,32 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
     return run_collectively(comm, load)
 
 
-def checkpoint_exists(path):
-    """True when ``path`` is a complete checkpoint file."""
+def check_checkpoint_file(path, params=None):
+    """Whether ``path`` holds a checkpoint: False when there is no file; True for a complete
+    ppack checkpoint (made with ``params``, when given, all but ``iterations``); anything
+    else at that path raises InputError naming the file and what is wrong, so it is never
+    overwritten or silently ignored."""
+    if not Path(path).exists():
+        return False
     try:
         with h5py.File(path, "r") as f:
-            return f.attrs.get("format") == FORMAT and bool(f.attrs.get("complete", False))
-    except OSError:
-        return False
+            _check_header(path, f.attrs, params)
+    except OSError as exc:
+        raise InputError(f"not a readable HDF5 file ({exc}); --checkpoint must name a ppack checkpoint "
+                         "or a file that does not exist yet", path) from None
+    return True
+
+
+def _check_header(path, attrs, params):
+    if attrs.get("format") != FORMAT:
+        raise InputError(f"attribute 'format': expected {FORMAT!r}, got {attrs.get('format')!r}; --checkpoint must "
+                         "name a ppack checkpoint or a file that does not exist yet", path)
+    if not attrs.get("complete", False):
+        raise InputError("attribute 'complete' is not set: the checkpoint was not written to the end", path)
+    if params is None:
+        return
+    saved = json.loads(attrs["params"])
+    for name, value in params.items():
+        if name != "iterations" and saved.get(name) != value:
+            raise InputError(f"checkpoint was made with {name}={saved.get(name)!r}, this run has "
+                             f"{name}={value!r}; resume with the same settings (or another --checkpoint)", path)

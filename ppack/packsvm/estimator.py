@@ -8,7 +8,7 @@ from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model
 from ..mpi.comm import chunk, on_rank0, run_collectively
 from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
-from .checkpoint import checkpoint_exists, read_checkpoint
+from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .table import SupportVectorTable, gathered
@@ -100,7 +100,8 @@ class PackSVC(BaseSVC):
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
-        if resume and checkpoint is not None and comm.bcast(checkpoint_exists(checkpoint), root=0):
+        exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
+        if resume and exists:
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype], self.tol_window)
         self.resumed_from_ = None if previous is None else previous[1].iteration
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
