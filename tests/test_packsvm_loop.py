@@ -9,9 +9,10 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 from ppack.data.sampler import RowSampler
+from ppack.errors import PPackError
 
 from conftest import CountingComm, fitted, make_problem
-from naive import spack_reference
+from naive import kernel_matrix, spack_reference
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -112,3 +113,61 @@ def test_exactly_two_allreduce_calls_per_pack(sparse):
         counts.append(comm.calls)
     extra = {name: counts[1][name] - counts[0][name] for name in counts[1] | counts[0]}
     assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 5}
+
+
+def reference_decisions(X, y, sigma, ids, gamma):
+    """Decision values on X of the unpacked reference after the iterations ``ids`` (rbf kernel)."""
+    alpha, tested = spack_reference(X, y, sigma, ids, "rbf", gamma)
+    assert np.isfinite(tested).all() and np.isfinite(list(alpha.values())).all()
+    keys = sorted(alpha)
+    return kernel_matrix(X, X[keys], "rbf", gamma) @ np.array([alpha[k] for k in keys])
+
+
+@pytest.mark.parametrize("sigma", [1e-7, 1e-9, 1e-11])
+@pytest.mark.parametrize("pack", [1000, 4096])
+def test_tiny_sigma_packed_equals_unpacked_reference(sigma, pack, rank0_only):
+    """Early steps with eta = 1/(sigma t) huge project almost every time, each shrinking the
+    scale by about sqrt(sigma) t: within one pack it would underflow without the fold.
+
+    Tolerance: decision values within 1e-9 relative (float64 sums in different orders).
+    """
+    X, y = make_problem(300, 6, seed=5)
+    iterations = pack + pack // 2  # a full pack, then a partial one on top of the folded table
+    model = fitted(X, y, sigma=sigma, iterations=iterations, pack=pack, seed=8)
+    expected = reference_decisions(X, y, sigma, RowSampler(300, 8).take(iterations), 0.2)
+    got = model.decision_function(X)
+    assert np.isfinite(got).all() and np.isfinite(model.table_.coef).all() and np.isfinite(model.scale_)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    assert model.stats_.projections > iterations // 10
+
+
+def test_tiny_sigma_pack_size_does_not_change_the_model():
+    """r-invariance at sigma = 1e-9, where the scale is folded many times inside a pack."""
+    X, y = make_problem(300, 6, seed=6)
+    one = fitted(X, y, sigma=1e-9, pack=1, iterations=2500)
+    packed = fitted(X, y, sigma=1e-9, pack=2000, iterations=2500)
+    assert np.array_equal(np.sort(one.table_.keys), np.sort(packed.table_.keys))
+    got, want = packed.decision_function(X), one.decision_function(X)
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+
+
+def test_overflowing_norm_stops_training_with_a_clear_error():
+    """sigma = 1e-160: the first step's eta^2 K(x, x) = 1e320 overflows ||w||^2."""
+    X, y = make_problem(50, 4, seed=9)
+    with pytest.raises(PPackError, match=r"diverged at iteration 1 \(sigma=1e-160, pack=20\).*norm") as caught:
+        fitted(X, y, sigma=1e-160, pack=20, iterations=100)
+    assert caught.value.collective
+
+
+def test_infinite_kernel_value_stops_training_at_the_iteration_that_meets_it():
+    """A row whose linear kernel value K(x, x) overflows: the first step that adds it diverges."""
+    X, y = make_problem(60, 4, seed=10)
+    X = np.hstack([X, np.zeros((60, 1))])
+    big = 17
+    X[big] = 0.0
+    X[big, -1] = 1e200  # orthogonal to every other row: prediction 0, so the hinge step adds it
+    ids = RowSampler(60, 3).take(400)
+    first = int(np.flatnonzero(ids == big)[0]) + 1
+    with pytest.raises(PPackError, match=rf"diverged at iteration {first} \(sigma=0.01, pack=50\)"):
+        fitted(X, y, kernel="linear", sigma=0.01, pack=50, iterations=400)

@@ -56,3 +56,24 @@ def test_first_iteration_resets_w():
     # ||w_1||^2 = 100 > 1/sigma = 10: projected by 1/sqrt(10) before t = 2 predicts
     assert pred[1] == pytest.approx(-10.0 * 0.5 / np.sqrt(10.0), rel=1e-14)
     assert np.isfinite(s) and np.isfinite(norm)
+
+
+@pytest.mark.parametrize("sigma", [1e-7, 1e-9, 1e-11])
+def test_tiny_sigma_pack_folds_the_scale_into_its_coefficients(sigma):
+    """With a tiny sigma nearly every step projects by ~sqrt(sigma) t, so the scale of one pack
+    would underflow: the replay folds it into the pack's coefficients and w stays exact."""
+    X, y = make_problem(80, 5, seed=4)
+    r = 400
+    ids = RowSampler(80, 1).take(r)
+    expected, tested = spack_reference(X, y, sigma, ids, "rbf", 0.4)
+    K = kernel_matrix(X[ids], X[ids], "rbf", 0.4)
+    pred, coef, loss = np.zeros(r), np.empty(r), np.empty(r)
+    s, norm, _ = replay_pack(y[ids], pred, K, 0, 1.0, 0.0, sigma, coef, loss)
+    assert np.isfinite(tested).all() and all(np.isfinite(v) for v in expected.values())
+    assert np.isfinite(coef).all() and np.isfinite(s) and s > 0 and np.isfinite(norm)
+    np.testing.assert_allclose(pred, tested, rtol=1e-9, atol=1e-12)
+    alpha = np.zeros(80)
+    np.add.at(alpha, ids, s * coef)
+    want = np.zeros(80)
+    want[list(expected)] = list(expected.values())
+    np.testing.assert_allclose(alpha, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())

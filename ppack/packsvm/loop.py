@@ -4,8 +4,10 @@ Per pack (``run``): draw r row ids from the shared stream; collective 1 delivers
 rows to every rank; each rank computes, against its own support vectors, the r partial
 predictions, its share of the pair kernel matrix and "I hold key k" flags; collective 2
 sums them; every rank replays the r sequential updates (``replay.replay_pack``) and then
-updates the table: existing keys in place, new keys to the least occupied rank (lowest
-rank on ties), which every rank computes alike from the replicated occupancy counts.
+updates the table: first the stored coefficients are multiplied by the product of the
+pack's scale folds, then the pack's coefficients are added: existing keys in place, new
+keys to the least occupied rank (lowest rank on ties), which every rank computes alike from
+the replicated occupancy counts. A non-finite value in the replay stops every rank alike.
 """
 import time
 from dataclasses import dataclass, field
@@ -15,18 +17,15 @@ import numpy as np
 from mpi4py import MPI
 
 from ..data.delivery import deliver_rows
+from ..errors import PPackError
 from ..data.sampler import RowSampler
 from ..kernels import ops
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
 from .checkpoint import write_checkpoint
-from .replay import replay_pack
+from .replay import NonFinite, replay_pack
 from .state import LossWindows, SolverState, SolverStats, moving_average
 from .table import SupportVectorTable
-
-# Below this scale the coefficients are folded into the table (beta *= s, s = 1) so that
-# beta = eta / s cannot overflow on very long runs.
-RESCALE_BELOW = 1e-100
 
 
 @dataclass
@@ -135,15 +134,17 @@ class PackedSolver:
             pair = np.empty((r, r))
             pair[left, right] = pair[right, left] = buf[r:r + n_pairs]
             owners = np.rint(buf[r + n_pairs:2 * r + n_pairs]).astype(np.int64) - 1
-            coef, loss = np.empty(r), np.empty(r)
-            state.scale, state.norm, projections = replay_pack(
-                block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss)
+            coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
+            try:
+                state.scale, state.norm, projections = replay_pack(
+                    block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss, fold)
+            except NonFinite as exc:  # every rank replays the same numbers: all raise here together
+                raise PPackError(self._divergence_message(exc), collective=True) from None
             state.iteration += r
             stats.projections += projections
-            self._update_table(table, state, ids, owners, coef, block, norms, rank)
-            if state.scale < RESCALE_BELOW:
-                table.scale_coefficients(state.scale)
-                state.scale = 1.0
+            if fold[0] != 1.0 or fold[1] != 0.0:  # the pack's scale folds, before its coefficients
+                table.scale_coefficients(fold[0], int(fold[1]))
+            self._update_table(table, state, ids, owners, coef, loss > 0.0, block, norms, rank)
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, loss, ema_weight)
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3
@@ -163,11 +164,21 @@ class PackedSolver:
                 return table, state, stats, True
         return table, state, stats, False
 
+    def _divergence_message(self, exc):
+        return (f"training diverged at iteration {exc.iteration} (sigma={self.sigma:g}, pack={self.pack}): "
+                f"{exc.what} is {exc.value}; each step adds 1/(sigma t) times a kernel row, and with this sigma "
+                f"or these kernel values the numbers leave the float range: use a larger sigma (a smaller C), "
+                f"or scale the features (or gamma) so that kernel values stay moderate")
+
     @staticmethod
-    def _update_table(table, state, ids, owners, coef, block, norms, rank):
-        """Apply the pack's added coefficients: merge repeated keys, place new ones."""
+    def _update_table(table, state, ids, owners, coef, stepped, block, norms, rank):
+        """Apply the pack's added coefficients: merge repeated keys, place new ones.
+
+        stepped (r,): whether iteration k added a coefficient; decided by the hinge test, not
+        by ``coef[k] != 0``, which a coefficient folded many times in its pack may underflow to.
+        """
         added = {}
-        for k in np.flatnonzero(coef):
+        for k in np.flatnonzero(stepped):
             key = int(ids[k])
             if key in added:
                 added[key][0] += coef[k]

@@ -3,52 +3,124 @@
 Figure 11 of the P-packSVM paper, with its known slips fixed:
 - ||w||^2 (``norm``) is scaled by (1 - 1/t)^2 when w is scaled by (1 - 1/t);
 - the cross term of the norm update uses the prediction of the *scaled* w;
-- at t = 1 the factor is 0: w is reset to 0 (then s restarts at 1, never divided by 0);
+- at t = 1 (decided by the iteration number, never by the scale's value) the factor is 0:
+  w is reset to 0, recorded as a fold by 0, and s restarts at 1;
 - after a projection the remaining predictions of the pack are rescaled by the
   projection factor 1/sqrt(sigma * norm), not by (1 - 1/t).
+
+The scale is folded inside the pack: whenever s falls below ``FOLD_BELOW`` the pack's
+coefficients added so far are multiplied by s, s restarts at 1, and the fold is recorded;
+the caller multiplies the stored coefficients by the product of the pack's folds before
+adding the pack's coefficients. With a tiny sigma nearly every early step projects, each
+shrinking s by about sqrt(sigma) t, so s would underflow within one pack otherwise.
 """
 import math
 
+import numpy as np
 from numba import njit
 
+# s is folded when it ends an iteration below 2^-500 (about 3e-151). Why this is safe:
+# an iteration starts with FOLD_BELOW <= s <= 1 and multiplies s by a = 1 - 1/t >= 1/2
+# (t >= 2), then by at most one projection factor 1/sqrt(sigma * norm) >= 1/sqrt(sigma *
+# DBL_MAX), about 7e-155 for sigma <= 1 and a finite norm: s stays above 1e-305, a normal
+# float (no underflow, no loss of digits). The coefficient eta / s is computed with
+# s >= FOLD_BELOW / 2, so |eta / s| <= 2^501 / (sigma t), finite for sigma >= 1e-157; a
+# smaller sigma overflows eta^2 K(x, x) in the norm first, which is reported as divergence.
+FOLD_BELOW = 2.0 ** -500
 
-@njit(cache=True)
-def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out):
+# what turned non-finite, by the code ``replay_pack`` reports
+NON_FINITE = {1: "the prediction <w, phi(x)>", 2: "the squared norm of w", 3: "the added coefficient",
+              4: "the scale of w"}
+
+
+class NonFinite(ArithmeticError):
+    """The replay met a non-finite value: ``iteration`` (1-based), ``what`` it was, ``value``."""
+
+    def __init__(self, iteration, what, value):
+        super().__init__(f"{what} is {value} at iteration {iteration}")
+        self.iteration, self.what, self.value = iteration, what, value
+
+
+def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
     and updated in place (on exit pred[k] is the prediction iteration t0+k+1 tested);
     pair (r, r) the kernel values K(x_k, x_l); coef_out (r,) receives the coefficient
-    added to v at iteration k (0 if none); loss_out (r,) the hinge loss max(0, 1 - y y').
+    added to v at iteration k (0 if none), in the units of the returned s; loss_out (r,)
+    the hinge loss max(0, 1 - y y'). fold_out (2,), if given, receives the product of the
+    pack's folds as (mantissa, exponent), the product being mantissa * 2^exponent (kept
+    apart so that a product far below the float range stays exact): v on entry must be
+    multiplied by it (``SupportVectorTable.scale_coefficients``) before the pack's
+    coefficients are added. Raises ``NonFinite`` on a non-finite prediction, norm,
+    coefficient or scale; the outputs are then meaningless.
     """
+    info = np.zeros(4)
+    s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info)
+    if info[2] != 0.0:
+        k, code = int(info[2]) - 1, int(info[3])
+        value = {1: pred[k], 2: norm, 3: coef_out[k], 4: s}[code]
+        raise NonFinite(t0 + k + 1, NON_FINITE[code], value)
+    if fold_out is not None:
+        fold_out[0], fold_out[1] = info[0], info[1]
+    return s, norm, projections
+
+
+@njit(cache=True)
+def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info):
+    """The kernel of ``replay_pack``; info (4,) receives the fold's mantissa and exponent, and
+    (k + 1, code) of the first non-finite value (0, 0 if none)."""
     r = y.shape[0]
     projections = 0
     limit = 1.0 / sigma
+    fold_m, fold_e = 1.0, 0.0
+    for k in range(r):
+        coef_out[k] = 0.0
+        loss_out[k] = 0.0
     for k in range(r):
         t = t0 + k + 1
         a = 1.0 - 1.0 / t
         yk = y[k]
         pk = pred[k]
+        if not math.isfinite(pk):
+            info[2], info[3] = k + 1, 1
+            break
         loss = 1.0 - yk * pk
         loss_out[k] = loss if loss > 0.0 else 0.0
-        coef_out[k] = 0.0
         s *= a
         norm *= a * a
-        for l in range(k + 1, r):
-            pred[l] *= a
+        for j in range(k + 1, r):
+            pred[j] *= a
+        if t == 1:  # w_1 = 0 * w_0: a fold by 0 (v, all of it from before this pack, is dropped)
+            fold_m, fold_e = 0.0, 0.0
+            s = 1.0
         if loss > 0.0:
             eta = yk / (sigma * t)
-            if s == 0.0:  # t == 1: w is zero, restart the scale
-                s = 1.0
             norm += 2.0 * eta * a * pk + eta * eta * pair[k, k]
             coef_out[k] = eta / s
-            for l in range(k + 1, r):
-                pred[l] += eta * pair[k, l]
+            if not math.isfinite(norm):
+                info[2], info[3] = k + 1, 2
+                break
+            if not math.isfinite(coef_out[k]):
+                info[2], info[3] = k + 1, 3
+                break
+            for j in range(k + 1, r):
+                pred[j] += eta * pair[k, j]
             if norm > limit:
                 f = 1.0 / math.sqrt(sigma * norm)
                 s *= f
                 norm = limit
                 projections += 1
-                for l in range(k + 1, r):
-                    pred[l] *= f
+                for j in range(k + 1, r):
+                    pred[j] *= f
+        if not (s > 0.0 and math.isfinite(s)):
+            info[2], info[3] = k + 1, 4
+            break
+        if s < FOLD_BELOW:
+            for j in range(k + 1):
+                coef_out[j] *= s
+            m, e = math.frexp(fold_m * s)
+            fold_m, fold_e = m, fold_e + e
+            s = 1.0
+    info[0], info[1] = fold_m, fold_e
     return s, norm, projections

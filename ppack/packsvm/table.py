@@ -91,8 +91,13 @@ class SupportVectorTable:
             self._slots[int(key)] = self.n + i
         self.n += k
 
-    def scale_coefficients(self, factor):
-        self._coef[:self.n] *= factor
+    def scale_coefficients(self, factor, exponent=0):
+        """Multiply every coefficient by ``factor * 2**exponent`` (the exponent apart, so that a
+        factor far below the float range, such as a pack's product of scale folds, is exact)."""
+        coef = self._coef[:self.n]
+        coef *= factor
+        if exponent:
+            coef[:] = np.ldexp(coef, int(min(max(exponent, -4000), 4000)))
 
     def _grow(self, n_entries, extra_nnz):
         cap = len(self._keys)
