@@ -1,5 +1,6 @@
 """The packed solver: against the plain S-packSVM of Figures 1 and 2 (tests/naive.py), r- and
-p-invariance, two Allreduce calls per pack, support vectors spread evenly, the --tol stop.
+p-invariance, two Allreduce calls per pack, support vectors spread evenly, the --tol stop, the
+ranks' agreement on the replicated state.
 
 The distributed tests run with ``mpiexec -n 4 python -m pytest --with-mpi``.
 """
@@ -10,6 +11,7 @@ from mpi4py import MPI
 from ppack import PackSVC
 from ppack.data.sampler import RowSampler
 from ppack.errors import PPackError
+from ppack.packsvm.state import LossWindows, SolverState, replica_digest
 
 from conftest import CountingComm, fitted, make_problem
 from naive import kernel_matrix, spack_reference
@@ -171,3 +173,60 @@ def test_infinite_kernel_value_stops_training_at_the_iteration_that_meets_it():
     first = int(np.flatnonzero(ids == big)[0]) + 1
     with pytest.raises(PPackError, match=rf"diverged at iteration {first} \(sigma=0.01, pack=50\)"):
         fitted(X, y, kernel="linear", sigma=0.01, pack=50, iterations=400)
+
+
+def replicated_state():
+    state = SolverState(iteration=4200, scale=0.37, norm=12.5, occupancy=np.array([7, 6, 6, 6], dtype=np.int64),
+                        loss_windows=LossWindows(500, total=3.25, count=100, means=[0.5]))
+    rng = np.random.default_rng(0)
+    return state, rng.normal(size=50), np.maximum(rng.normal(size=50), 0.0)
+
+
+def test_replica_digest_is_deterministic_and_sees_one_bit():
+    state, coef, loss = replicated_state()
+    digest = replica_digest(state, coef, loss)
+    assert digest == replica_digest(*replicated_state())
+    assert digest == int(digest) and 0 <= digest < 2.0 ** 52  # exact in a float64 sum with zeros
+    changed = [replica_digest(SolverState(**dict(vars(state), scale=np.nextafter(state.scale, 1.0))), coef, loss),
+               replica_digest(SolverState(**dict(vars(state), norm=np.nextafter(state.norm, 0.0))), coef, loss),
+               replica_digest(SolverState(**dict(vars(state), iteration=4201)), coef, loss),
+               replica_digest(SolverState(**dict(vars(state), occupancy=np.array([6, 7, 6, 6]))), coef, loss)]
+    for k, array in ((0, coef), (7, coef), (49, loss)):  # the low bit of one value of the pack's replay
+        bits = array.copy().view(np.int64)
+        bits[k] ^= 1
+        changed.append(replica_digest(state, *((bits.view(np.float64), loss) if array is coef
+                                               else (coef, bits.view(np.float64)))))
+    assert digest not in changed and len(set(changed)) == len(changed)
+
+
+class PerturbingComm(CountingComm):
+    """On rank ``victim`` only, every pack's second Allreduce (the float64 buffer of length
+    ``length``) returns its first ``r`` sums (the predictions) 1e-12 relative off, from
+    the ``after``-th such call on: an MPI whose sums are not bit-identical on every rank."""
+
+    def __init__(self, comm, victim, length, r, after):
+        super().__init__(comm)
+        self.victim, self.length, self.r, self.after, self.seen = victim, length, r, after, 0
+
+    def Allreduce(self, sendbuf, recvbuf, *args, **kwargs):
+        self._comm.Allreduce(sendbuf, recvbuf, *args, **kwargs)
+        buf = recvbuf if isinstance(recvbuf, np.ndarray) else sendbuf
+        if isinstance(buf, np.ndarray) and buf.dtype == np.float64 and buf.size == self.length:
+            self.seen += 1
+            if self.seen >= self.after and self._comm.Get_rank() == self.victim:
+                buf[:self.r] *= 1.0 + 1e-12
+
+
+@pytest.mark.mpi(min_size=2)
+def test_ranks_that_disagree_on_the_replicated_state_all_stop():
+    """One rank's predictions drift by 1e-12 in pack 3: in pack 4's collective every rank sees
+    the digests differ and raises the same collective error (no rank hangs in a collective)."""
+    X, y = make_problem(400, 8, seed=25)
+    r, size = 50, WORLD.Get_size()
+    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=3)
+    with pytest.raises(PPackError, match=r"ranks disagree on the replicated state after iteration 150 "
+                                         r"\(pack 3; .*rank 1\).*I_MPI_CBWR=1") as caught:
+        PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
+    assert caught.value.collective
+    assert comm.seen == 4  # stopped in the pack after the drift, every rank alike
+    assert WORLD.allgather(str(caught.value)) == [str(caught.value)] * size

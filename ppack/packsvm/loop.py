@@ -8,6 +8,14 @@ updates the table: first the stored coefficients are multiplied by the product o
 pack's scale folds, then the pack's coefficients are added: existing keys in place, new
 keys to the least occupied rank (lowest rank on ties), which every rank computes alike from
 the replicated occupancy counts. A non-finite value in the replay stops every rank alike.
+
+Agreement check: the replicated state (scale, norm, iteration, the replay's decisions) is
+the same on every rank only if MPI's Allreduce gives bit-identical sums on every rank, which
+MPI only recommends. So collective 2 also carries, in one slot per rank, each rank's
+``state.replica_digest`` of the replicated state at the end of the previous pack (an
+integer below 2^48 held in a float64, so adding the other ranks' zeros is exact); every
+rank compares the p slots and, if they differ, all raise the same ``PPackError`` together.
+A disagreement born in the last pack of a run is not seen (no further collective).
 """
 import time
 from dataclasses import dataclass, field
@@ -24,7 +32,7 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
 from .checkpoint import write_checkpoint
 from .replay import NonFinite, replay_pack
-from .state import LossWindows, SolverState, SolverStats, moving_average
+from .state import LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
 
 
@@ -95,6 +103,7 @@ class PackedSolver:
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
         last_checkpoint = time.monotonic()
         packs_this_run = 0
+        digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
 
         limit = self.iterations
         while state.iteration < limit:
@@ -110,7 +119,9 @@ class PackedSolver:
             left, right = _pairs(r)
             lo, hi = chunk(len(left), rank, size)
             n_pairs = len(left)
-            buf = np.zeros(2 * r + n_pairs + 2)
+            slots = 2 * r + n_pairs  # then one digest slot per rank, then the two control votes
+            buf = np.zeros(slots + size + 2)
+            buf[slots + rank] = digest
             norms = ops.row_norms(block, self.spec)
             ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec, buf[:r],
                              self.work_bytes)
@@ -128,6 +139,7 @@ class PackedSolver:
             seconds["communication"] += collectives.last_seconds
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
             t3 = MPI.Wtime()
+            self._check_agreement(buf[slots:slots + size], state.iteration, stats.packs)
 
             # the r sequential updates, identical on every rank
             pred = state.scale * buf[:r]
@@ -154,6 +166,7 @@ class PackedSolver:
             if self.tol is not None and state.loss_windows.add(loss) and state.loss_windows.stable(self.tol):
                 stats.converged = True
                 limit = state.iteration
+            digest = replica_digest(state, coef, loss)  # checked in the next pack's collective 2
             stop = buf[-1] > 0
             seconds["total"] = total_before + MPI.Wtime() - run_start
             if checkpointing is not None and (stop or buf[-2] > 0 or (
@@ -169,6 +182,23 @@ class PackedSolver:
                 f"{exc.what} is {exc.value}; each step adds 1/(sigma t) times a kernel row, and with this sigma "
                 f"or these kernel values the numbers leave the float range: use a larger sigma (a smaller C), "
                 f"or scale the features (or gamma) so that kernel values stay moderate")
+
+    @staticmethod
+    def _check_agreement(digests, iteration, packs):
+        """Raise on every rank alike when the ranks' digests (one slot each, summed exactly) differ."""
+        if np.all(digests == digests[0]):
+            return
+        groups = {}
+        for k, value in enumerate(digests):
+            groups.setdefault(value, []).append(k)
+        ranks = "; ".join("ranks " + ", ".join(map(str, g)) if len(g) > 1 else f"rank {g[0]}"
+                          for g in groups.values())
+        raise PPackError(
+            f"ranks disagree on the replicated state after iteration {iteration} (pack {packs}; groups that "
+            f"agree: {ranks}): MPI's Allreduce did not give bit-identical sums on every rank, so the ranks' "
+            f"copies of the model drifted apart; make the MPI library's reductions reproducible (with Intel "
+            f"MPI set I_MPI_CBWR=1; with other MPI libraries choose an Allreduce algorithm whose summation "
+            f"order is the same on every rank)", collective=True)
 
     @staticmethod
     def _update_table(table, state, ids, owners, coef, stepped, block, norms, rank):

@@ -1,4 +1,5 @@
 """The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,34 @@ class SolverStats:
     def as_dict(self):
         return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,
                 "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds}
+
+
+DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros
+
+
+def replica_digest(state, coef=(), loss=()):
+    """A 48-bit integer digest (as a float64) of the bytes of the state every rank replicates.
+
+    Covers the iteration, scale, norm, the occupancy counts, the --tol windows' running
+    total, count and means, and the previous pack's r replayed coefficients and hinge
+    losses (``coef``, ``loss``: every decision of the replay shows in them or in the
+    scalars). O(r + p) per pack; it does not cover the table's stored rows or coefficients,
+    which each rank holds alone. Two ranks whose replicated state differs in one bit get
+    different digests (up to a 2^-48 chance of collision).
+    """
+    h = hashlib.blake2b(digest_size=DIGEST_BITS // 8)
+    h.update(np.array([state.iteration], dtype=np.int64).tobytes())
+    h.update(np.array([state.scale, state.norm], dtype=np.float64).tobytes())
+    if state.occupancy is not None:
+        h.update(np.ascontiguousarray(state.occupancy, dtype=np.int64).tobytes())
+    windows = state.loss_windows
+    if windows is not None:
+        h.update(np.array([windows.size, windows.count, len(windows.means)], dtype=np.int64).tobytes())
+        h.update(np.array([windows.total, *windows.means], dtype=np.float64).tobytes())
+    h.update(np.array([len(coef), len(loss)], dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(coef, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(loss, dtype=np.float64).tobytes())
+    return float(int.from_bytes(h.digest(), "little"))
 
 
 def moving_average(previous, values, weight):
