@@ -9,8 +9,9 @@ For each data set it converts the LIBSVM files to ppack HDF5 once, trains ppack 
 every split of this machine's cores into ranks x threads (mpiexec), trains LIBSVM
 (libsvm-official) with the same C and gamma, and prints test accuracy, training
 seconds and support vectors side by side. A separate micro-benchmark times the
-kernel-sum phase on dense data (r = 100) and reports its GFLOP/s next to a numpy
-float64 GEMM measured in the same run. Results go to bench/results/ as JSON and PNG.
+kernel-sum phase on dense data (r = 100; float64 rows, or float32 with --dtype float32)
+and reports its GFLOP/s next to a numpy float64 GEMM measured in the same run, with the
+BLAS library and kernel threadpoolctl reports. Results go to bench/results/ as JSON and PNG.
 """
 import argparse
 import json
@@ -73,6 +74,17 @@ def gemm_rate(n=3000, repeats=3):
     return 2 * n ** 3 / best / 1e9
 
 
+def blas_kernel():
+    """numpy's BLAS library and the kernel (architecture) it runs, as threadpoolctl reports them."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    blas = [info for info in threadpool_info() if info.get("user_api") == "blas"]
+    return ", ".join(f"{b.get('internal_api')} {b.get('version')} {b.get('architecture', '?')}" for b in blas) \
+        or "none found"
+
+
 def _timed(fn):
     start = time.perf_counter()
     fn()
@@ -112,6 +124,8 @@ def main():
     parser.add_argument("--sets", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--skip-libsvm", action="store_true")
     parser.add_argument("--kernel-sums-only", action="store_true", help="only the kernel-sum rate against GEMM")
+    parser.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                        help="storage dtype of the kernel-sum micro-benchmark's rows")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args()
@@ -150,12 +164,16 @@ def main():
             print_problem(name, results["problems"][name])
 
     gemm = gemm_rate()
-    print(f"\nkernel-sum phase, dense rbf, r = 100, 20000 support vectors, one process on all cores; "
-          f"numpy float64 GEMM here: {gemm:.1f} GFLOP/s")
+    results["kernel_sums_dtype"] = args.dtype
+    print(f"\nkernel-sum phase, dense rbf, {args.dtype} rows, r = 100, 20000 support vectors, one process on all "
+          f"cores; numpy float64 GEMM here: {gemm:.1f} GFLOP/s")
     for d in (100, 128, 256, 784):
-        rate = kernel_sum_rate(d)
+        rate = kernel_sum_rate(d, dtype=np.dtype(args.dtype))
         results["kernel_sums"].append({"d": d, "gflops": rate, "gemm_gflops": gemm, "ratio": rate / gemm})
         print(f"  d = {d:4d}: {rate:6.1f} GFLOP/s = {rate / gemm:.2f} x GEMM")
+    # after the runs: numba's GEMM goes through scipy's BLAS, loaded by then
+    results["blas"] = blas_kernel()
+    print(f"  BLAS loaded: {results['blas']}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (out / f"kernel_svm-{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
     plot(results, out / f"kernel_svm-{stamp}.png")

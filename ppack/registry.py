@@ -162,7 +162,8 @@ PACKSVM_PARAMS = {
     "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
     "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
     "dtype": Param(Rule("choice", choices=tuple(DTYPES)), "float64",
-                   "stored feature type; sums are float64 either way (default float64)"),
+                   "stored feature type; kernel values and sums are float64, dense dot products use it "
+                   "(default float64)"),
 }
 # Pairs a user gives one of, not both.
 EXCLUSIVE = (("C", "sigma"), ("epochs", "iterations"))

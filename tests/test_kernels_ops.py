@@ -53,3 +53,50 @@ def test_pair_kernels_match_naive(name, params, sparse):
     ops.pair_kernels(block, ops.row_norms(block, spec), left, right, spec, out)
     K = kernel_matrix(X, X, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
     np.testing.assert_allclose(out, K[left, right], rtol=1e-12, atol=1e-12)
+
+
+
+def _near_rows(dtype, d=784, r=24, seed=7):
+    """r rows in [0, 1]^d and, for each, a stored row differing by 1e-3 in 4 coordinates."""
+    rng = np.random.default_rng(seed)
+    rows = rng.random((r, d)).astype(dtype)
+    sv = rows.copy()
+    for k in range(r):
+        f = rng.choice(d, size=4, replace=False)
+        sv[k, f] = np.clip(sv[k, f] + rng.choice([-1e-3, 1e-3], size=4), 0.0, 1.0)
+    return sv, rows, rng.uniform(0.5, 1.5, size=r)
+
+
+# float32 rows at gamma = 1 (gamma delta ~ 0.02) and 40 (~1), float64 rows at gamma = 1e4
+@pytest.mark.parametrize("dtype,gamma", [(np.float32, 1.0), (np.float32, 40.0), (np.float64, 1e4)])
+@pytest.mark.parametrize("work_bytes", [64 << 20, 2048])
+def test_dense_rbf_near_rows_within_dot_product_bound(dtype, gamma, work_bytes):
+    """rbf sums of rows within ~2e-6 squared distance of the block rows (d = 784, values in
+    [0, 1]) stay within the bound in ``cpu.gemm_partial_sums``'s docstring: the dot product
+    is off by at most g_d sum_f |x_f z_f| with g_d = d u / (1 - d u), u the storage type's
+    unit roundoff, so each kernel value is off by at most K (exp(gamma delta) - 1),
+    delta = 2 g_d sum_f |x_f z_f| (plus float64 rounding of the norms and the sums).
+    The twin is float64 on the stored (rounded) values and never forms x.z.
+    """
+    d = 784
+    sv, rows, coef = _near_rows(dtype, d)
+    r = len(rows)
+    spec = KernelSpec("rbf", gamma=gamma)
+    table = SupportVectorTable(d, False, dtype)
+    table.insert_many(1000 + np.arange(r), coef, sv, ops.row_norms(sv, spec))
+    block = RowBlock.from_rows(rows, np.zeros(r), d)
+    out = np.zeros(r)
+    ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, out,
+                     work_bytes)
+    A, B = sv.astype(np.float64), rows.astype(np.float64)
+    K = kernel_matrix(A, B, "rbf", gamma)
+    expected = coef @ K
+    u = np.finfo(dtype).eps / 2
+    g_d = d * u / (1 - d * u)
+    norms = (A ** 2).sum(1)[:, None] + (B ** 2).sum(1)[None, :]
+    delta = 2 * g_d * (np.abs(A) @ np.abs(B).T) + 8 * 2.0 ** -53 * norms
+    bound = np.abs(coef) @ (K * np.expm1(gamma * delta)) + 1e-12 * (np.abs(coef) @ K) + 1e-300
+    assert np.diag(K).min() > 0.9  # the near pairs carry the sums
+    if dtype == np.float32 and gamma == 1.0:
+        assert (bound / expected).max() < 0.05  # the bound is far from vacuous here
+    np.testing.assert_array_less(np.abs(out - expected), bound)
