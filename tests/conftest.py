@@ -104,10 +104,13 @@ def mpiexec():
     return str(beside) if beside.exists() else "mpiexec"
 
 
-def run_ppack(args, ranks=4, timeout=240, cwd=None):
-    """Run ``python -m ppack ARGS`` on ``ranks`` ranks; returns the CompletedProcess."""
+def run_ppack(args, ranks=4, timeout=240, cwd=None, env=None):
+    """Run ``python -m ppack ARGS`` on ``ranks`` ranks; returns the CompletedProcess.
+
+    ``env``: variables added to (or replacing those of) the clean environment."""
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", *map(str, args)]
-    return subprocess.run(cmd, env=clean_mpi_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(cmd, env={**clean_mpi_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
 
 
 # ---------------------------------------------------------------- command line

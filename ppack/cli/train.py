@@ -81,7 +81,9 @@ def _fit_packsvm(args, model, shard, say):
     every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
     stop = _stop_on_sigterm()
     model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
-              checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set)
+              checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set,
+              on_kernels_ready=lambda seconds: say(f"numba kernels ready in {seconds:.1f} s "
+                                                   "(compiled once per node, or loaded from the cache)"))
     if model.progress is not None:
         model.progress.close()
     if model.resumed_from_ is not None:

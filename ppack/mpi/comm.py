@@ -76,6 +76,14 @@ def on_rank0(comm, func, *args, **kwargs):
     return run_collectively(comm, lambda: None)
 
 
+def polite_barrier(comm, poll=0.01):
+    """Collective: a barrier that sleeps while it waits, so waiting ranks leave the cores to
+    the ranks still working (a plain ``Barrier`` may spin at full speed)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll)
+
+
 def local_rank_count(comm):
     """Number of ranks of ``comm`` that share this node."""
     from mpi4py import MPI

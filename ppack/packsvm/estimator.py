@@ -12,6 +12,7 @@ from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .table import SupportVectorTable, gathered
+from .warmup import warm_kernels
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
 
@@ -70,7 +71,7 @@ class PackSVC(BaseSVC):
 
     # -- training --------------------------------------------------------------------
     def fit(self, X, y=None, checkpoint=None, checkpoint_every_seconds=None, checkpoint_every_packs=None,
-            resume=False, should_stop=None, stop_after_packs=None):
+            resume=False, should_stop=None, stop_after_packs=None, on_kernels_ready=None):
         """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
 
         checkpoint: file for the solver's state, written every ``checkpoint_every_seconds``
@@ -79,6 +80,9 @@ class PackSVC(BaseSVC):
         should_stop: a callable polled once per pack (on any rank) that stops the run;
         stop_after_packs: stop after this many packs (tests). ``stopped_`` tells whether the
         run ended early; the fitted state is then the checkpointed one.
+        Before training the numba kernels are compiled, or loaded from numba's cache, once per
+        node (``warmup.warm_kernels``): ``training_["seconds"]["compile"]`` is that time, kept
+        out of ``total``; ``on_kernels_ready(seconds)``, if given, is called (on every rank) then.
         """
         comm = self._comm()
         shard = run_collectively(comm, self._validated_shard, X, y)
@@ -104,6 +108,9 @@ class PackSVC(BaseSVC):
         if resume and exists:
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype], self.tol_window)
         self.resumed_from_ = None if previous is None else previous[1].iteration
+        compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse)
+        if on_kernels_ready is not None:
+            on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs)
         self.scale_ = state.scale
@@ -118,6 +125,7 @@ class PackSVC(BaseSVC):
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
         }
+        self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
         return self
 
     def _decisions(self, shard):

@@ -1,0 +1,91 @@
+"""Compile (or load from numba's on-disk cache) the kernels training and prediction call.
+
+The numba functions carry ``cache=True``: the first process to compile one writes it to
+the cache (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the module) and later ones
+load it. ``warm_kernels`` runs every numba function of the pack loop and of prediction
+once, on tiny inputs built by the same code paths as training (so the argument types and
+array layouts are the run's, and no other specialisation is compiled later), before
+training starts: its time is then reported apart from the training time. One rank per
+node goes first and fills the cache; the node's other ranks wait, asleep, and then load
+what it wrote, instead of every rank compiling the same functions at once.
+"""
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..data.delivery import deliver_rows
+from ..data.shard import Shard
+from ..kernels import ops
+from ..mpi.collectives import Collectives
+from ..mpi.comm import agree, polite_barrier
+from .loop import _pairs
+from .replay import replay_pack
+from .table import SupportVectorTable
+
+# rows and features of the tiny problem the kernels are run on
+_ROWS, _FEATURES = 4, 3
+
+
+def warm_kernels(comm, spec, dtype, sparse):
+    """Collective: make every kernel training and prediction use ready; returns the seconds
+    it took (the maximum over ranks).
+
+    spec: the run's ``KernelSpec`` (its kind picks the partial-sum path); dtype: the stored
+    features' type (float32 or float64); sparse: whether the data are CSR. Rank 0 of each
+    node (``COMM_TYPE_SHARED``) runs the kernels first, compiling them into the cache; the
+    node's other ranks then run them, loading from the cache. An error on any rank is
+    raised on every rank (see ``mpi.comm.agree``).
+    """
+    start = MPI.Wtime()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    error = None
+    try:
+        leader = node.Get_rank() == 0
+        if leader:
+            error = _run_guarded(spec, dtype, sparse)
+        polite_barrier(node)
+        if not leader:
+            error = _run_guarded(spec, dtype, sparse)
+    finally:
+        node.Free()
+    agree(comm, error)
+    return comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+
+def _run_guarded(spec, dtype, sparse):
+    try:
+        _run_kernels(spec, dtype, sparse)
+    except Exception as exc:  # noqa: BLE001 - raised on every rank by the caller
+        return exc
+    return None
+
+
+def _run_kernels(spec, dtype, sparse):
+    """One tiny pack and one prediction, on this rank alone, through training's code paths."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.1, 1.0, size=(_ROWS, _FEATURES)).astype(dtype)
+    X[0, 1] = X[1, 2] = 0.0
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    shard = Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
+    collectives = Collectives(MPI.COMM_SELF)
+    ids = np.arange(_ROWS, dtype=np.int64)
+    block = deliver_rows(collectives, shard, shard.y, ids)  # _pad_rows for sparse data
+    norms = ops.row_norms(block, spec)
+    table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype)
+    keep = [0, 2]
+    table.insert_many(ids[keep], np.array([0.5, -0.25]), block.take(keep), norms[keep])
+    r = block.n_rows
+    left, right = _pairs(r)
+    pair_values = np.zeros(len(left))
+    ops.pair_kernels(block, norms, left, right, spec, pair_values)
+    partial = np.zeros(r)
+    ops.partial_sums(table.features, table.norms, table.coef, block, norms, spec, partial)
+    pred = partial.copy()
+    pair = np.empty((r, r))
+    pair[left, right] = pair[right, left] = pair_values
+    coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
+    replay_pack(block.y, pred, pair, 0, 1.0, 0.0, 1.0, coef, loss, fold)
+    # prediction: a block padded to the model's width, summed against the table
+    block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
+    ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec,
+                     np.zeros(r))

@@ -1,0 +1,94 @@
+"""warm_kernels: the numba kernels compiled (or loaded) once per node before training, timed apart."""
+import json
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack import PackSVC
+from ppack.data.delivery import _pad_rows
+from ppack.kernels import cpu
+from ppack.kernels.spec import KernelSpec
+from ppack.packsvm import replay
+from ppack.packsvm.warmup import warm_kernels
+
+from conftest import make_problem, run_ppack
+
+WORLD = MPI.COMM_WORLD
+KERNELS = (cpu.gemm_partial_sums, cpu.dense_partial_sums, cpu.csr_partial_sums, cpu.dense_pair_kernels,
+           cpu.csr_pair_kernels, replay._replay, _pad_rows)
+
+
+def signatures():
+    return {f.py_func.__name__: len(f.signatures) for f in KERNELS}
+
+
+CASES = [("rbf", np.float64, False), ("rbf", np.float64, True), ("laplacian", np.float32, False)]
+
+
+@pytest.mark.parametrize("kernel, dtype, sparse", CASES)
+def test_warm_kernels_on_one_rank_leaves_nothing_to_compile_for_training(kernel, dtype, sparse):
+    spec = KernelSpec(kernel, 0.2)
+    seconds = warm_kernels(MPI.COMM_SELF, spec, dtype, sparse)
+    assert isinstance(seconds, float) and seconds >= 0.0
+    before = signatures()
+    X, y = make_problem(200, 6, sparse=sparse, seed=41)
+    X = X.astype(dtype)
+    model = PackSVC(kernel=kernel, gamma=0.2, C=5.0, iterations=400, pack=50, seed=2, comm=MPI.COMM_SELF,
+                    dtype=np.dtype(dtype).name).fit(X, y)
+    assert model.score(X, y) > 0.6  # the ops still work; prediction too
+    assert signatures() == before  # same argument types and layouts as training: no new specialisation
+    seconds = model.training_["seconds"]
+    assert seconds["compile"] >= 0.0 and "compile" not in model.stats_.seconds  # apart from total
+
+
+def test_fit_records_compile_apart_from_total():
+    X, y = make_problem(150, 5, seed=42)
+    calls = []
+    model = PackSVC(gamma=0.2, C=5.0, iterations=300, pack=50, comm=MPI.COMM_SELF).fit(
+        X, y, on_kernels_ready=calls.append)
+    seconds = model.training_["seconds"]
+    assert calls == [seconds["compile"]]
+    parts = sum(seconds[k] for k in ("kernel_sums", "communication", "sequential_updates", "delivery"))
+    assert parts <= seconds["total"] + 1e-6
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_warm_kernels_on_all_ranks(sparse):
+    seconds = warm_kernels(WORLD, KernelSpec("rbf", 0.5), np.float64, sparse)
+    assert isinstance(seconds, float) and seconds >= 0.0
+    assert WORLD.allgather(seconds) == [seconds] * WORLD.Get_size()  # the max over ranks, everywhere
+    X, y = make_problem(200, 6, sparse=sparse, seed=43)
+    model = PackSVC(gamma=0.5, C=5.0, iterations=300, pack=50, comm=WORLD).fit(X, y)
+    assert model.training_["seconds"]["compile"] >= 0.0
+    assert model.score(X, y) > 0.6
+
+
+def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path, rank0_only):
+    X, y = make_problem(200, 6, sparse=True, seed=44)
+    _write_alone(tmp_path, X, y)
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    job = run_ppack(["train", "--data", tmp_path / "train.txt", "--gamma", "0.2", "--C", "5", "--iterations",
+                     "300", "--pack", "50", "--metrics-json", tmp_path / "run.json"],
+                    env={"NUMBA_CACHE_DIR": str(cache)}, timeout=400)
+    assert job.returncode == 0, job.stderr
+    lines = job.stdout.splitlines()
+    ready = [k for k, line in enumerate(lines) if line.startswith("numba kernels ready in ")]
+    trained = [k for k, line in enumerate(lines) if line.startswith("trained in ")]
+    assert len(ready) == 1 and "compiled once per node" in lines[ready[0]], job.stdout
+    assert trained and ready[0] < trained[0]
+    metrics = json.loads((tmp_path / "run.json").read_text())
+    assert metrics["seconds"]["compile"] > 0.0 and metrics["seconds"]["total"] > 0.0
+    assert list(cache.rglob("*.nbi")), "nothing written to NUMBA_CACHE_DIR"
+
+
+def _write_alone(path, X, y):
+    """conftest.write_libsvm's text, from this rank alone (it would wait for the others, who
+    wait in rank0_only)."""
+    dense = X.toarray()
+    with open(path / "train.txt", "w") as f:
+        for row, label in zip(dense, y):
+            pairs = " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(row) if v != 0)
+            f.write(f"{label:g} {pairs}\n")
