@@ -145,3 +145,94 @@ def test_a_file_at_the_checkpoint_path_that_is_not_this_runs_checkpoint_is_refus
                 PackSVC(comm=SELF, **dict(PARAMS, gamma=0.5)).fit(X, y, checkpoint=tmp_path / name, resume=resume)
             assert str(info.value).startswith(str(tmp_path / name))
         assert (tmp_path / name).read_bytes() == before
+
+
+def _checkpoint_contents(path):
+    with h5py.File(path, "r") as f:
+        return {k: v for k, v in f.attrs.items()}, {name: f[name][()] for name in f}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, mpi_tmp_path, monkeypatch):
+    """Each rank writes its own shard in turn (no pickled gather of the table); the file holds
+    every rank's entries in rank and slot order and the attributes one rank would write."""
+    import scipy.sparse as sp
+
+    import ppack.packsvm.loop as loop
+    from ppack.packsvm.checkpoint import write_checkpoint
+
+    from conftest import CountingComm
+
+    seen = []
+
+    def counted(comm, path, table, state, stats, sampler, params):
+        counting = CountingComm(comm)
+        write_checkpoint(counting, path, table, state, stats, sampler, params)
+        seen.append((counting.calls, table, state, stats, sampler, params))
+
+    monkeypatch.setattr(loop, "write_checkpoint", counted)
+    X, y = make_problem(400, 7, sparse=sparse, seed=63)
+    path = mpi_tmp_path / f"state{sparse}.h5"
+    PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=path, stop_after_packs=6)
+    calls, table, state, stats, sampler, params = seen[-1]
+    assert calls["gather"] == calls["Gather"] == calls["Gatherv"] == 0
+    if sparse:
+        indptr, indices, values = table.features
+        rows = sp.csr_matrix((values, indices, indptr), shape=(table.n, 7)).toarray()
+    else:
+        rows = table.features.copy()
+    parts = WORLD.gather((table.keys.copy(), table.coef.copy(), rows))
+    if WORLD.Get_rank() == 0:
+        # what one rank would write about the same state (its attributes), and every shard in rank order
+        write_checkpoint(SELF, mpi_tmp_path / "one.h5", table, state, stats, sampler, params)
+        attrs, data = _checkpoint_contents(path)
+        one_attrs, _ = _checkpoint_contents(mpi_tmp_path / "one.h5")
+        assert attrs.keys() == one_attrs.keys() and attrs["complete"] and attrs["ranks"] == WORLD.Get_size()
+        for name in one_attrs:
+            if name != "ranks":
+                assert np.all(attrs[name] == one_attrs[name]), name
+        np.testing.assert_array_equal(data["keys"], np.concatenate([p[0] for p in parts]))
+        np.testing.assert_array_equal(data["coef"], np.concatenate([p[1] for p in parts]))
+        counts = [len(p[0]) for p in parts]
+        np.testing.assert_array_equal(data["owner"], np.repeat(np.arange(len(parts)), counts))
+        np.testing.assert_array_equal(data["rank_offsets"], np.concatenate([[0], np.cumsum(counts)]))
+        if sparse:
+            saved = sp.csr_matrix((data["values"], data["indices"], data["indptr"]),
+                                  shape=(len(data["keys"]), 7)).toarray()
+        else:
+            saved = data["features"]
+        np.testing.assert_array_equal(saved, np.concatenate([p[2] for p in parts]))
+        assert data["values" if sparse else "features"].dtype == table.dtype
+    WORLD.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_failure_on_one_rank_during_a_checkpoint_raises_everywhere_and_leaves_no_file(mpi_tmp_path, monkeypatch):
+    import ppack.packsvm.checkpoint as checkpoint
+
+    d = mpi_tmp_path / "failing"
+    if WORLD.Get_rank() == 0:
+        d.mkdir()
+    WORLD.Barrier()
+    if WORLD.Get_rank() == 1:
+        def broken(*args, **kwargs):
+            raise PPackError("disk full on rank 1")
+        monkeypatch.setattr(checkpoint, "write_shard", broken)
+    X, y = make_problem(300, 6, seed=64)
+    with pytest.raises(PPackError, match="disk full on rank 1"):
+        PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=d / "state.h5", stop_after_packs=2)
+    WORLD.Barrier()
+    assert list(d.iterdir()) == []
+
+
+def test_a_checkpoint_without_rank_offsets_still_resumes_exactly(tmp_path):
+    """Files written before ``rank_offsets`` existed: each rank finds its rows by ``owner``."""
+    X, y = make_problem(500, 8, seed=65)
+    full = PackSVC(comm=SELF, **PARAMS).fit(X, y)
+    path = tmp_path / "state.h5"
+    PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=path, stop_after_packs=10)
+    with h5py.File(path, "r+") as f:
+        del f["rank_offsets"]
+    resumed = PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=path, resume=True)
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))

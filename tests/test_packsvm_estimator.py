@@ -43,3 +43,83 @@ def test_saved_model_predicts_the_same_on_one_and_all_ranks(sparse, mpi_tmp_path
     np.testing.assert_allclose(on_one.decision_function(X), expected, rtol=1e-10, atol=1e-10)
     assert on_one.n_support_ == model.n_support_ and len(on_one.table_) == model.n_support_
     np.testing.assert_array_equal(on_one.classes_, [-1.0, 1.0])
+
+
+def _model_contents(path):
+    """Attributes and the (keys, coef, rows) of a model file, entries sorted by key."""
+    import h5py
+    import scipy.sparse as sp
+
+    with h5py.File(path, "r") as f:
+        attrs = {k: v for k, v in f.attrs.items()}
+        keys, coef = f["support_keys"][()], f["coef"][()]
+        sv = f["support_vectors"]
+        if isinstance(sv, h5py.Group):
+            rows = sp.csr_matrix((sv["data"][()], sv["indices"][()], sv["indptr"][()]),
+                                 shape=(len(keys), int(attrs["n_features"]))).toarray()
+            dtype = sv["data"].dtype
+        else:
+            rows, dtype = sv[()], sv.dtype
+    order = np.argsort(keys)
+    return attrs, keys[order], coef[order], rows[order], dtype
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_save_on_all_ranks_writes_what_one_rank_would_without_gathering_the_table(sparse, mpi_tmp_path):
+    """Each rank writes its own support vectors in turn: no pickled gather of the table, and the
+    file holds the same entries and attributes as the one-rank writer's."""
+    import scipy.sparse as sp
+
+    from conftest import CountingComm
+    from ppack.model.kernel import KernelModelHeader, write_kernel_model
+
+    X, y = make_problem(400, 7, sparse=sparse, seed=61)
+    model = PackSVC(comm=WORLD, **dict(PARAMS, iterations=600)).fit(X, y)
+    counting = CountingComm(WORLD)
+    model.comm = counting
+    model.save(mpi_tmp_path / f"all{sparse}.h5")
+    model.comm = WORLD
+    assert counting.calls["gather"] == counting.calls["Gather"] == counting.calls["Gatherv"] == 0
+    # the reference: the whole table on rank 0 (here in the test only), written by the one-rank writer
+    table = model.table_
+    parts = WORLD.gather((table.keys, table.coef, sp.csr_matrix((table.features[2], table.features[1],
+                                                                 table.features[0]), shape=(table.n, 7))
+                          if sparse else table.features))
+    if WORLD.Get_rank() == 0:
+        keys = np.concatenate([p[0] for p in parts])
+        rows = sp.vstack([p[2] for p in parts], format="csr") if sparse else np.concatenate([p[2] for p in parts])
+        header = KernelModelHeader(model.spec_, model.C_, model.sigma_, model.scale_, model.classes_, 7, len(keys),
+                                   "csr" if sparse else "dense", table.dtype, model.training_)
+        write_kernel_model(mpi_tmp_path / f"one{sparse}.h5", header, keys, np.concatenate([p[1] for p in parts]),
+                           rows)
+        got, want = _model_contents(mpi_tmp_path / f"all{sparse}.h5"), _model_contents(mpi_tmp_path / f"one{sparse}.h5")
+        assert got[0].keys() == want[0].keys()
+        for name in want[0]:
+            assert np.all(got[0][name] == want[0][name]), name
+        for a, b in zip(got[1:], want[1:]):
+            np.testing.assert_array_equal(a, b)
+    WORLD.Barrier()
+    loaded = PackSVC.load(mpi_tmp_path / f"all{sparse}.h5", comm=WORLD)
+    np.testing.assert_array_equal(loaded.decision_function(X), model.decision_function(X))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_failure_on_one_rank_during_save_raises_everywhere_and_leaves_no_file(mpi_tmp_path, monkeypatch):
+    import ppack.packsvm.estimator as estimator
+    from ppack.errors import PPackError
+
+    X, y = make_problem(300, 6, seed=62)
+    model = PackSVC(comm=WORLD, **dict(PARAMS, iterations=400)).fit(X, y)
+    d = mpi_tmp_path / "failing"
+    if WORLD.Get_rank() == 0:
+        d.mkdir()
+    WORLD.Barrier()
+    if WORLD.Get_rank() == 1:
+        def broken(*args, **kwargs):
+            raise PPackError("disk full on rank 1")
+        monkeypatch.setattr(estimator, "write_shard", broken)
+    with pytest.raises(PPackError, match="disk full on rank 1"):
+        model.save(d / "model.h5")
+    WORLD.Barrier()
+    assert list(d.iterdir()) == []

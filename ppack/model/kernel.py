@@ -10,6 +10,13 @@ Layout (format "ppack-model", format_version 1, model_type "kernel"):
   support_vectors  dense (n_support, n_features), or a group with data, indices
                    (int32, 0-based), indptr (int64, n_support + 1)
 The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset).
+The entries are in no particular order (a distributed save stores them rank by rank, each
+rank's in its table's slot order); readers take any contiguous range.
+
+A distributed save (``write_kernel_model_by_rank``) writes one file rank by rank: rank 0
+creates it with every dataset pre-sized, then each rank in turn writes its own slice, so
+the peak memory of a rank is its own support vectors; rank 0 additionally holds nothing
+but the per-rank counts.
 """
 from dataclasses import dataclass
 
@@ -17,7 +24,7 @@ import h5py
 import numpy as np
 import scipy.sparse as sp
 
-from ..atomic import atomic_h5_write
+from ..atomic import atomic_h5_write, collective_h5_write
 from ..errors import InputError
 from ..kernels.spec import KernelSpec
 from .format import header_attributes, open_model, training_of
@@ -44,14 +51,9 @@ class KernelModelHeader:
 def write_kernel_model(path, header, keys, coef, X):
     """Write a kernel model atomically (call on one rank): ``header`` a KernelModelHeader,
     keys/coef (n_support,), X the support vectors, dense (n_support, n_features) or scipy CSR."""
-    spec = header.spec
 
     def write(f):
-        f.attrs.update(header_attributes(
-            "kernel", header.training, kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
-            kernel_offset=spec.offset, C=header.C, sigma=header.sigma, scale=header.scale,
-            n_features=header.n_features, n_support=len(keys), storage=header.storage))
-        f.create_dataset("classes", data=np.asarray(header.classes, dtype=np.float64))
+        _write_header(f, header, len(keys))
         f.create_dataset("support_keys", data=keys)
         f.create_dataset("coef", data=coef)
         if sp.issparse(X):
@@ -63,6 +65,40 @@ def write_kernel_model(path, header, keys, coef, X):
             f.create_dataset("support_vectors", data=X)
 
     atomic_h5_write(path, write)
+
+
+def write_kernel_model_by_rank(comm, path, header, n_support, nnz, write_own):
+    """Collective: write a kernel model atomically, each rank its own support vectors.
+
+    Rank 0 creates the file with every dataset sized for ``n_support`` entries (and ``nnz``
+    stored values when ``header.storage`` is "csr"; features of ``header.dtype``); then
+    the ranks take turns, each calling ``write_own(f)`` to fill its own contiguous slice of
+    ``support_keys``, ``coef`` and ``support_vectors`` (see ``packsvm.table.write_shard``).
+    No rank holds more than its own support vectors; rank 0 additionally only the counts.
+    The entries are stored in rank order, not sorted by key (readers do not depend on it).
+    """
+    def create(f):
+        _write_header(f, header, n_support)
+        f.create_dataset("support_keys", shape=(n_support,), dtype=np.int64)
+        f.create_dataset("coef", shape=(n_support,), dtype=np.float64)
+        if header.storage == "csr":
+            g = f.create_group("support_vectors")
+            g.create_dataset("data", shape=(nnz,), dtype=header.dtype)
+            g.create_dataset("indices", shape=(nnz,), dtype=np.int32)
+            g.create_dataset("indptr", shape=(n_support + 1,), dtype=np.int64)
+        else:
+            f.create_dataset("support_vectors", shape=(n_support, header.n_features), dtype=header.dtype)
+
+    collective_h5_write(comm, path, create, write_own)
+
+
+def _write_header(f, header, n_support):
+    spec = header.spec
+    f.attrs.update(header_attributes(
+        "kernel", header.training, kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
+        kernel_offset=spec.offset, C=header.C, sigma=header.sigma, scale=header.scale,
+        n_features=header.n_features, n_support=n_support, storage=header.storage))
+    f.create_dataset("classes", data=np.asarray(header.classes, dtype=np.float64))
 
 
 def read_kernel_header(path):

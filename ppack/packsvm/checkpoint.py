@@ -1,13 +1,20 @@
 """Checkpoints of the packed solver: the full state, written atomically, read on any rank count.
 
 One HDF5 file (format "ppack-checkpoint"): every rank's table shard (keys, coefficients,
-feature vectors, and the rank that held each entry, in slot order), the scalars of the
-model (iteration, scale, norm), the sampler's exact position, the windows of the --tol
-test, the run statistics and the training parameters. Rank 0 writes it to a temporary
-file beside the target and renames it into place; the attribute ``complete`` is set
-last, so a file without it is never trusted. Resuming on the same number of ranks
-restores every entry to its rank and slot, so the run continues exactly as if it had not
-stopped; on another number of ranks the entries are dealt out evenly.
+feature vectors, and the rank that held each entry, in rank order and slot order within a
+rank; ``rank_offsets`` (ranks + 1,) marks where each rank's entries start), the scalars of
+the model (iteration, scale, norm), the sampler's exact position, the windows of the --tol
+test, the run statistics and the training parameters.
+
+Writing goes rank by rank into one temporary file beside the target: rank 0 creates it
+with every dataset pre-sized, the ranks take turns writing their own contiguous slice,
+then rank 0 sets the attribute ``complete`` (last, so a file without it is never trusted)
+and renames it into place; an error on any rank is raised on every rank and leaves no
+file. Reading is rank by rank too: each rank reads only its own rows. So the peak memory
+of a rank, writing or reading, is its own shard; rank 0 additionally holds nothing but the
+per-rank counts. Resuming on the same number of ranks restores every entry to its rank and
+slot, so the run continues exactly as if it had not stopped; on another number of ranks
+the entries are dealt out evenly.
 """
 import json
 from pathlib import Path
@@ -16,44 +23,53 @@ import h5py
 import numpy as np
 import scipy.sparse as sp
 
-from ..atomic import atomic_h5_write
+from ..atomic import collective_h5_write
 from ..data.sampler import RowSampler
 from ..errors import InputError
 from ..kernels.ops import row_norms
-from ..mpi.comm import chunk, on_rank0, run_collectively
+from ..mpi.comm import chunk, run_collectively
 from .state import LossWindows, SolverState, SolverStats
-from .table import SupportVectorTable, gathered
+from .table import SupportVectorTable, shard_offsets, write_shard
 
 FORMAT = "ppack-checkpoint"
 FORMAT_VERSION = 1
 
 
 def write_checkpoint(comm, path, table, state, stats, sampler, params):
-    """Collective: gather the table shards on rank 0, which writes ``path`` atomically."""
-    entries = gathered(comm, table)
+    """Collective: write ``path`` atomically, each rank its own table shard in turn."""
+    offsets = shard_offsets(comm, table)
+    entries, nonzeros = offsets
+    n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
 
-    def write(f):
-        keys, coef, X, owner = entries
+    def create(f):
         sampler_state, sampler_block = sampler.state()
-        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, ranks=comm.Get_size(),
+        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, ranks=size,
                        params=json.dumps(params, sort_keys=True), iteration=state.iteration,
                        scale=state.scale, norm=state.norm, sampler=json.dumps(sampler_state),
                        loss_windows=json.dumps(state.loss_windows.as_dict()),
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
         f["sampler_block"] = sampler_block
-        f["keys"] = keys
-        f["coef"] = coef
-        f["owner"] = owner
+        f["rank_offsets"] = entries
+        f.create_dataset("owner", shape=(n,), dtype=np.int32)
+        f.create_dataset("keys", shape=(n,), dtype=np.int64)
+        f.create_dataset("coef", shape=(n,), dtype=np.float64)
         if table.sparse:
-            f["indptr"] = X.indptr.astype(np.int64)
-            f["indices"] = X.indices.astype(np.int32)
-            f["values"] = X.data
+            f.create_dataset("indptr", shape=(n + 1,), dtype=np.int64)
+            f.create_dataset("indices", shape=(nnz,), dtype=np.int32)
+            f.create_dataset("values", shape=(nnz,), dtype=table.dtype)
         else:
-            f["features"] = X
+            f.create_dataset("features", shape=(n, table.n_features), dtype=table.dtype)
+
+    def finish(f):
         f.attrs["complete"] = True
 
-    on_rank0(comm, atomic_h5_write, path, write)
+    def write_own(f):
+        write_shard(f, table, offsets, rank=rank)
+        if entries[rank + 1] > entries[rank]:
+            f["owner"][entries[rank]:entries[rank + 1]] = rank
+
+    collective_h5_write(comm, path, create, write_own, finish)
 
 
 def read_checkpoint(comm, path, params, spec, dtype, tol_window):
@@ -62,30 +78,32 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
     run may be continued longer). The --tol windows continue when ``tol_window`` is the
     checkpoint's, else they start afresh. Raises InputError naming the file and the mismatch.
+    Each rank reads only its own rows.
     """
     def load():
         with h5py.File(path, "r") as f:
             a = f.attrs
             _check_header(path, a, params)
-            owner = f["owner"][()]
+            n = len(f["keys"])
             size, rank = comm.Get_size(), comm.Get_rank()
-            same_layout = int(a["ranks"]) == size
-            if same_layout:
-                mine = np.flatnonzero(owner == rank)
-                occupancy = np.bincount(owner, minlength=size)
+            if int(a["ranks"]) == size:
+                if "rank_offsets" in f:
+                    offsets = f["rank_offsets"][()]
+                    mine = np.arange(offsets[rank], offsets[rank + 1])
+                    occupancy = np.diff(offsets)
+                else:  # written before the rank offsets were stored
+                    owner = f["owner"][()]
+                    mine = np.flatnonzero(owner == rank)
+                    occupancy = np.bincount(owner, minlength=size)
             else:
-                start, stop = chunk(len(owner), rank, size)
+                start, stop = chunk(n, rank, size)
                 mine = np.arange(start, stop)
-                occupancy = np.array([hi - lo for lo, hi in (chunk(len(owner), k, size) for k in range(size))])
+                occupancy = np.array([hi - lo for lo, hi in (chunk(n, k, size) for k in range(size))])
             n_features = int(a["n_features"])
             table = SupportVectorTable(n_features, a["storage"] == "csr", dtype)
-            if a["storage"] == "csr":
-                X = sp.csr_matrix((f["values"][()], f["indices"][()], f["indptr"][()]),
-                                  shape=(len(owner), n_features))[mine]
-            else:
-                X = f["features"][()][mine]
+            keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
-            table.insert_many(f["keys"][()][mine], f["coef"][()][mine], X, row_norms(X, spec))
+            table.insert_many(keys, coef, X, row_norms(X, spec))
             windows = json.loads(a["loss_windows"]) if "loss_windows" in a else {}  # absent in older files
             if windows.get("size") != tol_window:
                 windows = {"size": tol_window}
@@ -100,6 +118,29 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
     if not Path(path).exists():
         raise InputError("No such checkpoint file", path)
     return run_collectively(comm, load)
+
+
+def _read_rows(f, sparse, n_features, rows):
+    """``(keys, coef, X)`` of the entries ``rows`` (ascending), read run by contiguous run."""
+    runs = np.split(rows, np.flatnonzero(np.diff(rows) != 1) + 1) if len(rows) else []
+    parts = [_read_range(f, sparse, n_features, int(run[0]), int(run[-1]) + 1) for run in runs]
+    if not parts:
+        parts = [_read_range(f, sparse, n_features, 0, 0)]
+    keys = np.concatenate([p[0] for p in parts])
+    coef = np.concatenate([p[1] for p in parts])
+    X = sp.vstack([p[2] for p in parts], format="csr") if sparse else np.concatenate([p[2] for p in parts])
+    return keys, coef, X
+
+
+def _read_range(f, sparse, n_features, lo, hi):
+    keys, coef = f["keys"][lo:hi], f["coef"][lo:hi]
+    if sparse:
+        indptr = f["indptr"][lo:hi + 1]
+        a, b = int(indptr[0]), int(indptr[-1])
+        X = sp.csr_matrix((f["values"][a:b], f["indices"][a:b], indptr - a), shape=(hi - lo, n_features))
+    else:
+        X = f["features"][lo:hi]
+    return keys, coef, X
 
 
 def check_checkpoint_file(path, params=None):

@@ -5,13 +5,13 @@ from mpi4py import MPI
 from ..base import BaseSVC
 from ..kernels import ops
 from ..kernels.spec import KernelSpec
-from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model
+from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
 from ..mpi.comm import chunk, on_rank0, run_collectively
 from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
-from .table import SupportVectorTable, gathered
+from .table import SupportVectorTable, shard_offsets, write_shard
 from .warmup import warm_kernels
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
@@ -134,19 +134,20 @@ class PackSVC(BaseSVC):
 
     # -- model file ------------------------------------------------------------------
     def save(self, path):
-        """Collective: write the model file (rank 0 gathers the support vectors and writes; atomic)."""
+        """Collective: write the model file, each rank its own support vectors in turn (atomic)."""
         comm = self._comm()
-        entries = gathered(comm, self.table_)
+        table = self.table_
+        offsets = shard_offsets(comm, table)
         header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self.classes_, self.n_features_in_,
-                                   self.n_support_, "csr" if self.table_.sparse else "dense", self.table_.dtype,
+                                   int(offsets[0][-1]), "csr" if table.sparse else "dense", table.dtype,
                                    self.training_)
 
-        def write():
-            keys, coef, X, _ = entries
-            order = np.argsort(keys, kind="stable")
-            write_kernel_model(path, header, keys[order], coef[order], X[order])
+        def write_own(f):
+            write_shard(f, table, offsets, keys="support_keys", coef="coef", dense="support_vectors",
+                        csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"),
+                        rank=comm.Get_rank())
 
-        on_rank0(comm, write)
+        write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]), write_own)
 
     @classmethod
     def load(cls, path, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES):

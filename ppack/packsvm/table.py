@@ -7,7 +7,6 @@ Entries are never removed. The model is ``w = scale * sum_j beta_j phi(x_j)`` ov
 entries of all shards.
 """
 import numpy as np
-import scipy.sparse as sp
 
 
 class SupportVectorTable:
@@ -125,28 +124,37 @@ def _resized(array, n):
     return new
 
 
-def gathered(comm, table):
-    """Collective: every rank's entries on rank 0 as ``(keys, coef, X, owner)`` in slot order
-    per rank (X dense or scipy CSR; owner: the rank holding each entry); None elsewhere.
+def shard_offsets(comm, table):
+    """Collective: where every rank's shard lies in a file written rank by rank, in rank order.
 
-    Pickled objects through rank 0: a model or checkpoint must fit in rank 0's memory
-    (the scale issue replaces this with parallel writes).
+    Returns ``(entries, nonzeros)``, each (size + 1,) int64: rank k's entries are rows
+    ``entries[k]:entries[k + 1]`` and, for CSR tables, its stored values
+    ``nonzeros[k]:nonzeros[k + 1]``. Only the two counts per rank cross ranks.
     """
+    nnz = int(table.features[0][-1]) if table.sparse else 0
+    counts = np.array(comm.allgather((table.n, nnz)), dtype=np.int64).reshape(-1, 2)
+    offsets = np.zeros((len(counts) + 1, 2), dtype=np.int64)
+    np.cumsum(counts, axis=0, out=offsets[1:])
+    return offsets[:, 0], offsets[:, 1]
+
+
+def write_shard(f, table, offsets, keys="keys", coef="coef", dense="features", csr=("indptr", "indices", "values"),
+                rank=None):
+    """Write this rank's entries into the pre-sized datasets of the open file ``f``: its rows
+    ``offsets[0][rank]:offsets[0][rank + 1]`` (see ``shard_offsets``), the CSR ``indptr``
+    shifted by the values written by the ranks before it."""
+    entries, nonzeros = offsets
+    lo, hi = int(entries[rank]), int(entries[rank + 1])
+    if hi == lo:
+        return
+    f[keys][lo:hi] = table.keys
+    f[coef][lo:hi] = table.coef
     if table.sparse:
         indptr, indices, values = table.features
-        local = (table.keys, table.coef, np.diff(indptr), indices, values)
+        a, b = int(nonzeros[rank]), int(nonzeros[rank + 1])
+        f[csr[0]][lo:hi + 1] = indptr + a
+        if b > a:
+            f[csr[1]][a:b] = indices
+            f[csr[2]][a:b] = values
     else:
-        local = (table.keys, table.coef, table.features)
-    parts = comm.gather(local, root=0)
-    if comm.Get_rank() != 0:
-        return None
-    keys = np.concatenate([p[0] for p in parts])
-    coef = np.concatenate([p[1] for p in parts])
-    owner = np.concatenate([np.full(len(p[0]), rank, dtype=np.int32) for rank, p in enumerate(parts)])
-    if table.sparse:
-        counts = np.concatenate([p[2] for p in parts])
-        X = sp.csr_matrix((np.concatenate([p[4] for p in parts]), np.concatenate([p[3] for p in parts]),
-                           np.concatenate([[0], np.cumsum(counts)])), shape=(len(keys), table.n_features))
-    else:
-        X = np.concatenate([p[2] for p in parts]).reshape(len(keys), table.n_features)
-    return keys, coef, X, owner
+        f[dense][lo:hi] = table.features
