@@ -212,3 +212,18 @@ def random_libsvm(rng, n_rows, n_features, quirks=True):
     if not quirks or rng.random() < 0.5:
         text += eol
     return text.encode()
+
+
+def empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, module, name):
+    """A new empty folder every rank sees; on rank 1 ``module.name`` raises PPackError("disk full on rank 1")."""
+    from ppack.errors import PPackError
+
+    folder = mpi_tmp_path / "failing"
+    if WORLD.Get_rank() == 0:
+        folder.mkdir()
+    WORLD.Barrier()
+    if WORLD.Get_rank() == 1:
+        def broken(*args, **kwargs):
+            raise PPackError("disk full on rank 1")
+        monkeypatch.setattr(module, name, broken)
+    return folder

@@ -7,7 +7,7 @@ from mpi4py import MPI
 from ppack.errors import PPackError
 from ppack import PackSVC
 
-from conftest import make_problem
+from conftest import empty_folder_and_failing_rank_1, make_problem
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -211,14 +211,7 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
 def test_a_failure_on_one_rank_during_a_checkpoint_raises_everywhere_and_leaves_no_file(mpi_tmp_path, monkeypatch):
     import ppack.packsvm.checkpoint as checkpoint
 
-    d = mpi_tmp_path / "failing"
-    if WORLD.Get_rank() == 0:
-        d.mkdir()
-    WORLD.Barrier()
-    if WORLD.Get_rank() == 1:
-        def broken(*args, **kwargs):
-            raise PPackError("disk full on rank 1")
-        monkeypatch.setattr(checkpoint, "write_shard", broken)
+    d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, checkpoint, "write_shard")
     X, y = make_problem(300, 6, seed=64)
     with pytest.raises(PPackError, match="disk full on rank 1"):
         PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=d / "state.h5", stop_after_packs=2)

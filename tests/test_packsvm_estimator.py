@@ -5,7 +5,7 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 
-from conftest import fitted, make_problem
+from conftest import empty_folder_and_failing_rank_1, fitted, make_problem
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -111,14 +111,7 @@ def test_a_failure_on_one_rank_during_save_raises_everywhere_and_leaves_no_file(
 
     X, y = make_problem(300, 6, seed=62)
     model = PackSVC(comm=WORLD, **dict(PARAMS, iterations=400)).fit(X, y)
-    d = mpi_tmp_path / "failing"
-    if WORLD.Get_rank() == 0:
-        d.mkdir()
-    WORLD.Barrier()
-    if WORLD.Get_rank() == 1:
-        def broken(*args, **kwargs):
-            raise PPackError("disk full on rank 1")
-        monkeypatch.setattr(estimator, "write_shard", broken)
+    d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, estimator, "write_shard")
     with pytest.raises(PPackError, match="disk full on rank 1"):
         model.save(d / "model.h5")
     WORLD.Barrier()
