@@ -3,6 +3,11 @@ import os
 import time
 from pathlib import Path
 
+import h5py
+import numpy as np
+
+from .mpi.comm import agree
+
 
 def atomic_write(path, write, mode="w"):
     """Call ``write(file)`` on a temporary file beside ``path``, then rename it into place.
@@ -14,8 +19,6 @@ def atomic_write(path, write, mode="w"):
     tmp = _temporary(path)
     try:
         if mode == "h5":
-            import h5py
-
             with h5py.File(tmp, "w") as f:
                 write(f)
         else:
@@ -43,11 +46,6 @@ def collective_h5_write(comm, path, create, write_own, finish=None, poll=0.01):
     any rank is raised on every rank (see ``mpi.comm.agree``) and the temporary file is
     removed, so no half-written output is left.
     """
-    import h5py
-    import numpy as np
-
-    from .mpi.comm import agree
-
     rank, size = comm.Get_rank(), comm.Get_size()
     path = Path(path)
     tmp = Path(comm.bcast(str(_temporary(path)) if rank == 0 else None, root=0))

@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
+
+from ppack.mpi.comm import polite_barrier
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORLD = MPI.COMM_WORLD
@@ -64,13 +65,6 @@ class CountingComm:
             return attr(*args, **kwargs)
 
         return counted
-
-
-def polite_barrier(comm, poll=0.02):
-    """A barrier that sleeps while waiting, so idle ranks leave the cores to others."""
-    request = comm.Ibarrier()
-    while not request.Test():
-        time.sleep(poll)
 
 
 @pytest.fixture

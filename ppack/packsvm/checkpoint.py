@@ -65,7 +65,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         f.attrs["complete"] = True
 
     def write_own(f):
-        write_shard(f, table, offsets, rank=rank)
+        write_shard(f, table, offsets, rank)
         if entries[rank + 1] > entries[rank]:
             f["owner"][entries[rank]:entries[rank + 1]] = rank
 

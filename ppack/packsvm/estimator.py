@@ -143,9 +143,9 @@ class PackSVC(BaseSVC):
                                    self.training_)
 
         def write_own(f):
-            write_shard(f, table, offsets, keys="support_keys", coef="coef", dense="support_vectors",
-                        csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"),
-                        rank=comm.Get_rank())
+            write_shard(f, table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
+                        dense="support_vectors",
+                        csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"))
 
         write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]), write_own)
 

@@ -138,8 +138,8 @@ def shard_offsets(comm, table):
     return offsets[:, 0], offsets[:, 1]
 
 
-def write_shard(f, table, offsets, keys="keys", coef="coef", dense="features", csr=("indptr", "indices", "values"),
-                rank=None):
+def write_shard(f, table, offsets, rank, keys="keys", coef="coef", dense="features",
+                csr=("indptr", "indices", "values")):
     """Write this rank's entries into the pre-sized datasets of the open file ``f``: its rows
     ``offsets[0][rank]:offsets[0][rank + 1]`` (see ``shard_offsets``), the CSR ``indptr``
     shifted by the values written by the ranks before it."""
