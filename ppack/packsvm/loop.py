@@ -116,7 +116,7 @@ class PackedSolver:
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
             # local work: partial predictions, this rank's share of the pair kernels, key flags
-            left, right = _pairs(r)
+            left, right = upper_pairs(r)
             lo, hi = chunk(len(left), rank, size)
             n_pairs = len(left)
             slots = 2 * r + n_pairs  # then one digest slot per rank, then the two control votes
@@ -233,6 +233,6 @@ class PackedSolver:
 
 
 @lru_cache(maxsize=4)
-def _pairs(r):
+def upper_pairs(r):
     """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
     return np.triu_indices(r)

@@ -18,7 +18,7 @@ from ..data.shard import Shard
 from ..kernels import ops
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import _pairs
+from .loop import upper_pairs
 from .replay import replay_pack
 from .table import SupportVectorTable
 
@@ -75,7 +75,7 @@ def _run_kernels(spec, dtype, sparse):
     keep = [0, 2]
     table.insert_many(ids[keep], np.array([0.5, -0.25]), block.take(keep), norms[keep])
     r = block.n_rows
-    left, right = _pairs(r)
+    left, right = upper_pairs(r)
     pair_values = np.zeros(len(left))
     ops.pair_kernels(block, norms, left, right, spec, pair_values)
     partial = np.zeros(r)
