@@ -95,22 +95,22 @@ def test_failed_write_keeps_old_file(tmp_path, monkeypatch):
     target = tmp_path / "d.h5"
     write_dataset(target, X, y)
     before = target.read_bytes()
-    real = hdf5._dataset
+    real = hdf5._chunked
 
-    def failing(group, name, data, compression):
-        if name == "y":
+    def failing(shape, dtype, compression):
+        if np.dtype(dtype) != np.float64 or len(shape) == 2:  # X's datasets, created after y
             raise RuntimeError("disk full")
-        return real(group, name, data, compression)
+        return real(shape, dtype, compression)
 
-    monkeypatch.setattr(hdf5, "_dataset", failing)
+    monkeypatch.setattr(hdf5, "_chunked", failing)
     with pytest.raises(RuntimeError, match="disk full"):
         write_dataset(target, X * 2, y)
     assert [p.name for p in tmp_path.iterdir()] == ["d.h5"]
     assert target.read_bytes() == before
-    monkeypatch.setattr(hdf5, "_dataset", real)
+    monkeypatch.setattr(hdf5, "_chunked", real)
     os.remove(target)
     with pytest.raises(RuntimeError):
-        monkeypatch.setattr(hdf5, "_dataset", failing)
+        monkeypatch.setattr(hdf5, "_chunked", failing)
         write_dataset(target, X, y)
     assert list(tmp_path.iterdir()) == []
 
@@ -154,7 +154,10 @@ BAD_LAYOUTS = [
     ("csr", _replace("y", np.ones(5)), r"'y': expected shape \(4,\) \(n_samples\), found \(5,\)"),
     ("dense", _replace("X", np.ones((3, 3))),
      r"'X': expected shape \(4, 3\) \(n_samples, n_features\), found \(3, 3\)"),
-    ("dense", _replace("X", np.ones((4, 3), np.int32)), "'X': expected 2-D float array"),
+    ("dense", _replace("X", np.ones((4, 3), np.int32)), "'X': expected 2-D array of float or uint8 values"),
+    ("dense", _replace("X", np.ones((4, 3), np.uint16)), "'X': expected float64, float32, float16, uint8 values"),
+    ("dense", lambda f: f["X"].attrs.__setitem__("value_scale", -1.0), "'X' attribute 'value_scale': expected a positive"),
+    ("csr", lambda f: f["X"].attrs.__setitem__("value_scale", "big"), "'X' attribute 'value_scale': expected a positive"),
     ("dense", _set_attr("max_row_nnz", 2), "'max_row_nnz': expected 3"),
     ("csr", _replace("X/indptr", np.array([0, 2, 2, 3], np.int64)),
      r"'X/indptr': expected shape \(5,\) \(n_samples \+ 1\), found \(4,\)"),

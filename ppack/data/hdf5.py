@@ -10,13 +10,18 @@ Layout (format_version 1)::
         storage           "dense" or "csr"
         max_row_nnz       most stored entries in one row (n_features if dense)
     /y                    float64 (n_samples,): the labels as in the source
-    /X                    storage "dense": dataset float32 or float64 of shape
-                          (n_samples, n_features), chunked by rows
-    /X/data               storage "csr": float32 or float64 (nnz,)
+    /X                    storage "dense": dataset float64, float32, float16 or
+                          uint8 of shape (n_samples, n_features), chunked by rows
+    /X/data               storage "csr": float64, float32, float16 or uint8 (nnz,)
     /X/indices            int32 (nnz,), 0-based columns, strictly ascending
                           within each row
     /X/indptr             int64 (n_samples + 1,): row r is entries
                           indptr[r]:indptr[r+1]; indptr[0] = 0, indptr[-1] = nnz
+
+A feature's value is the stored value times ``value_scale``, a float attribute
+of ``X`` (the dataset when dense, the group when csr; 1 when absent). uint8
+storage with value_scale 1/255 holds MNIST-style [0, 1] data in steps of 1/255
+exactly, in an eighth of float64's bytes.
 
 Datasets may be gzip- or lzf-compressed (with the shuffle filter). Files are
 written atomically: to a hidden temporary file in the target directory, then
@@ -42,6 +47,9 @@ _MAGIC = b"\x89HDF\r\n\x1a\n"
 _CHUNK_BYTES = 1 << 20  # target size of one HDF5 chunk
 _CHECK_BLOCK = 1 << 22  # stored entries validated per block in read_header
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+STORED_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "uint8": np.uint8}
+COMPACT_DTYPES = (np.dtype(np.float16), np.dtype(np.uint8))  # read as float32, tile by tile
+GRID_TOLERANCE = 1e-3  # uint8: how far (in steps) a value may sit from k * value_scale
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,12 @@ class H5Header:
     storage: str  # "dense" or "csr"
     max_row_nnz: int
     dtype: np.dtype  # dtype of the stored X values
+    value_scale: float = 1.0  # feature value = stored value * value_scale
+
+    @property
+    def float_dtype(self):
+        """The float type rows are read in by default: float32 for compact storage."""
+        return np.dtype(np.float32) if self.dtype in COMPACT_DTYPES else self.dtype
 
 
 def is_hdf5(path):
@@ -84,6 +98,58 @@ def _float_dtype(dtype):
     return dtype
 
 
+def stored_dtype(dtype):
+    """The numpy dtype for a storage type name or dtype; raises InputError for others."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        dtype = None
+    if dtype not in [np.dtype(t) for t in STORED_DTYPES.values()]:
+        raise InputError(f"dtype must be one of {', '.join(STORED_DTYPES)}, got {dtype}")
+    return dtype
+
+
+def default_value_scale(dtype, largest):
+    """value_scale for uint8 storage of values up to ``largest``: 1/255 for [0, 1] data, else 1."""
+    if np.dtype(dtype) == np.uint8 and largest <= 1.0:
+        return 1.0 / 255.0
+    return 1.0
+
+
+def quantize(values, dtype, value_scale=1.0):
+    """``values / value_scale`` in the stored ``dtype`` (any shape).
+
+    Returns (stored, first_bad): first_bad is the flat position of the first value the
+    dtype cannot hold (None when all fit): a non-finite value, beyond the range of
+    float32 or float16, or for uint8 not ``k * value_scale`` for an integer k in 0..255
+    (within GRID_TOLERANCE of a step, so decimal text of the exact value is accepted).
+    """
+    dtype = np.dtype(dtype)
+    scaled = values if value_scale == 1.0 else np.asarray(values, np.float64) / value_scale
+    if dtype == np.uint8:
+        steps = np.rint(scaled)
+        fit = (steps >= 0) & (steps <= 255) & (np.abs(scaled - steps) <= GRID_TOLERANCE)
+        stored = steps.astype(np.uint8) if fit.all() else None
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            stored = np.asarray(scaled).astype(dtype)
+        fit = np.isfinite(stored)
+    if fit.all():
+        return stored, None
+    return None, int(np.flatnonzero(~fit.ravel())[0])
+
+
+def why_unfit(value, dtype, value_scale=1.0):
+    """Words for why ``value`` cannot be stored as ``dtype`` (see quantize)."""
+    dtype = np.dtype(dtype)
+    if not np.isfinite(value):
+        return f"value {value} is not finite"
+    if dtype == np.uint8:
+        return (f"value {value!r} is not k * value_scale ({value_scale:.9g}) for an integer k in 0..255; "
+                "choose another --value-scale or a float dtype")
+    return f"value {value!r} does not fit {dtype} (largest {float(np.finfo(dtype).max):.6g})"
+
+
 def _check_compression(compression):
     if compression is None or compression in ("gzip", "lzf"):
         return compression
@@ -93,20 +159,17 @@ def _check_compression(compression):
                      f"got {compression!r}")
 
 
-def _prepare(X, y, dtype):
-    """Validate X and y; returns (X as CSR or C-contiguous ndarray, y float64)."""
+def _prepare(X, y):
+    """Validate X and y; returns (X as canonical CSR or C-contiguous ndarray, y float64)."""
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         if not X.has_canonical_format:  # unsorted or duplicate entries
             X = X.copy()
             X.sum_duplicates()
-        # A new matrix object, so the caller's X is never modified.
-        X = sp.csr_matrix((X.data.astype(dtype, copy=False), X.indices, X.indptr),
-                          shape=X.shape)
-        values = X.data
     else:
-        X = np.ascontiguousarray(X, dtype=dtype)
-        values = X
+        X = np.ascontiguousarray(X)
+        if X.dtype.kind not in "fiu":
+            X = X.astype(np.float64)
         if X.ndim != 2:
             raise InputError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
     n, d = X.shape
@@ -119,37 +182,70 @@ def _prepare(X, y, dtype):
         raise InputError(f"y must have shape ({n},) to match X's rows, got {y.shape}")
     if not np.isfinite(y).all():
         raise InputError("y contains NaN or infinite labels")
-    if not np.isfinite(values).all():
-        raise InputError(f"X contains NaN or infinite values (as {dtype})")
     return X, y
 
 
-def _dataset(group, name, data, compression):
-    opts = {}
-    # Empty datasets cannot be chunked, hence cannot be compressed.
-    if data.size and (compression is not None or data.ndim == 2):
-        rows = max(1, min(data.shape[0], _CHUNK_BYTES // max(1, data[:1].nbytes)))
-        opts["chunks"] = (rows,) + data.shape[1:]
-        if compression is not None:
-            opts.update(compression=compression, shuffle=True)
-    return group.create_dataset(name, data=data, track_times=False, **opts)
+def _chunked(shape, dtype, compression):
+    """create_dataset options: chunks of about _CHUNK_BYTES whole rows, and the filters."""
+    if not shape[0]:  # empty datasets cannot be chunked, hence cannot be compressed
+        return {}
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
+    rows = max(1, min(shape[0], _CHUNK_BYTES // max(1, row_bytes)))
+    opts = {"chunks": (rows,) + tuple(shape[1:])}
+    if compression is not None:
+        opts.update(compression=compression, shuffle=True)
+    return opts
 
 
-def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None):
+def create_layout(f, n, d, storage, dtype, nnz=0, max_row_nnz=None, value_scale=1.0, compression=None):
+    """Write the root attributes into the open HDF5 file ``f`` and create the empty,
+    pre-sized datasets of the layout; returns them by name: "y" and "X" (dense) or
+    "data", "indices", "indptr" (csr), for the caller to fill by row ranges.
+
+    nnz: stored entries (csr); max_row_nnz: the longest row (csr; n_features when dense).
+    """
+    dtype = stored_dtype(dtype)
+    compression = _check_compression(compression)
+    f.attrs["format"] = FORMAT
+    f.attrs["format_version"] = FORMAT_VERSION
+    f.attrs["n_samples"] = n
+    f.attrs["n_features"] = d
+    f.attrs["storage"] = storage
+    f.attrs["max_row_nnz"] = d if storage == "dense" else max_row_nnz
+
+    def empty(group, name, shape, kind):
+        return group.create_dataset(name, shape=shape, dtype=kind, track_times=False,
+                                    **_chunked(shape, kind, compression))
+
+    out = {"y": empty(f, "y", (n,), np.float64)}
+    if storage == "csr":
+        group = f.create_group("X")
+        group.attrs["value_scale"] = float(value_scale)
+        out.update(data=empty(group, "data", (nnz,), dtype), indices=empty(group, "indices", (nnz,), np.int32),
+                   indptr=empty(group, "indptr", (n + 1,), np.int64))
+    else:
+        out["X"] = empty(f, "X", (n, d), dtype)
+        out["X"].attrs["value_scale"] = float(value_scale)
+    return out
+
+
+def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None, value_scale=None):
     """Write X (n_samples by n_features, dense ndarray or scipy sparse) and
     y (n_samples labels) to path in the ppack layout.
 
     storage: "dense", "csr" or "auto" (csr when under 25% of X is nonzero).
-    dtype: float32 or float64 for the stored X values.
+    dtype: float64, float32, float16 or uint8 for the stored X values.
+    value_scale: stored value = X / value_scale (None: 1/255 for uint8 when X lies
+    in [0, 1], else 1); a value the dtype cannot hold is an error naming its row.
     compression: None, "gzip", "lzf" or a gzip level 0-9.
     Returns the H5Header of the written file. An existing file at path is
     replaced only once the new one is complete.
     """
-    dtype = _float_dtype(dtype)
+    dtype = stored_dtype(dtype)
     compression = _check_compression(compression)
     if storage not in ("auto",) + STORAGES:
         raise InputError(f"storage must be 'auto', 'dense' or 'csr', got {storage!r}")
-    X, y = _prepare(X, y, dtype)
+    X, y = _prepare(X, y)
     n, d = X.shape
     if storage == "auto":
         nnz = X.nnz if sp.issparse(X) else np.count_nonzero(X)
@@ -157,28 +253,31 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
     if storage == "csr":
         X = sp.csr_matrix(X) if not sp.issparse(X) else X
         max_row_nnz = int(np.diff(X.indptr).max())
+        values = X.data
     else:
         X = X.toarray() if sp.issparse(X) else X
         max_row_nnz = d
+        values = X
+    if value_scale is None:
+        value_scale = default_value_scale(dtype, float(values.max()) if values.size else 0.0)
+    stored, bad = quantize(values, dtype, value_scale)
+    if bad is not None:
+        row = bad // d if storage == "dense" else int(np.searchsorted(X.indptr, bad, side="right")) - 1
+        raise InputError(f"X: row {row}: {why_unfit(values.ravel()[bad], dtype, value_scale)}")
 
     def write(f):
-        f.attrs["format"] = FORMAT
-        f.attrs["format_version"] = FORMAT_VERSION
-        f.attrs["n_samples"] = n
-        f.attrs["n_features"] = d
-        f.attrs["storage"] = storage
-        f.attrs["max_row_nnz"] = max_row_nnz
+        ds = create_layout(f, n, d, storage, dtype, values.size, max_row_nnz, value_scale, compression)
+        ds["y"][...] = y
         if storage == "csr":
-            group = f.create_group("X")
-            _dataset(group, "data", X.data, compression)
-            _dataset(group, "indices", X.indices.astype(np.int32, copy=False), compression)
-            _dataset(group, "indptr", X.indptr.astype(np.int64, copy=False), compression)
+            if values.size:
+                ds["data"][...] = stored
+                ds["indices"][...] = X.indices
+            ds["indptr"][...] = X.indptr
         else:
-            _dataset(f, "X", X, compression)
-        _dataset(f, "y", y, compression)
+            ds["X"][...] = stored
 
     atomic_h5_write(os.fspath(path), write)
-    return H5Header(n, d, storage, max_row_nnz, dtype)
+    return H5Header(n, d, storage, max_row_nnz, dtype, float(value_scale))
 
 
 # ------------------------------------------------------------------ reading
@@ -255,7 +354,7 @@ def _layout(f, path):
     _expect_shape(y, path, (n,), "n_samples")
     ds = {"y": y}
     if storage == "dense":
-        X = _get_dataset(f, path, "X", 2, "f", "2-D float array")
+        X = _get_dataset(f, path, "X", 2, "fu", "2-D array of float or uint8 values")
         _expect_shape(X, path, (n, d), "n_samples, n_features")
         if max_row_nnz != d:
             raise InputError(f"root attribute 'max_row_nnz': expected {d} (n_features) for "
@@ -265,17 +364,21 @@ def _layout(f, path):
         if not isinstance(f.get("X"), h5py.Group):
             raise InputError("'X': expected a group with data, indices and indptr "
                              "for csr storage", path)
-        data = _get_dataset(f, path, "X/data", 1, "f", "1-D float values")
+        data = _get_dataset(f, path, "X/data", 1, "fu", "1-D float or uint8 values")
         indices = _get_dataset(f, path, "X/indices", 1, "iu", "1-D integer column indices")
         indptr = _get_dataset(f, path, "X/indptr", 1, "iu", "1-D integer row pointers")
         _expect_shape(indices, path, data.shape, "same length as X/data")
         _expect_shape(indptr, path, (n + 1,), "n_samples + 1")
         ds.update(data=data, indices=indices, indptr=indptr)
         X = data
-    if X.dtype not in _FLOAT_DTYPES:
-        raise InputError(f"'{X.name.lstrip('/')}': expected float32 or float64 values, "
+    if X.dtype.name not in STORED_DTYPES:
+        raise InputError(f"'{X.name.lstrip('/')}': expected {', '.join(STORED_DTYPES)} values, "
                          f"found {X.dtype}", path)
-    return H5Header(n, d, storage, max_row_nnz, X.dtype), ds
+    holder = f["X"]
+    scale = holder.attrs.get("value_scale", 1.0)
+    if not (np.ndim(scale) == 0 and np.asarray(scale).dtype.kind in "fiu" and np.isfinite(scale) and scale > 0):
+        raise InputError(f"'X' attribute 'value_scale': expected a positive finite number, found {scale!r}", path)
+    return H5Header(n, d, storage, max_row_nnz, X.dtype, float(scale)), ds
 
 
 def _check_indptr(indptr, path, nnz, first_row=0):
@@ -355,22 +458,47 @@ def read_rows(path, start, stop, dtype=None):
 
     Returns (X_local, y_local): X_local is a C-contiguous ndarray of shape
     (stop - start, n_features) for dense storage or a scipy CSR matrix of that
-    shape (int32 indices) for csr storage; y_local float64 (stop - start,).
-    dtype: float32/float64 for X_local, None for the stored dtype.
+    shape (int32 indices) for csr storage, holding the feature values (stored
+    values times value_scale); y_local float64 (stop - start,).
+    dtype: float32/float64 for X_local, None for the header's float_dtype.
     """
+    X, y, header = read_stored_rows(path, start, stop)
+    dtype = header.float_dtype if dtype is None else _float_dtype(dtype)
+    return as_float(X, dtype, header.value_scale), y
+
+
+def as_float(X, dtype, value_scale=1.0):
+    """Stored rows (dense array or CSR) as feature values of the float ``dtype``.
+
+    The product with value_scale is taken in float64 and then rounded once, so every
+    reader of a file gets the same values.
+    """
+    values = X.data if sp.issparse(X) else X
+    if value_scale == 1.0:
+        values = values.astype(dtype, copy=False)
+    else:
+        values = (values * np.float64(value_scale)).astype(dtype, copy=False)
+    if sp.issparse(X):
+        X = sp.csr_matrix((values, X.indices, X.indptr), shape=X.shape)
+        X.has_sorted_indices = True
+        return X
+    return np.ascontiguousarray(values)
+
+
+def read_stored_rows(path, start, stop):
+    """Rows [start, stop) as stored (any stored dtype, not scaled): (X_local, y_local, H5Header)."""
     start, stop = int(start), int(stop)
     with _open(path) as f:
         header, ds = _layout(f, path)
         if not 0 <= start <= stop <= header.n_samples:
             raise InputError(f"row range [{start}, {stop}) is not within "
                              f"[0, {header.n_samples}]", path)
-        dtype = header.dtype if dtype is None else _float_dtype(dtype)
         y = ds["y"][start:stop].astype(np.float64, copy=False)
         if not np.isfinite(y).all():
             r = start + int(np.argmax(~np.isfinite(y)))
             raise InputError(f"'y': label of row {r} is {y[r - start]}", path)
         if header.storage == "dense":
-            X = np.ascontiguousarray(ds["X"][start:stop], dtype=dtype)
+            X = np.ascontiguousarray(ds["X"][start:stop])
             values = X
         else:
             nnz = ds["data"].shape[0]
@@ -380,11 +508,10 @@ def read_rows(path, start, stop, dtype=None):
             indptr -= lo
             indices = ds["indices"][lo:hi]
             _check_indices(indices, indptr, path, header.n_features, start)
-            values = ds["data"][lo:hi].astype(dtype, copy=False)
+            values = ds["data"][lo:hi]
             X = sp.csr_matrix((values, indices.astype(np.int32, copy=False), indptr),
                               shape=(stop - start, header.n_features))
             X.has_sorted_indices = True
-        if not np.isfinite(values).all():
-            raise InputError(f"'X': rows [{start}, {stop}) contain NaN or infinite values "
-                             f"(as {dtype})", path)
-    return X, y
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            raise InputError(f"'X': rows [{start}, {stop}) contain NaN or infinite values", path)
+    return X, y, header
