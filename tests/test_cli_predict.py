@@ -51,7 +51,14 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
         assert train_metrics["allreduce_calls"] == 2 * train_metrics["packs"] == 2 * 18
         assert train_metrics["support_vectors"] == reference.n_support_
         assert set(train_metrics["seconds"]) >= {"total", "read", "kernel_sums", "communication",
-                                                 "sequential_updates", "evaluate"}
+                                                 "sequential_updates", "evaluate", "save"}
+        peaks = train_metrics["memory"]["peak_rss_bytes"]
+        assert set(peaks) == {"after_read", "after_training", "after_save"}
+        for phase in peaks.values():  # one figure per rank, in bytes, never falling
+            assert len(phase) == WORLD.Get_size() and min(phase) > 10 * 2**20
+        assert all(a <= b <= c for a, b, c in zip(peaks["after_read"], peaks["after_training"], peaks["after_save"]))
+        assert 0 < train_metrics["memory"]["table_bytes"][0] and sum(train_metrics["memory"]["shard_bytes"]) > 0
+        assert set(predict_metrics["seconds"]) == {"load_model", "read", "predict"}
         with h5py.File(d / "m.h5", "r") as f:
             assert f.attrs["format"] == "ppack-model" and f.attrs["kernel"] == "rbf"
             assert f.attrs["gamma"] == 0.2 and f.attrs["n_features"] == 10

@@ -2,6 +2,8 @@
 import argparse
 import json
 import os
+import resource
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,12 @@ def check_outputs(comm, outputs):
                 raise PPackError(f"{flag} {path}: the folder {folder} is not writable")
 
     on_rank0(comm, check)
+
+
+def peak_rss_bytes(comm):
+    """Collective: every rank's peak resident memory so far (bytes), as a list on rank 0."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return comm.gather(peak if sys.platform == "darwin" else peak * 1024, root=0)  # Linux counts KiB
 
 
 def read_shard(comm, path, dtype):

@@ -47,9 +47,9 @@ def _labels(y):
 def _describe_data(path, f):
     h = read_header(path, check_indices=False)
     nnz = len(f["X/data"]) if h.storage == "csr" else h.n_samples * h.n_features
-    stored = f["X/data"].dtype if h.storage == "csr" else f["X"].dtype
+    scale = f", value = stored x {h.value_scale:.9g}" if h.value_scale != 1.0 else ""
     return [f"{path}: ppack data set (format_version {f.attrs['format_version']})",
-            f"  rows {h.n_samples}, features {h.n_features}, storage {h.storage} ({stored})",
+            f"  rows {h.n_samples}, features {h.n_features}, storage {h.storage} ({h.dtype}{scale})",
             f"  stored values {nnz} ({100 * nnz / max(1, h.n_samples * h.n_features):.2f}% of the matrix), "
             f"longest row {h.max_row_nnz}",
             f"  labels {_labels(f['y'][()])}"]

@@ -8,7 +8,8 @@ from ..atomic import atomic_h5_write, atomic_write
 from ..base import load_model
 from ..errors import PPackError
 from ..mpi.comm import configure_threads, on_rank0
-from .common import Report, add_common, check_outputs, evaluate, ranks_and_threads, read_shard, write_metrics
+from .common import (Report, add_common, check_outputs, evaluate, peak_rss_bytes, ranks_and_threads, read_shard,
+                     write_metrics)
 
 OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
 
@@ -31,6 +32,7 @@ def run(comm, args):
     model, model_seconds = _timed_load(comm, args.model)
     shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
     decisions, labels, accuracy, seconds = evaluate(comm, model, shard)
+    peaks = peak_rss_bytes(comm)
     described = model.summary()
     say(f"predicted {shard.n_samples} rows of {args.data} with {described} "
         f"on {ranks_and_threads(comm, threads)} in {seconds:.2f} s")
@@ -43,7 +45,8 @@ def run(comm, args):
     write_metrics(comm, args.metrics_json, {
         "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
         "n_samples": shard.n_samples, "model": described,
-        "seconds": {"read": model_seconds + data_seconds, "predict": seconds}, "test_accuracy": accuracy})
+        "seconds": {"load_model": model_seconds, "read": data_seconds, "predict": seconds}, "test_accuracy": accuracy,
+        "memory": {"peak_rss_bytes": peaks}})
 
 
 def _timed_load(comm, path):

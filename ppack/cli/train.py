@@ -4,6 +4,7 @@ import re
 import signal
 import threading
 
+from mpi4py import MPI
 
 from ..errors import PPackError
 from ..linear.estimator import BlockAveragedSVC
@@ -11,8 +12,8 @@ from ..mpi.comm import configure_threads, on_rank0, run_collectively
 from ..packsvm.checkpoint import check_checkpoint_file
 from ..packsvm.estimator import PackSVC
 from ..registry import KERNEL_SOLVER, SOLVERS
-from .common import (Report, add_common, check_outputs, describe_run, evaluate, read_shard, training_data,
-                     write_metrics)
+from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, read_shard,
+                     training_data, write_metrics)
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
                       refuse_other_trainers_options)
 from .progress import Progress
@@ -67,11 +68,16 @@ def run(comm, args):
     data, test = training_data(args, say)
     shard, read_seconds = read_shard(comm, data, model.feature_dtype)
     say(describe_run(comm, data, shard, threads))
+    peaks = {"after_read": peak_rss_bytes(comm)}
     metrics = (_fit_packsvm if kernel else _fit_linear)(args, model, shard, say)
     if metrics is None:  # stopped by SIGTERM, state checkpointed
         return
+    peaks["after_training"] = peak_rss_bytes(comm)
     metrics = {"command": "train", "ranks": comm.Get_size(), "threads_per_rank": threads, "train_data": data,
-               "n_samples": shard.n_samples, "n_features": shard.n_features, **metrics}
+               "n_samples": shard.n_samples, "n_features": shard.n_features, **metrics,
+               "memory": {"peak_rss_bytes": peaks, "shard_bytes": comm.gather(shard.nbytes, root=0)}}
+    if kernel:
+        metrics["memory"]["table_bytes"] = comm.gather(model.table_.nbytes, root=0)
     metrics["seconds"]["read"] = read_seconds
     _evaluate_and_save(comm, args, model, test, metrics, say)
 
@@ -133,8 +139,15 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
             say(f"test accuracy {100 * accuracy:.2f}% on {test} ({test_shard.n_samples} rows), "
                 f"evaluated in {seconds:.2f} s")
     if args.model:
+        start = MPI.Wtime()
         model.save(args.model)
-        say(f"model written to {args.model}")
+        metrics["seconds"]["save"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        metrics["memory"]["peak_rss_bytes"]["after_save"] = peak_rss_bytes(comm)
+        say(f"model written to {args.model} in {metrics['seconds']['save']:.2f} s")
+    if comm.Get_rank() == 0:
+        peaks = metrics["memory"]["peak_rss_bytes"]
+        say("peak memory per rank (max over ranks): " + ", ".join(
+            f"{phase.replace('_', ' ')} {max(values) / 2**20:.0f} MB" for phase, values in peaks.items()))
     write_metrics(comm, args.metrics_json, metrics)
 
 

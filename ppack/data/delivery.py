@@ -31,7 +31,8 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None):
 
     ``collectives``: a ``mpi.collectives.Collectives`` (one ``sum``); ``shard`` this
     rank's ``Shard``; ``labels`` its rows' labels (or None); ``n_features`` pads rows to a
-    model's width. Returns a ``RowBlock`` in the shard's dtype.
+    model's width. Returns a ``RowBlock`` of feature values in the shard's float ``dtype``
+    (compact stored rows are scaled here, r rows at a time).
     """
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
@@ -44,11 +45,15 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None):
         idx = buf[2 * r:2 * r + r * L].reshape(r, L)
         val = buf[2 * r + r * L:].reshape(r, L)
         _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, nnz, idx, val)
+        if shard.value_scale != 1.0:
+            val[mine] *= shard.value_scale
     else:
         buf = np.zeros(r + r * d)
         ylab = buf[:r]
         rows = buf[r:].reshape(r, d)
         rows[mine, :shard.n_features] = shard.X[local]
+        if shard.value_scale != 1.0:
+            rows[mine] *= shard.value_scale
     if labels is not None:
         ylab[mine] = labels[local]
     collectives.sum(buf)

@@ -11,6 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from .hdf5 import COMPACT_DTYPES, as_float, is_hdf5, read_header, read_rows, read_stored_rows
+from .libsvm import read_libsvm
 from ..mpi.comm import chunk, run_collectively
 
 
@@ -18,9 +20,12 @@ from ..mpi.comm import chunk, run_collectively
 class Shard:
     """Rows [start, stop) of a data set with ``n_samples`` rows and ``n_features`` columns.
 
-    X: dense (stop-start, n_features) array or scipy CSR matrix; y: (stop-start,) float64
-    raw labels (NaN when the file has none); ``max_row_nnz``: the longest row of the whole
-    data set (n_features when dense).
+    X: dense (stop-start, n_features) array or scipy CSR matrix, as stored: float, or compact
+    (uint8, float16) with feature value = stored value * ``value_scale``; y: (stop-start,)
+    float64 raw labels (NaN when the file has none); ``max_row_nnz``: the longest row of the
+    whole data set (n_features when dense). ``dtype``: the float type rows are computed in
+    (X's own type unless X is compact); compact rows are converted a few at a time
+    (``float_rows``), never the whole shard.
     """
 
     path: str
@@ -31,14 +36,28 @@ class Shard:
     X: object
     y: np.ndarray
     max_row_nnz: int
+    value_scale: float = 1.0
+    dtype: np.dtype = None
+
+    def __post_init__(self):
+        if self.dtype is None:
+            self.dtype = self.X.dtype
+        self.dtype = np.dtype(self.dtype)
 
     @property
     def sparse(self):
         return sp.issparse(self.X)
 
     @property
-    def dtype(self):
-        return self.X.dtype
+    def nbytes(self):
+        """Bytes this rank holds for X and y."""
+        X = self.X
+        held = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if self.sparse else X.nbytes
+        return int(held + self.y.nbytes)
+
+    def float_rows(self, start=0, stop=None):
+        """Local rows [start, stop) as feature values of ``dtype`` (dense array or CSR)."""
+        return as_float(self.X[start:stop], self.dtype, self.value_scale)
 
     @classmethod
     def from_arrays(cls, X, y, rank=0, size=1, path="<array>"):
@@ -68,9 +87,6 @@ def load_shard(comm, path, dtype=np.float64, n_features=None):
 
 
 def _read_shard(path, rank, size, dtype, n_features):
-    from .hdf5 import is_hdf5, read_header, read_rows
-    from .libsvm import read_libsvm
-
     path = str(path)
     if not Path(path).exists():
         raise InputError("No such file", path)
@@ -78,13 +94,17 @@ def _read_shard(path, rank, size, dtype, n_features):
         header = read_header(path, check_indices=False)  # read_rows checks its own slice
         header_d = max(header.n_features, n_features or 0)
         start, stop = chunk(header.n_samples, rank, size)
-        X, y = read_rows(path, start, stop, dtype=dtype)
+        if header.dtype in COMPACT_DTYPES:  # kept as stored: rows per rank cost the file's bytes
+            X, y, _ = read_stored_rows(path, start, stop)
+        else:
+            X, y = read_rows(path, start, stop, dtype=dtype)
         if sp.issparse(X):
             X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(stop - start, header_d))
         elif header_d > X.shape[1]:
             X = np.pad(X, ((0, 0), (0, header_d - X.shape[1])))
         longest = header.max_row_nnz if header.storage == "csr" else header_d
-        return Shard(path, header.n_samples, header_d, start, stop, X, y, max(int(longest), 1))
+        scale = header.value_scale if header.dtype in COMPACT_DTYPES else 1.0
+        return Shard(path, header.n_samples, header_d, start, stop, X, y, max(int(longest), 1), scale, dtype)
     # LIBSVM text: a first scan counts the rows, a second keeps this rank's rows
     _, _, info = read_libsvm(path, n_features=n_features, row_range=(0, 0), dtype=dtype)
     start, stop = chunk(info.n_samples, rank, size)

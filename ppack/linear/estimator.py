@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..base import BaseSVC
+from ..data.hdf5 import as_float
 from ..errors import PPackError
 from ..model.linear import LinearModelFile, read_linear_model, save_linear_model
 from ..mpi.collectives import Collectives
@@ -22,6 +23,7 @@ from .features import FeatureMap, predict_decision
 from .pegasos import solve_distributed
 from .problem import loss_sum, margins
 
+PREDICT_ROWS = 8192  # rows converted to float64 at a time when predicting
 _D = {name: param.default for name, param in LINEAR_PARAMS.items()}
 
 
@@ -87,13 +89,12 @@ class BlockAveragedSVC(BaseSVC):
             raise PPackError(f"features: {exc}") from None
 
     @staticmethod
-    def _block(shard):
-        X = shard.X
+    def _block(shard, start=0, stop=None):
+        """Local rows [start, stop) as float64 feature values (the linear solvers' type)."""
+        X = as_float(shard.X[start:stop], np.dtype(np.float64), shard.value_scale)
         if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=np.float64)
             X.sort_indices()
-            return X
-        return np.ascontiguousarray(X, dtype=np.float64)
+        return X
 
     def fit(self, X, y=None, on_round=None):
         """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``; ``on_round(report)``
@@ -149,15 +150,17 @@ class BlockAveragedSVC(BaseSVC):
 
     def _decisions(self, shard):
         """Decision values of every row of the shard's data set, and its raw labels, on rank 0."""
-        block = self._block(shard)
-        if shard.n_features < self.n_features_in_:
-            block = (sp.csr_matrix((block.data, block.indices, block.indptr),
-                                   shape=(block.shape[0], self.n_features_in_)) if sp.issparse(block)
-                     else np.pad(block, ((0, 0), (0, self.n_features_in_ - block.shape[1]))))
-        if self.feature_map_ is None:
-            local = margins(block, np.ones(block.shape[0]), self.w_, self.b_)
-        else:
-            local = predict_decision(block, self.w_, self.b_, self.feature_map_)
+        local = np.empty(shard.stop - shard.start)
+        for start in range(0, len(local), PREDICT_ROWS):  # tile by tile: no float64 copy of the shard
+            block = self._block(shard, start, start + PREDICT_ROWS)
+            if shard.n_features < self.n_features_in_:
+                block = (sp.csr_matrix((block.data, block.indices, block.indptr),
+                                       shape=(block.shape[0], self.n_features_in_)) if sp.issparse(block)
+                         else np.pad(block, ((0, 0), (0, self.n_features_in_ - block.shape[1]))))
+            if self.feature_map_ is None:
+                local[start:start + PREDICT_ROWS] = margins(block, np.ones(block.shape[0]), self.w_, self.b_)
+            else:
+                local[start:start + PREDICT_ROWS] = predict_decision(block, self.w_, self.b_, self.feature_map_)
         collectives = Collectives(self._comm())
         return collectives.gather_to_root(local), collectives.gather_to_root(shard.y)
 

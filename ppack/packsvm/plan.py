@@ -96,7 +96,7 @@ def _time_estimate(path, params, n, T, r, ranks, latency):
     """Lines estimating the run time from a short single-process run on this machine."""
     shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(params["dtype"]))
     m = min(n, CALIBRATION_ROWS)
-    X, y = shard.X[:m], shard.y[:m]
+    X, y = shard.float_rows(0, m), shard.y[:m]
     sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
                   iterations=min(T, max(20 * r, m // 2)))
     if sample.get("sigma") is not None:  # the same C as the full run: C = 1 / (n sigma)

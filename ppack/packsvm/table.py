@@ -38,6 +38,13 @@ class SupportVectorTable:
     def __len__(self):
         return self.n
 
+    @property
+    def nbytes(self):
+        """Bytes allocated for the entries (capacity, not just the live ones), the key map aside."""
+        arrays = [self._keys, self._coef, self._norms]
+        arrays += [self._indptr, self._indices, self._values] if self.sparse else [self._features]
+        return int(sum(a.nbytes for a in arrays))
+
     # -- views of the live entries -------------------------------------------------
     @property
     def keys(self):
