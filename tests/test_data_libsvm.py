@@ -51,6 +51,28 @@ def test_small_chunks_and_long_lines(tmp_path, monkeypatch):
         assert_same(*read_libsvm(path), ref)
 
 
+def test_chunks_hold_every_row_once_with_its_line(tmp_path, monkeypatch):
+    """iter_libsvm_chunks: consecutive chunks that concatenate to the reference parse, each row
+    with its 1-based text line (blank and comment lines count)."""
+    monkeypatch.setattr(libsvm, "CHUNK_BYTES", 64)
+    raw = random_libsvm(random.Random(9), n_rows=300, n_features=20)
+    indptr, indices, values, labels, info = reference_parse(raw)
+    chunks = list(libsvm.iter_libsvm_chunks(write(tmp_path / "d.txt", raw)))
+    assert len(chunks) > 20
+    assert [c.first_row for c in chunks] == list(np.cumsum([0] + [c.n_rows for c in chunks[:-1]]))
+    assert sum(c.n_rows for c in chunks) == info.n_samples
+    assert max(c.max_index for c in chunks) == info.n_features
+    assert max(c.max_row_nnz for c in chunks) == info.max_row_nnz
+    np.testing.assert_array_equal(np.concatenate([c.labels for c in chunks]), labels)
+    np.testing.assert_array_equal(np.concatenate([np.diff(c.indptr) for c in chunks]), np.diff(indptr))
+    np.testing.assert_array_equal(np.concatenate([c.indices for c in chunks]), indices)
+    np.testing.assert_array_equal(np.concatenate([c.values for c in chunks]), values)
+    lines = [k + 1 for k, line in enumerate(raw.split(b"\n")) if line.split(b"#", 1)[0].split()]
+    np.testing.assert_array_equal(np.concatenate([c.lines for c in chunks]), lines)
+    for c in chunks:
+        assert [c.line_of_pair(k) for k in range(len(c.values))] == list(np.repeat(c.lines, np.diff(c.indptr)))
+
+
 def test_floats_are_correctly_rounded(tmp_path):
     rng = np.random.default_rng(0)
     bits = rng.integers(0, 2**63 - 1, size=3000, dtype=np.int64)
@@ -65,7 +87,9 @@ def test_floats_are_correctly_rounded(tmp_path):
                                                    rng.normal(0, 1e3, 2000))]
     texts += ["9007199254740993", "9007199254740992e-22", "1e22", "1e23", "123456789e-22",
               "0.1", ".3", "5.", "-0", "-0.0e5", "1e-400", "2.2250738585072011e-308",
-              "4.9406564584124654e-324", "1.7976931348623157e308"]
+              "4.9406564584124654e-324", "1.7976931348623157e308",
+              # 19 significant digits above 2**63: the mantissa must not wrap around
+              "9980257793744363520.", "9223372036854775808", "-9999999999999999999e-3", "0.9999999999999999999"]
     raw = "".join(f"1 1:{t}\n" for t in texts).encode()
     X, _, _ = read_libsvm(write(tmp_path / "f.txt", raw))
     expected = np.array([float(t) for t in texts])

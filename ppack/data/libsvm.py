@@ -7,8 +7,9 @@ accepted. Rows whose indices are out of order are rejected rather than
 silently reordered, because LIBSVM itself assumes ascending order.
 
 The file is streamed in chunks cut at a newline, so memory is bounded by one
-chunk plus the rows kept. A numba kernel splits the chunk into tokens and
-converts numbers; a number it cannot convert exactly (more than 19
+chunk plus the rows kept; ``iter_libsvm_chunks`` hands the chunks' rows out one
+chunk at a time and keeps nothing. A numba kernel splits the chunk into tokens and
+converts numbers; a number it cannot convert exactly (more than 18
 significant digits, or a decimal exponent beyond +-22) is handed back and
 converted with Python's ``float``, so every value is the correctly rounded
 double.
@@ -27,7 +28,7 @@ from numba import njit
 
 from ..errors import InputError
 
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 4 << 20  # text parsed at once: bounds the memory of a streaming pass
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -95,13 +96,14 @@ def _token_end(buf, i, n):
 @njit(cache=True, inline="always")
 def _digits(buf, i, b, mant, n_sig):
     """Read the decimal digits at buf[i:b], continuing the mantissa ``mant`` of ``n_sig``
-    significant digits; returns (position after them, mant, n_sig, digits read)."""
+    significant digits (the first 18 go to mant, which then stays below 2**63);
+    returns (position after them, mant, n_sig, digits read)."""
     start = i
     while i < b and 48 <= buf[i] <= 57:
         d = buf[i] - 48
         if n_sig > 0 or d != 0:
             n_sig += 1
-            if n_sig <= 19:
+            if n_sig <= 18:
                 mant = mant * 10 + d
         i += 1
     return i, mant, n_sig, i - start
@@ -118,7 +120,7 @@ def _parse_decimal(buf, a, b):
     if i < b and (buf[i] == 43 or buf[i] == 45):
         neg = buf[i] == 45
         i += 1
-    # n_sig: significant digits seen (from the first non-zero one); the first 19 go to mant
+    # n_sig: significant digits seen (from the first non-zero one); the first 18 go to mant
     i, mant, n_sig, n_digits = _digits(buf, i, b, 0, 0)
     exp10 = 0
     if i < b and buf[i] == 46:
@@ -145,7 +147,7 @@ def _parse_decimal(buf, a, b):
         return NUM_BAD, 0.0
     if n_sig == 0:
         return NUM_EXACT, -0.0 if neg else 0.0
-    if n_sig > 19 or mant > 2**53 or exp10 < -22 or exp10 > 22:
+    if n_sig > 18 or mant > 2**53 or exp10 < -22 or exp10 > 22:
         return NUM_SLOW, 0.0
     v = float(mant)
     if exp10 >= 0:
@@ -157,14 +159,15 @@ def _parse_decimal(buf, a, b):
 
 @njit(cache=True, nogil=True)
 def _tokenize(buf, line0, row0, keep_lo, keep_hi, max_index, value_limit,
-              labels, row_nnz, indices, values, slow):
+              labels, row_nnz, row_line, indices, values, slow):
     """Parse one chunk of whole lines.
 
     buf is the chunk as uint8; line0 is the 1-based number of its first line
     and row0 the 0-based number of its first data row. Rows numbered in
-    [keep_lo, keep_hi) are written to labels/row_nnz (one entry per kept row)
-    and indices/values (one per kept pair). Writes past an output's length are
-    dropped but still counted, so the caller can retry with exact sizes.
+    [keep_lo, keep_hi) are written to labels/row_nnz/row_line (one entry per
+    kept row: label, pairs, 1-based line) and indices/values (one per kept
+    pair). Writes past an output's length are dropped but still counted, so
+    the caller can retry with exact sizes.
 
     Returns (status, err_line, err_start, err_end, err_aux, n_rows, n_kept,
     n_pairs, n_slow, max_idx, max_nnz).
@@ -281,6 +284,7 @@ def _tokenize(buf, line0, row0, keep_lo, keep_hi, max_index, value_limit,
         if keep:
             if n_kept < cap_rows:
                 row_nnz[n_kept] = nnz
+                row_line[n_kept] = line
             n_kept += 1
         if prev > max_idx:
             max_idx = prev
@@ -329,12 +333,14 @@ def _chunks(stream, chunk_bytes):
                 yield carry, len(carry)
             return
         data = carry + block if carry else block
+        block = None  # one copy of the text at a time
         cut = data.rfind(b"\n") + 1
         if cut == 0:  # a line longer than a chunk: read more
             carry = data
             continue
         yield data, cut
         carry = data[cut:]
+        data = None
 
 
 def _token_text(buf, a, b, limit=40):
@@ -383,8 +389,27 @@ def _raise_parse_error(path, buf, status, line, a, b, aux, n_features):
     raise InputError(where + msg, path)
 
 
+@dataclass(frozen=True)
+class LibsvmChunk:
+    """The kept data rows of one chunk of text, as pieces of a CSR matrix."""
+
+    first_row: int  # 0-based number of the first kept row
+    labels: np.ndarray  # float64 (kept rows,)
+    indptr: np.ndarray  # int64 (kept rows + 1,), from 0: row r is pairs indptr[r]:indptr[r+1]
+    indices: np.ndarray  # int32 (pairs,): 0-based columns, ascending within a row
+    values: np.ndarray  # float64 (pairs,)
+    lines: np.ndarray  # int64 (kept rows,): 1-based text line of each row
+    n_rows: int  # data rows in the chunk, kept or not
+    max_index: int  # largest 1-based feature index of any row in the chunk, 0 if none
+    max_row_nnz: int  # most pairs on one row of the chunk
+
+    def line_of_pair(self, k):
+        """The text line of the row holding pair k (0-based within the chunk)."""
+        return int(self.lines[int(np.searchsorted(self.indptr, k, side="right")) - 1])
+
+
 class _Parser:
-    """Feeds chunks to _tokenize and collects the kept rows."""
+    """Feeds chunks to _tokenize; returns each chunk's kept rows."""
 
     def __init__(self, path, n_features, keep_lo, keep_hi, value_limit):
         self.path = path
@@ -394,12 +419,10 @@ class _Parser:
         self.value_limit = value_limit
         self.line = 1  # 1-based number of the next chunk's first line
         self.row = 0  # 0-based number of the next chunk's first data row
-        self.max_idx = 0
-        self.max_nnz = 0
-        self.parts = []  # (labels, row_nnz, indices, values) per chunk
         self.slow_cap = 1024
 
     def feed(self, data, length):
+        """Parse data[:length] (whole lines); returns a LibsvmChunk."""
         buf = np.frombuffer(data, dtype=np.uint8, count=length)
         if self.line == 1 and data.startswith(_UTF8_BOM):
             buf = buf[len(_UTF8_BOM):]
@@ -414,6 +437,7 @@ class _Parser:
         while True:
             labels = np.empty(row_cap, np.float64)
             row_nnz = np.empty(row_cap, np.int64)
+            row_line = np.empty(row_cap, np.int64)
             indices = np.empty(pair_cap, np.int32)
             values = np.empty(pair_cap, np.float64)
             slow = np.empty((slow_cap, 4), np.int64)
@@ -422,7 +446,7 @@ class _Parser:
                 buf, np.int64(self.line), np.int64(self.row),
                 np.int64(self.keep_lo), np.int64(self.keep_hi),
                 np.int64(self.n_features or 0), np.float64(self.value_limit),
-                labels, row_nnz, indices, values, slow)
+                labels, row_nnz, row_line, indices, values, slow)
             if n_kept <= row_cap and n_pairs <= pair_cap and n_slow <= slow_cap:
                 break
             row_cap = max(row_cap, n_kept)
@@ -436,13 +460,14 @@ class _Parser:
             _raise_parse_error(self.path, buf, status, err_line, err_a, err_b,
                                aux, self.n_features)
 
+        indptr = np.zeros(n_kept + 1, np.int64)
+        np.cumsum(row_nnz[:n_kept], out=indptr[1:])
+        chunk = LibsvmChunk(max(self.row, self.keep_lo), _trim(labels, n_kept), indptr,
+                            _trim(indices, n_pairs), _trim(values, n_pairs), _trim(row_line, n_kept),
+                            int(n_rows), int(max_idx), int(max_nnz))
         self.line += data.count(b"\n", 0, length)
         self.row += n_rows
-        self.max_idx = max(self.max_idx, max_idx)
-        self.max_nnz = max(self.max_nnz, max_nnz)
-        if n_kept:
-            self.parts.append((_trim(labels, n_kept), _trim(row_nnz, n_kept),
-                               _trim(indices, n_pairs), _trim(values, n_pairs)))
+        return chunk
 
     def _convert_slow(self, buf, slow, labels, values):
         for start, end, line, dest in slow:
@@ -461,28 +486,58 @@ class _Parser:
             elif dest >= 0:
                 values[dest] = v
 
-    def result(self, dtype):
-        if self.row == 0:
-            raise InputError("no data lines (the file is empty or holds only "
-                             "blank lines and comments)", self.path)
-        n_features = self.n_features if self.n_features is not None else self.max_idx
-        info = LibsvmInfo(self.row, n_features, self.max_nnz)
-        if self.parts:
-            labels, row_nnz, indices, values = (np.concatenate(p) for p in zip(*self.parts))
-        else:
-            labels, row_nnz = np.empty(0), np.empty(0, np.int64)
-            indices, values = np.empty(0, np.int32), np.empty(0)
-        indptr = np.zeros(len(labels) + 1, np.int64)
-        np.cumsum(row_nnz, out=indptr[1:])
-        X = sp.csr_matrix((values.astype(dtype, copy=False), indices, indptr),
-                          shape=(len(labels), n_features))
-        X.has_sorted_indices = True
-        return X, labels, info
-
 
 def _trim(a, n):
-    # Copy when much of the buffer is unused so the big chunk buffer is freed.
+    # Copy when part of the buffer is unused so the big chunk buffer is freed.
     return a if n == len(a) else a[:n].copy()
+
+
+def iter_libsvm_chunks(path, n_features=None, row_range=None, dtype=np.float64):
+    """Parse a LIBSVM/SVMlight text file chunk by chunk, keeping nothing between chunks.
+
+    path, n_features, row_range: as for read_libsvm. dtype: float32 makes a value
+    beyond float32's range an error; the values come as float64 either way.
+    Returns an iterator of LibsvmChunk, one per chunk of text (CHUNK_BYTES of whole
+    lines), in file order; every chunk comes, also those without kept rows. Raises
+    InputError for bad arguments at once, and for missing, unreadable or malformed
+    files (naming the file and line) or a file without data rows while iterating.
+    """
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise InputError(f"dtype must be float32 or float64, got {dtype}")
+    if n_features is not None:
+        n_features = int(n_features)
+        if not 1 <= n_features <= MAX_INDEX:
+            raise InputError(f"n_features must be between 1 and {MAX_INDEX}, got {n_features}")
+    if row_range is None:
+        keep_lo, keep_hi = 0, 2**62
+    else:
+        keep_lo, keep_hi = (int(r) for r in row_range)
+        if not 0 <= keep_lo <= keep_hi:
+            raise InputError(f"row_range must satisfy 0 <= start <= stop, got {tuple(row_range)}")
+    parser = _Parser(os.fspath(path), n_features, keep_lo, keep_hi, float(np.finfo(dtype).max))
+    return _parse_chunks(parser)
+
+
+def _parse_chunks(parser):
+    stream, codec = _open_stream(parser.path)
+    with stream:
+        chunks = _chunks(stream, CHUNK_BYTES)
+        while True:
+            try:
+                item = next(chunks, None)
+            except (OSError, EOFError, lzma.LZMAError) as e:
+                raise InputError(f"cannot decompress {codec or 'file'} data: {e}",
+                                 parser.path) from None
+            if item is None:
+                break
+            chunk = parser.feed(*item)
+            item = None  # the text is parsed: free it before the rows are used
+            yield chunk
+            chunk = None  # free the rows before the next chunk is parsed
+    if parser.row == 0:
+        raise InputError("no data lines (the file is empty or holds only "
+                         "blank lines and comments)", parser.path)
 
 
 def read_libsvm(path, n_features=None, row_range=None, dtype=np.float64):
@@ -501,33 +556,24 @@ def read_libsvm(path, n_features=None, row_range=None, dtype=np.float64):
     (float64, length kept rows) and info a LibsvmInfo for the whole file.
     Raises InputError for missing, unreadable or malformed files.
     """
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise InputError(f"dtype must be float32 or float64, got {dtype}")
-    if n_features is not None:
-        n_features = int(n_features)
-        if not 1 <= n_features <= MAX_INDEX:
-            raise InputError(f"n_features must be between 1 and {MAX_INDEX}, got {n_features}")
-    if row_range is None:
-        keep_lo, keep_hi = 0, 2**62
+    n_rows = max_idx = max_nnz = 0
+    parts = []  # (labels, row_nnz, indices, values) of chunks with kept rows
+    for chunk in iter_libsvm_chunks(path, n_features, row_range, dtype):
+        n_rows += chunk.n_rows
+        max_idx = max(max_idx, chunk.max_index)
+        max_nnz = max(max_nnz, chunk.max_row_nnz)
+        if len(chunk.labels):
+            parts.append((chunk.labels, np.diff(chunk.indptr), chunk.indices, chunk.values))
+    n_features = int(n_features) if n_features is not None else max_idx
+    info = LibsvmInfo(n_rows, n_features, max_nnz)
+    if parts:
+        labels, row_nnz, indices, values = (np.concatenate(p) for p in zip(*parts))
     else:
-        keep_lo, keep_hi = (int(r) for r in row_range)
-        if not 0 <= keep_lo <= keep_hi:
-            raise InputError(f"row_range must satisfy 0 <= start <= stop, got {tuple(row_range)}")
-    value_limit = float(np.finfo(dtype).max)
-
-    path = os.fspath(path)
-    stream, codec = _open_stream(path)
-    parser = _Parser(path, n_features, keep_lo, keep_hi, value_limit)
-    with stream:
-        chunks = _chunks(stream, CHUNK_BYTES)
-        while True:
-            try:
-                item = next(chunks, None)
-            except (OSError, EOFError, lzma.LZMAError) as e:
-                raise InputError(f"cannot decompress {codec or 'file'} data: {e}",
-                                 path) from None
-            if item is None:
-                break
-            parser.feed(*item)
-    return parser.result(dtype)
+        labels, row_nnz = np.empty(0), np.empty(0, np.int64)
+        indices, values = np.empty(0, np.int32), np.empty(0)
+    indptr = np.zeros(len(labels) + 1, np.int64)
+    np.cumsum(row_nnz, out=indptr[1:])
+    X = sp.csr_matrix((values.astype(dtype, copy=False), indices, indptr),
+                      shape=(len(labels), n_features))
+    X.has_sorted_indices = True
+    return X, labels, info
