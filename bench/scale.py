@@ -9,13 +9,13 @@ It writes a two-class problem of pixel-like features (integers 0..255 written as
 zeros left out, as in the scaled MNIST LIBSVM files; the class boundary is nonlinear) as
 LIBSVM text, converts it with `python -m ppack convert` (uint8 storage by default), trains
 the rbf kernel SVM with T = rows / 8 on --ranks MPI ranks with a model file (no --test, so
-that the after-save peak is the save's alone), and predicts the test set from the model
-file (load time, accuracy; predict's seconds include any numba compiling it does). It reports the peak resident memory of every phase
-(per rank, from the metrics files, and of the whole process tree from wait4), against the
-shard's and the support-vector table's bytes, the seconds of each phase, and extrapolates
-the memory per rank to 8.1M rows on 512 ranks. Results go to bench/results/ as JSON and PNG;
-the generated files go to --work-dir, where the .h5 files and the model stay; the text
-files are deleted unless --keep.
+that the after-save peak is the save's alone), and predicts the test set from the model file
+(load time, accuracy; predict's seconds include any numba compiling it does). It reports the
+peak resident memory of every phase (per rank, from the metrics files, and of the whole
+process tree from wait4), against the shard's and the support-vector table's bytes, the
+seconds of each phase, and extrapolates the memory per rank to 8.1M rows on 512 ranks.
+Results go to bench/results/ as JSON and PNG; the generated files go to --work-dir, where
+the .h5 files and the model stay; the text files are deleted unless --keep.
 """
 import argparse
 import json

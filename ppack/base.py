@@ -23,11 +23,13 @@ from .registry import EXCLUSIVE, MODEL_TYPES, check_params
 class BaseSVC:
     """Shared behaviour of PackSVC and BlockAveragedSVC (see the module docstring).
 
-    Fitted attributes every trainer sets: ``classes_`` (negative, positive label) and
-    ``n_features_in_``.
+    Fitted attributes every trainer sets: ``classes_`` (the label values, sorted: for two,
+    the negative then the positive label) and ``n_features_in_``.
     """
 
     PARAMS = {}
+    MULTICLASS = False  # whether fit takes more than two classes (one-vs-rest)
+    _label_names = None  # the labels given to fit, when they are not numbers (strings)
 
     def validate_params(self):
         """Check every parameter against the registry's table; returns them normalised.
@@ -58,6 +60,12 @@ class BaseSVC:
             return X
         comm = self._comm()
         dtype = self.feature_dtype
+        if y is not None:
+            y = np.asarray(y)
+            self._label_names = None
+            if y.dtype.kind not in "biuf":  # strings or objects: train on their codes, keep the names
+                self._label_names, y = np.unique(y, return_inverse=True)
+                y = y.astype(np.float64)
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=dtype)
         else:
@@ -67,12 +75,21 @@ class BaseSVC:
         return Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size())
 
     def _fit_classes(self, shard):
-        """Collective: set ``classes_`` from the whole data set; returns the shard's labels in {-1, +1}."""
-        self.classes_ = find_classes(self._comm(), shard)
-        return np.where(shard.y == self.classes_[1], 1.0, -1.0)
+        """Collective: set ``classes_`` from the whole data set; returns the shard's labels: in
+        {-1, +1} for two classes, else class codes 0..K-1 (floats) in the order of ``classes_``."""
+        values = find_classes(self._comm(), shard, MAX_CLASSES if self.MULTICLASS else 2)
+        names = self._label_names
+        self.classes_ = values if names is None or len(names) != len(values) else names[values.astype(np.int64)]
+        if len(values) == 2:
+            return np.where(shard.y == values[1], 1.0, -1.0)
+        return np.searchsorted(values, shard.y).astype(np.float64)
 
     def labels_of(self, decisions):
-        """Original label values for decision values (positive class where >= 0)."""
+        """Original label values for decision values: (n,) positive class where >= 0, or (n, K)
+        the class of the largest value (one-vs-rest)."""
+        decisions = np.asarray(decisions)
+        if decisions.ndim == 2:
+            return np.asarray(self.classes_)[np.argmax(decisions, axis=1)]
         return np.where(decisions >= 0, self.classes_[1], self.classes_[0])
 
     def decision_function_shard(self, shard):
@@ -89,7 +106,8 @@ class BaseSVC:
         shard = self._as_shard(X)
         decisions, _ = self.decision_function_shard(shard)
         collectives = Collectives(self._comm())
-        return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shard.n_samples))
+        shape = (shard.n_samples,) if len(self.classes_) == 2 else (shard.n_samples, len(self.classes_))
+        return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shape))
 
     def predict(self, X):
         return self.labels_of(self.decision_function(X))
@@ -99,17 +117,22 @@ class BaseSVC:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
-def find_classes(comm, shard):
-    """Collective: the two distinct label values (sorted) of the whole data set."""
+MAX_CLASSES = 1000  # more distinct labels than this are taken for regression targets, not classes
+
+
+def find_classes(comm, shard, max_classes=2):
+    """Collective: the distinct label values (sorted) of the whole data set: 2 to ``max_classes``."""
     local = np.unique(shard.y)
     values = np.unique(np.concatenate(comm.allgather(local)))
     if np.any(np.isnan(values)):
         raise PPackError(f"{shard.path}: y: training data needs a label on every row", collective=True)
-    if len(values) != 2:
+    if not 2 <= len(values) <= max_classes:
         shown = ", ".join(f"{v:g}" for v in values[:10]) + (" ..." if len(values) > 10 else "")
         what = "a single class" if len(values) < 2 else f"{len(values)} classes"
-        raise PPackError(f"{shard.path}: y: found {what} ({shown}); expected exactly two label values "
-                         "(multiclass training is not supported yet)", collective=True)
+        expected = ("exactly two label values (the linear solvers train binary models; the kernel trainer, "
+                    "--solver packsvm, trains several classes one-vs-rest)" if max_classes == 2 else
+                    f"2 to {max_classes} classes (are these regression targets?)")
+        raise PPackError(f"{shard.path}: y: found {what} ({shown}); expected {expected}", collective=True)
     return values
 
 

@@ -30,6 +30,17 @@ def make_problem(n=400, d=12, sparse=False, seed=0, labels=(-1.0, 1.0)):
     return (sp.csr_matrix(X) if sparse else X), y
 
 
+def make_multiclass(n=300, d=8, sparse=False, seed=0, labels=(3.0, 5.0, 7.0, 11.0)):
+    """A problem of len(labels) classes, the quadrants of a nonlinear map of two columns."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if sparse:
+        X[:, 2:][rng.random((n, d - 2)) > 0.25] = 0.0
+    angle = np.arctan2(X[:, 1] + 0.3 * np.sin(2 * X[:, 0]), X[:, 0]) + 0.2 * rng.normal(size=n)
+    codes = ((angle + np.pi) / (2 * np.pi) * len(labels)).astype(int) % len(labels)
+    return (sp.csr_matrix(X) if sparse else X), np.asarray(labels)[codes]
+
+
 def fitted(X, y, comm=MPI.COMM_SELF, **params):
     """A PackSVC fitted on one rank (by default) with small test settings; ``params`` override them."""
     from ppack import PackSVC

@@ -23,6 +23,11 @@ def kernel_matrix(A, B, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
     return K + offset
 
 
+def kernel_sums(A, B, coef, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
+    """sum_j coef[j, c] (K(A_j, B_k) + offset): (K, len(B)) for coef (len(A), K), (len(B),) for coef (len(A),)."""
+    return np.asarray(coef, dtype=np.float64).T @ kernel_matrix(A, B, name, gamma, degree, coef0, offset)
+
+
 def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
     """S-packSVM exactly as Figure 1 states it, with w kept as plain coefficients.
 

@@ -64,3 +64,33 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
             assert f.attrs["gamma"] == 0.2 and f.attrs["n_features"] == 10
             np.testing.assert_array_equal(f["classes"][()], [-1.0, 1.0])
     WORLD.Barrier()
+
+
+def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, capsys):
+    """A 4-class text file trains one-vs-rest in one run; predict writes (n, K) decisions in the model's
+    class order and the labels of the largest, as .h5, .npy (n, K + 1) and text with a column per class."""
+    from conftest import make_multiclass
+
+    X, y = make_multiclass(400, 6, seed=41)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--gamma", "0.3", "--C", "10",
+          "--iterations", "800", "--pack", "50", "--quiet"])
+    for suffix in ("h5", "npy", "txt"):
+        main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt"), "--output",
+              str(d / f"out.{suffix}"), "--quiet"])
+    main(["info", str(d / "m.h5")])
+    info = capsys.readouterr().out
+    if WORLD.Get_rank() == 0:
+        assert "4 classes one-vs-rest (3, 5, 7, 11)" in info
+        with h5py.File(d / "out.h5", "r") as f:
+            decision, label = f["decision"][()], f["label"][()]
+        assert decision.shape == (400, 4)
+        np.testing.assert_array_equal(label, np.array([3.0, 5.0, 7.0, 11.0])[np.argmax(decision, axis=1)])
+        assert np.mean(label == y) > 0.8
+        np.testing.assert_array_equal(np.load(d / "out.npy"), np.column_stack([decision, label]))
+        lines = (d / "out.txt").read_text().splitlines()
+        assert lines[0] == "decision_3 decision_5 decision_7 decision_11 label"
+        np.testing.assert_allclose(np.loadtxt(d / "out.txt", skiprows=1), np.column_stack([decision, label]),
+                                   rtol=1e-15)
+    WORLD.Barrier()

@@ -34,7 +34,8 @@ def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
     fails_with(capsys, ["train", "--data", str(d / "malformed.txt"), "--model", model], "malformed.txt: line 3")
     fails_with(capsys, ["train", "--data", str(d / "nan.txt"), "--model", model], "nan.txt: line 2")
     fails_with(capsys, ["train", "--data", str(d / "one_class.txt"), "--model", model], "a single class")
-    fails_with(capsys, ["train", "--data", str(d / "three.txt"), "--model", model], "3 classes")
+    fails_with(capsys, ["train", "--data", str(d / "three.txt"), "--solver", "dcd", "--model", model],
+               "found 3 classes (0, 1, 2); expected exactly two label values (the linear solvers")
     fails_with(capsys, ["train", "--data", str(d / "good.txt"), "--C", "-1", "--model", model], "C: must be")
     assert not (d / "m.h5").exists()
     main(["train", "--data", str(d / "good.txt"), "--model", model, *TRAIN])
@@ -150,7 +151,7 @@ def test_real_mpiexec_jobs_exit_cleanly(tmp_path, rank0_only):
     assert missing.stderr.count("nope.h5: No such file") == 1  # printed once, by rank 0
     three = tmp_path / "three.txt"
     three.write_text("".join(f"{i % 3} 1:{i}\n" for i in range(40)))
-    classes = run_ppack(["train", "--data", three, "--model", tmp_path / "bad.h5"], timeout=120)
+    classes = run_ppack(["train", "--data", three, "--solver", "dcd", "--model", tmp_path / "bad.h5"], timeout=120)
     assert classes.returncode != 0 and "3 classes" in classes.stderr
     assert not (tmp_path / "bad.h5").exists()
     assert list(tmp_path.glob(".*tmp")) == []

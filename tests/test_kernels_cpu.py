@@ -1,7 +1,18 @@
-"""The numba cores' own helpers: the fast exp of non-positive arguments."""
+"""The numba cores' own helpers (the fast exp of non-positive arguments) and each partial-sum core,
+called directly, for one and several coefficient columns, against the numpy twins (tests/naive.py)."""
 import numpy as np
+import numba
+import pytest
+import scipy.sparse as sp
 
+from ppack.kernels import cpu
 from ppack.kernels.cpu import exp_nonpositive
+from ppack.kernels.spec import KernelSpec
+
+from naive import kernel_sums
+
+KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
+           ("rbf", {"offset": 1.0})]
 
 
 def test_fast_exp_matches_numpy():
@@ -15,3 +26,65 @@ def test_fast_exp_matches_numpy():
 def test_fast_exp_clamps_far_tail_to_tiny():
     got = exp_nonpositive(np.array([-800.0, -1e6]))
     assert np.all(got <= np.exp(-699.0)) and np.all(got >= 0.0)
+
+
+def _norms(X, spec):
+    return np.abs(X).sum(1) if spec.uses_l1 else (X * X).sum(1)
+
+
+def _problem(name, params, n_columns, n_sv=150, r=37, d=20, seed=3):
+    """Support vectors (n_sv, d) with zeros, rows (r, d), coef (n_sv, K): n_sv spans 3 blocks, the last partial."""
+    rng = np.random.default_rng(seed)
+    spec = KernelSpec(name, gamma=0.05, **params)
+    X = rng.normal(size=(n_sv + r, d)) * (rng.random((n_sv + r, d)) < 0.5)
+    sv, rows = X[:n_sv], X[n_sv:]
+    coef = rng.normal(size=(n_sv, n_columns))
+    return spec, sv, rows, coef
+
+
+def _run(core, spec, sv, rows, coef, n_chunks=None, tile=40):
+    """One call of ``core`` ("csr", "dense" or "gemm") on fresh (K, r) sums, as ops.partial_sums calls it."""
+    n_sv, r = len(sv), len(rows)
+    XT = np.ascontiguousarray(rows.T)
+    sv_norms, x_norms = _norms(sv, spec), _norms(rows, spec)
+    out = np.zeros((coef.shape[1], r))
+    items = cpu.work_items(n_sv) if n_chunks is None else n_chunks
+    if core == "csr":
+        m = sp.csr_matrix(sv)
+        cpu.csr_partial_sums(m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data, sv_norms, coef, n_sv,
+                             XT, x_norms, items, *spec.params(), out)
+    elif core == "dense":
+        cpu.dense_partial_sums(sv, sv_norms, coef, n_sv, XT, x_norms, items, *spec.params(), out)
+    else:
+        cpu.gemm_partial_sums(sv, sv_norms, coef, n_sv, XT, x_norms, tile, *spec.params(), out)
+    return out
+
+
+CORE_CASES = [(core, name, params) for core in ("csr", "dense", "gemm") for name, params in KERNELS
+              if not (core == "gemm" and name == "laplacian")]  # laplacian has no GEMM form
+
+
+@pytest.mark.parametrize("core,name,params", CORE_CASES)
+@pytest.mark.parametrize("n_columns", [1, 3])
+def test_partial_sum_cores_match_naive(core, name, params, n_columns):
+    spec, sv, rows, coef = _problem(name, params, n_columns)
+    out = _run(core, spec, sv, rows, coef)
+    expected = kernel_sums(sv, rows, coef, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
+    np.testing.assert_allclose(out, expected, rtol=1e-11, atol=1e-11 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("core", ["csr", "dense", "gemm"])
+@pytest.mark.parametrize("n_columns", [1, 3])
+def test_partial_sum_cores_do_not_depend_on_work_split_or_threads(core, n_columns):
+    """Bit-identical sums for any number of work items and numba threads (per-block partial sums in block order)."""
+    spec, sv, rows, coef = _problem("rbf", {}, n_columns, n_sv=700)
+    reference = _run(core, spec, sv, rows, coef, n_chunks=1)
+    for n_chunks in (2, 3, 11) if core != "gemm" else ():  # gemm: one work item per tile
+        np.testing.assert_array_equal(_run(core, spec, sv, rows, coef, n_chunks=n_chunks), reference)
+    threads = numba.get_num_threads()
+    try:
+        for n in {1, threads}:
+            numba.set_num_threads(n)
+            np.testing.assert_array_equal(_run(core, spec, sv, rows, coef, n_chunks=7), reference)
+    finally:
+        numba.set_num_threads(threads)

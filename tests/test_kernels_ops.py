@@ -8,7 +8,7 @@ from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.table import SupportVectorTable
 
 from conftest import make_problem
-from naive import kernel_matrix
+from naive import kernel_matrix, kernel_sums
 
 KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
            ("rbf", {"offset": 1.0})]
@@ -33,13 +33,50 @@ def _table_and_block(sparse, dtype, name, params, n_sv=150, r=37, d=20):
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("work_bytes", [64 << 20, 2048])  # 2 KiB forces many tiles / column groups
-def test_partial_sums_match_naive(name, params, sparse, dtype, work_bytes):
+@pytest.mark.parametrize("n_columns", [None, 3])  # None: coef (n,) and out (r,); else coef (n, K), out (K, r)
+def test_partial_sums_match_naive(name, params, sparse, dtype, work_bytes, n_columns):
     spec, table, block, sv, rows, coef = _table_and_block(sparse, dtype, name, params)
-    out = np.zeros(block.n_rows)
-    ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, out,
-                     work_bytes)
-    expected = coef @ kernel_matrix(sv, rows, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
+    r = block.n_rows
+    if n_columns is not None:
+        coef = np.random.default_rng(2).normal(size=(len(coef), n_columns))
+    start = np.random.default_rng(5).normal(size=(r,) if n_columns is None else (n_columns, r))
+    out = start.copy()
+    ops.partial_sums(table.features, table.norms, coef, block, ops.row_norms(block, spec), spec, out, work_bytes)
+    expected = start + kernel_sums(sv, rows, coef, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
     np.testing.assert_allclose(out, expected, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("name,params", KERNELS)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_partial_sums_columns_match_one_column_runs_exactly(name, params, sparse):
+    """Each of K columns gets the same operations in the same order as a one-column run."""
+    spec, table, block, sv, rows, coef = _table_and_block(sparse, np.float32, name, params)
+    coef = np.random.default_rng(2).normal(size=(len(coef), 5))
+    norms = ops.row_norms(block, spec)
+    out = np.zeros((5, block.n_rows))
+    ops.partial_sums(table.features, table.norms, coef, block, norms, spec, out, 2048)
+    for c in range(5):
+        one = np.zeros(block.n_rows)
+        ops.partial_sums(table.features, table.norms, coef[:, c], block, norms, spec, one, 2048)
+        np.testing.assert_array_equal(out[c], one)
+
+
+def test_partial_sums_shapes():
+    spec, table, block, sv, rows, coef = _table_and_block(False, np.float64, "rbf", {})
+    r, norms = block.n_rows, ops.row_norms(block, spec)
+    one_column = np.zeros((1, r))  # coef (n,) or (n, 1) may also fill a (1, r) out
+    ops.partial_sums(table.features, table.norms, coef, block, norms, spec, one_column)
+    flat = np.zeros(r)
+    ops.partial_sums(table.features, table.norms, coef[:, None], block, norms, spec, flat)
+    np.testing.assert_array_equal(one_column[0], flat)
+    for bad_coef, bad_out in [(coef, np.zeros((2, r))), (np.stack([coef] * 2, 1), np.zeros(r)),
+                              (np.stack([coef] * 2, 1), np.zeros((2, r + 1))), (coef[:, None, None], flat)]:
+        with pytest.raises(ValueError):
+            ops.partial_sums(table.features, table.norms, bad_coef, block, norms, spec, bad_out)
+    empty = np.zeros((0, 3))  # no stored rows: nothing to add
+    out = np.ones((3, r))
+    ops.partial_sums(table.features[:0], table.norms[:0], empty, block, norms, spec, out)
+    assert np.all(out == 1.0)
 
 
 @pytest.mark.parametrize("name,params", KERNELS)

@@ -182,7 +182,7 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
         rows = sp.csr_matrix((values, indices, indptr), shape=(table.n, 7)).toarray()
     else:
         rows = table.features.copy()
-    parts = WORLD.gather((table.keys.copy(), table.coef.copy(), rows))
+    parts = WORLD.gather((table.keys.copy(), table.coef[:, 0].copy(), rows))
     if WORLD.Get_rank() == 0:
         # what one rank would write about the same state (its attributes), and every shard in rank order
         write_checkpoint(SELF, mpi_tmp_path / "one.h5", table, state, stats, sampler, params)

@@ -5,7 +5,7 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 
-from conftest import empty_folder_and_failing_rank_1, fitted, make_problem
+from conftest import empty_folder_and_failing_rank_1, fitted, make_multiclass, make_problem
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -83,7 +83,7 @@ def test_save_on_all_ranks_writes_what_one_rank_would_without_gathering_the_tabl
     assert counting.calls["gather"] == counting.calls["Gather"] == counting.calls["Gatherv"] == 0
     # the reference: the whole table on rank 0 (here in the test only), written by the one-rank writer
     table = model.table_
-    parts = WORLD.gather((table.keys, table.coef, sp.csr_matrix((table.features[2], table.features[1],
+    parts = WORLD.gather((table.keys, table.coef[:, 0], sp.csr_matrix((table.features[2], table.features[1],
                                                                  table.features[0]), shape=(table.n, 7))
                           if sparse else table.features))
     if WORLD.Get_rank() == 0:
@@ -116,3 +116,57 @@ def test_a_failure_on_one_rank_during_save_raises_everywhere_and_leaves_no_file(
         model.save(d / "model.h5")
     WORLD.Barrier()
     assert list(d.iterdir()) == []
+
+
+COMMS = [pytest.param(SELF, id="1rank"), pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))]
+MULTI = {"kernel": "rbf", "gamma": 0.3, "C": 10.0, "iterations": 700, "pack": 60, "seed": 8}
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("comm", COMMS)
+def test_one_pass_multiclass_gives_each_class_its_binary_one_against_the_rest_model(comm, sparse):
+    """Class k's decision values are those of the binary run "k against the rest" with the same seed."""
+    X, y = make_multiclass(sparse=sparse, seed=31)
+    multi = PackSVC(comm=comm, **MULTI).fit(X, y)
+    np.testing.assert_array_equal(multi.classes_, [3.0, 5.0, 7.0, 11.0])
+    D = multi.decision_function(X)
+    assert D.shape == (len(y), 4)
+    largest_binary = 0
+    for k, label in enumerate(multi.classes_):
+        binary = PackSVC(comm=comm, **MULTI).fit(X, np.where(y == label, 1.0, -1.0))
+        d = binary.decision_function(X)
+        np.testing.assert_allclose(D[:, k], d, rtol=1e-9, atol=1e-9 * np.abs(d).max())
+        largest_binary = max(largest_binary, binary.n_support_)
+    assert largest_binary <= multi.n_support_ <= 4 * largest_binary  # the union of the classes' vectors
+    assert multi.training_["allreduce_calls"] == 2 * multi.training_["packs"]
+    np.testing.assert_array_equal(multi.predict(X), multi.classes_[np.argmax(D, axis=1)])
+    assert multi.score(X, y) > 0.8
+
+
+def test_text_labels_train_and_come_back_as_text():
+    """Labels that are not numbers (the Python API) are kept as given in classes_ and predictions."""
+    X, y = make_multiclass(seed=32, labels=("cat", "dog", "owl"))
+    model = PackSVC(comm=SELF, **MULTI).fit(X, y)
+    np.testing.assert_array_equal(model.classes_, ["cat", "dog", "owl"])
+    assert set(model.predict(X)) <= {"cat", "dog", "owl"} and model.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_multiclass_model_files_predict_the_same_on_any_rank_count(sparse, mpi_tmp_path):
+    """A K-class model file holds (n_support, K) coefficients and K scales; loaded on all ranks
+    it gives the trained model's decision values."""
+    import h5py
+
+    from ppack.base import load_model
+
+    X, y = make_multiclass(sparse=sparse, seed=33, labels=(0.0, 1.0, 2.0))
+    model = PackSVC(comm=WORLD, **MULTI).fit(X, y)
+    path = mpi_tmp_path / f"multi{sparse}.h5"
+    model.save(path)
+    loaded = load_model(path, WORLD)
+    np.testing.assert_allclose(loaded.decision_function(X), model.decision_function(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(loaded.classes_, [0.0, 1.0, 2.0])
+    if WORLD.Get_rank() == 0:
+        with h5py.File(path, "r") as f:
+            assert f["coef"].shape == (model.n_support_, 3) and f.attrs["scale"].shape == (3,)
+    WORLD.Barrier()

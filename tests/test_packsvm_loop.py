@@ -23,7 +23,7 @@ PARAMS = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1500, "pack": 1
 
 def w_coefficients(model):
     """{row id: coefficient of phi(x_row) in w} of a model trained on one rank."""
-    return dict(zip(model.table_.keys.tolist(), model.scale_ * model.table_.coef))
+    return dict(zip(model.table_.keys.tolist(), model.scale_ * model.table_.coef[:, 0]))
 
 
 @pytest.mark.parametrize("name", ["rbf", "laplacian", "poly", "linear"])

@@ -21,7 +21,7 @@ def test_table_lookup_growth_and_bulk_insert():
     assert len(table) == 300
     assert table.slot_of(10 * 123) == 123 and table.slot_of(5050) == 250 and table.slot_of(7) == -1
     table.add_to(table.slot_of(10 * 7), 0.5)
-    assert table.coef[7] == 7.5
+    assert table.coef.shape == (300, 1) and table.coef[7, 0] == 7.5
     indptr, indices, values = table.features
     rebuilt = sp.csr_matrix((values, indices, indptr), shape=(300, 5))
     np.testing.assert_array_equal(rebuilt.toarray(), X.toarray())

@@ -9,6 +9,7 @@ from ..data.hdf5 import is_hdf5, read_header
 from ..data.libsvm import read_libsvm
 from ..errors import InputError
 from ..mpi.comm import on_rank0
+from ..model.format import read_classes
 
 
 def add_parser(sub):
@@ -58,9 +59,11 @@ def _describe_data(path, f):
 def _describe_model(path, f):
     a = f.attrs
     training = json.loads(a["training"])
-    classes = f["classes"][()]
+    classes = [f"{c:g}" if isinstance(c, float) else str(c) for c in read_classes(f).tolist()]
+    described = (f"classes {classes[0]} -> -1, {classes[1]} -> +1" if len(classes) == 2 else
+                 f"{len(classes)} classes one-vs-rest ({', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''})")
     lines = [f"{path}: ppack {a.get('model_type', 'kernel')} model (format_version {a['format_version']})",
-             f"  classes {classes[0]:g} -> -1, {classes[1]:g} -> +1; features {a['n_features']}"]
+             f"  {described}; features {a['n_features']}"]
     if a.get("model_type", "kernel") == "linear":
         lines.append(f"  solver {a['solver']}, loss p={a['p']:g}, C={a['C']:g}, bias {bool(a['bias'])}, "
                      f"features map {a['features']}")
@@ -68,7 +71,8 @@ def _describe_model(path, f):
                      f"{training.get('rounds')} rounds, primal objective {training.get('primal_objective')}")
     else:
         lines.append(f"  kernel {a['kernel']} (gamma={a['gamma']:g}, degree={a['degree']}, coef0={a['coef0']:g}, "
-                     f"offset={a['kernel_offset']:g}); C={a['C']:g}, sigma={a['sigma']:g}, scale={a['scale']:g}")
+                     f"offset={a['kernel_offset']:g}); C={a['C']:g}, sigma={a['sigma']:g}, "
+                     f"scale={_numbers(a['scale'])}")
         lines.append(f"  support vectors {a['n_support']} ({a['storage']})")
         lines.append(f"  trained on {training.get('data')} ({training.get('n_samples')} rows), "
                      f"T={training.get('iterations')}, r={training.get('pack')}, {training.get('ranks')} ranks, "
@@ -91,3 +95,10 @@ def _describe_text(path):
     _, y, info = read_libsvm(path)
     return [f"{path}: LIBSVM text", f"  rows {info.n_samples}, features {info.n_features} (largest index), "
             f"longest row {info.max_row_nnz}", f"  labels {_labels(y)}"]
+
+
+def _numbers(value):
+    """A number, or a few of an array's, in short form."""
+    values = np.atleast_1d(value)
+    text = ", ".join(f"{v:g}" for v in values[:4]) + (" ..." if len(values) > 4 else "")
+    return text if len(values) == 1 else f"[{text}]"

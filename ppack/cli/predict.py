@@ -1,6 +1,7 @@
 """`predict --model MODEL.h5 --data DATA`: decision values and labels on all ranks, any model type."""
 from pathlib import Path
 
+import h5py
 import numpy as np
 from mpi4py import MPI
 
@@ -40,7 +41,7 @@ def run(comm, args):
         say(f"accuracy {100 * accuracy:.2f}%")
     if args.output:
         on_rank0(comm, write_decisions, args.output, decisions, model.labels_of(decisions) if decisions is not None
-                 else None)
+                 else None, model.classes_)
         say(f"decisions written to {args.output}")
     write_metrics(comm, args.metrics_json, {
         "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
@@ -55,18 +56,38 @@ def _timed_load(comm, path):
     return model, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def write_decisions(path, decisions, labels):
-    """Write decision values and predicted labels atomically; the format follows the suffix."""
+def write_decisions(path, decisions, labels, classes=None):
+    """Write decision values and predicted labels atomically; the format follows the suffix.
+
+    decisions (n,) for a binary model or (n, K) for K classes (the model's class order);
+    labels (n,). ``.h5``: datasets ``decision`` and ``label``; ``.npy``: (n, 2) or (n, K + 1),
+    the decision values then the label; text: a header line and the same columns. Labels
+    that are not numbers go to ``.h5`` (as text) and text files only. ``classes`` names the
+    text columns (decision_<class>).
+    """
     suffix = Path(path).suffix.lower()
     kind = OUTPUT_FORMATS[suffix]
+    decisions = np.asarray(decisions)
+    columns = decisions.reshape(len(decisions), -1)
+    numeric = np.asarray(labels).dtype.kind in "biuf"
     if kind == "h5":
         def write_h5(f):
             f.create_dataset("decision", data=decisions)
-            f.create_dataset("label", data=labels)
+            if numeric:
+                f.create_dataset("label", data=labels)
+            else:
+                f.create_dataset("label", data=[str(v) for v in labels], dtype=h5py.string_dtype())
         atomic_h5_write(path, write_h5)
     elif kind == "npy":
-        atomic_write(path, lambda f: np.save(f, np.column_stack([decisions, labels])), mode="wb")
+        if not numeric:
+            raise PPackError(f"--output {path}: the labels are text; write .h5 or a text file instead of .npy")
+        atomic_write(path, lambda f: np.save(f, np.column_stack([columns, labels])), mode="wb")
     else:
         sep = "," if suffix == ".csv" else " "
-        atomic_write(path, lambda f: np.savetxt(f, np.column_stack([decisions, labels]), fmt="%.17g", delimiter=sep,
-                                                header=f"decision{sep}label", comments=""))
+        names = ["decision"] if decisions.ndim == 1 else [
+            f"decision_{c:g}" if isinstance(c, (float, np.floating)) else f"decision_{c}"
+            for c in (range(columns.shape[1]) if classes is None else classes)]
+        table = np.column_stack([columns, labels]) if numeric else np.column_stack(
+            [np.char.mod("%.17g", columns), np.asarray(labels, dtype=str)])
+        atomic_write(path, lambda f: np.savetxt(f, table, fmt="%.17g" if numeric else "%s", delimiter=sep,
+                                                header=sep.join(names + ["label"]), comments=""))

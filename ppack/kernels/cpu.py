@@ -1,5 +1,10 @@
 """Numba cores: partial kernel sums of a support-vector shard against a block of rows.
 
+The sums are taken for K coefficient columns at once (K binary problems sharing their
+support vectors, e.g. one-vs-rest classes): ``out[c, k] += sum_j coef[j, c] (K(sv_j, x_k)
++ offset)`` with coef (n_sv, K) and out (K, r). Each kernel value is evaluated once and
+used for all K columns; K = 1 is the binary case.
+
 A kernel value is ``k(reduce(a, b), norm(a), norm(b))`` where ``reduce`` is the dot
 product (rbf, linear, poly) or the L1 overlap ``sum |a_f| + |b_f| - |a_f - b_f|``
 (laplacian), and ``norm`` is the squared L2 norm or the L1 norm respectively. Both
@@ -7,10 +12,11 @@ reductions vanish where either row is zero, so sparse rows only visit their nonz
 
 The block of r rows is given transposed and dense, ``XT`` of shape (n_features, r):
 one support vector's nonzero (f, v) then updates all r reductions with one contiguous,
-vectorised pass over ``XT[f]``. Reductions, kernel values and the beta-weighted sum are
-fused per support vector, so no (n_sv, r) kernel matrix is ever formed; blocks of
-support vectors run in parallel and their partial sums are added in a fixed order, so
-the result does not depend on the number of threads.
+vectorised pass over ``XT[f]``. Reductions, kernel values and the coefficient-weighted
+sums are fused per block of support vectors, so no (n_sv, r) kernel matrix is ever
+formed: a block's (m, r) kernel values times its (m, K) coefficients is added to the
+block's own (K, r) partial sums. Blocks run in parallel and their partial sums are added
+in a fixed order, so the result does not depend on the number of threads.
 
 Layer 1 (the public wrappers in ``ops.py``) validates and allocates;
 the ``@njit`` functions here allocate only per block of support vectors, never per row,
@@ -78,10 +84,11 @@ def exp_nonpositive(x):
 
 @njit(inline="always")
 def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset, acc, scratch):
-    """acc[k] += sum_i coef[j0+i] * (K + offset) for the reductions Z[i, k] of m support vectors.
+    """acc[c, k] += sum_i coef[j0+i, c] * (K + offset) for the reductions Z[i, k] of m support vectors.
 
-    Z (SV_BLOCK, r) is overwritten; the exp runs over the block as one flat array, so it
-    vectorises over m * r values instead of r at a time. scratch: flat, SV_BLOCK * r.
+    acc (K, r), coef (n_sv, K). Z (SV_BLOCK, r) is overwritten; the exp runs over the
+    block as one flat array, so it vectorises over m * r values instead of r at a time.
+    scratch: flat, SV_BLOCK * r.
     """
     r = Z.shape[1]
     if kind == RBF or kind == LAPLACIAN:
@@ -100,16 +107,46 @@ def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree,
                 for _ in range(degree - 1):
                     value *= base
                 Z[i, k] = value
-    for i in range(m):
-        c = coef[j0 + i]
-        for k in range(r):
-            acc[k] += c * (Z[i, k] + offset)
+    _weighted_rows(Z, m, coef, j0, offset, acc)
+
+
+@njit(inline="always")
+def _weighted_rows(Z, m, coef, j0, offset, acc):
+    """acc[c, k] += sum_i coef[j0+i, c] * (Z[i, k] + offset), i in order for every (c, k).
+
+    Each acc[c, k] gets the same operations in the same order whatever K is. For K > 1
+    columns go in pairs, so a kernel row is loaded once per two accumulator rows; the
+    inner loops run over r, contiguous.
+    """
+    r = Z.shape[1]
+    K = acc.shape[0]
+    if K == 1:
+        a = acc[0]
+        for i in range(m):
+            w = coef[j0 + i, 0]
+            for k in range(r):
+                a[k] += w * (Z[i, k] + offset)
+    else:
+        for i in range(m):
+            z = Z[i]
+            for c in range(0, K - 1, 2):
+                w0, w1 = coef[j0 + i, c], coef[j0 + i, c + 1]
+                a0, a1 = acc[c], acc[c + 1]
+                for k in range(r):
+                    v = z[k] + offset
+                    a0[k] += w0 * v
+                    a1[k] += w1 * v
+            if K % 2 == 1:
+                w = coef[j0 + i, K - 1]
+                a = acc[K - 1]
+                for k in range(r):
+                    a[k] += w * (z[k] + offset)
 
 
 def work_items(n_sv):
     """Parallel work items for ``n_sv`` support vectors: a few per numba thread.
 
-    Each block of SV_BLOCK support vectors keeps its own partial sum, so the result does
+    Each block of SV_BLOCK support vectors keeps its own partial sums, so the result does
     not depend on this count (nor on the number of threads).
     """
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
@@ -118,10 +155,14 @@ def work_items(n_sv):
 
 @njit(inline="always")
 def _sum_rows(partial, out):
-    """out += the rows of ``partial`` added in row order (a fixed order, unlike a reduction)."""
+    """out (K, r) += the blocks' partial sums ``partial`` (n_blocks, K, r), added in block
+    order (a fixed order, unlike a reduction)."""
     for b in range(partial.shape[0]):
-        for k in range(partial.shape[1]):
-            out[k] += partial[b, k]
+        for c in range(partial.shape[1]):
+            o = out[c]
+            p = partial[b, c]
+            for k in range(partial.shape[2]):
+                o[k] += p[k]
 
 
 @njit(inline="always")
@@ -141,15 +182,15 @@ def _reduce_entry(kind, v, xt_row, z):
 @njit(parallel=True, cache=True, fastmath={"contract"})
 def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chunks,
                      kind, gamma, coef0, degree, offset, out):
-    """out[k] += sum_j coef[j] * (K(sv_j, x_k) + offset) for CSR support vectors.
+    """out[c, k] += sum_j coef[j, c] * (K(sv_j, x_k) + offset) for CSR support vectors.
 
-    indptr (n_sv+1,), indices/values (nnz,): the support vectors; norms, coef (n_sv,);
-    XT (n_features, r) float64: the block rows, transposed and dense; x_norm (r,);
-    n_chunks: parallel work items (``work_items``); out (r,) float64.
+    indptr (n_sv+1,), indices/values (nnz,): the support vectors; norms (n_sv,);
+    coef (n_sv, K) float64; XT (n_features, r) float64: the block rows, transposed and
+    dense; x_norm (r,); n_chunks: parallel work items (``work_items``); out (K, r) float64.
     """
     r = XT.shape[1]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
-    partial = np.zeros((n_blocks, r))
+    partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
         Z = np.empty((SV_BLOCK, r))
         scratch = np.empty(SV_BLOCK * r)
@@ -185,7 +226,7 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
     r = XT.shape[1]
     d = features.shape[1]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
-    partial = np.zeros((n_blocks, r))
+    partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
         Z = np.empty((SV_BLOCK, r))
         scratch = np.empty(SV_BLOCK * r)
@@ -210,7 +251,7 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
 
     features (n_sv, d) and XT (d, r) share a dtype; each parallel work item multiplies one
     tile of ``tile`` support vectors by XT (one single-threaded GEMM call, small enough to
-    stay in cache) and fuses the kernel and the weighted sum over it. Keep BLAS itself
+    stay in cache) and fuses the kernel and the K weighted sums over it. Keep BLAS itself
     single-threaded while this runs: the parallelism is here.
 
     Accuracy with float32 storage: the GEMM accumulates in float32 (a float64 GEMM on
@@ -233,7 +274,7 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
     """
     r = XT.shape[1]
     n_tiles = (n_sv + tile - 1) // tile
-    partial = np.zeros((n_tiles, r))
+    partial = np.zeros((n_tiles, coef.shape[1], r))
     for b in prange(n_tiles):
         a0 = b * tile
         a1 = min(n_sv, a0 + tile)

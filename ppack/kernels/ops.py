@@ -2,7 +2,9 @@
 
 Stored rows (a rank's support vectors) are a dense (n, d) array or a CSR triple
 ``(indptr, indices, values)``, with their norms (n,); a block of rows is a
-``data.block.RowBlock`` with its norms (r,). The work is done by a backend module with
+``data.block.RowBlock`` with its norms (r,). Partial kernel sums take one coefficient
+column (n,) or K of them (n, K), e.g. one per class of a one-vs-rest model: every kernel
+value is then evaluated once for all K columns. The work is done by a backend module with
 the numba cores' names; ``BACKEND`` is the one place it is chosen (CPU today; a GPU
 backend would be a sibling of ``cpu.py``).
 """
@@ -48,17 +50,28 @@ def row_norms(rows, spec):
 
 
 def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work_bytes=DEFAULT_WORK_BYTES):
-    """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows.
+    """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
+    with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).
 
-    stored: dense (n, d) or CSR triple; stored_norms, coef (n,); block: a RowBlock of r
-    rows with block_norms (r,); out (r,) float64. The work is split into column groups
-    (sparse path) or row tiles (dense path) so that working arrays stay under
-    ``work_bytes``.
+    stored: dense (n, d) or CSR triple; stored_norms (n,); coef (n,) with out (r,), or
+    coef (n, K) with out (K, r) (or (r,) when K is 1); block: a RowBlock of r rows with
+    block_norms (r,); out float64. The work is split into column groups (sparse path) or
+    row tiles (dense path) so that working arrays stay under ``work_bytes``.
     """
-    n = len(coef)
-    if n == 0:
-        return
+    coef = np.asarray(coef)
+    if coef.ndim not in (1, 2):
+        raise ValueError(f"partial_sums: coef must be (n,) or (n, K), got shape {coef.shape}")
+    n = coef.shape[0]
     r = block.n_rows
+    n_columns = 1 if coef.ndim == 1 else coef.shape[1]
+    # the cores take coef (n, K) and out (K, r): 1-D arguments become views of that shape
+    out2 = out[None, :] if out.ndim == 1 else out
+    if out2.shape != (n_columns, r):
+        raise ValueError(f"partial_sums: out has shape {out.shape}; coef {coef.shape} and {r} rows need "
+                         f"({n_columns}, {r})" + (f" or ({r},)" if n_columns == 1 else ""))
+    if n == 0 or n_columns == 0:
+        return
+    coef = np.ascontiguousarray(coef, dtype=np.float64).reshape(n, n_columns)
     sparse = isinstance(stored, tuple)
     d = block.n_features
     if sparse or spec.kind == LAPLACIAN:
@@ -66,7 +79,7 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
         for c0 in range(0, r, cols):
             c1 = min(r, c0 + cols)
             XT = block.transposed(c0, c1)
-            part = np.zeros(c1 - c0)
+            part = np.zeros((n_columns, c1 - c0))
             items = BACKEND.work_items(n)
             if sparse:
                 BACKEND.csr_partial_sums(*stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
@@ -74,13 +87,13 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
             else:
                 BACKEND.dense_partial_sums(stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
                                            *spec.params(), part)
-            out[c0:c1] += part
+            out2[:, c0:c1] += part
         return
     # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
     X = block.dense if block.dense is not None else block.transposed(0, r).T
     XT = np.ascontiguousarray(X.T, dtype=stored.dtype)
     tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
-    BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *spec.params(), out)
+    BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *spec.params(), out2)
 
 
 def pair_kernels(block, block_norms, left, right, spec, out):

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 from ..errors import InputError
 
@@ -20,6 +21,23 @@ def header_attributes(model_type, training, **attributes):
     """The shared root attributes of a model of ``model_type``, with the type's own ``attributes``."""
     return dict(format=FORMAT, format_version=FORMAT_VERSION, model_type=model_type,
                 training=json.dumps(training, sort_keys=True), **attributes)
+
+
+def write_classes(f, classes):
+    """The dataset ``classes``: the label values, float64, or UTF-8 text when they are not numbers."""
+    classes = np.asarray(classes)
+    if classes.dtype.kind in "biuf":
+        f.create_dataset("classes", data=classes.astype(np.float64))
+    else:
+        f.create_dataset("classes", data=[str(c) for c in classes], dtype=h5py.string_dtype())
+
+
+def read_classes(f):
+    """The label values ``write_classes`` stored: float64 (K,), or str (K,)."""
+    ds = f["classes"]
+    if ds.dtype.kind in "biuf":
+        return ds[()].astype(np.float64)
+    return np.array(ds.asstr()[()], dtype=str)
 
 
 def open_model(path, expected_type=None, datasets=()):

@@ -4,12 +4,15 @@ Layout (format "ppack-model", format_version 1, model_type "kernel"):
   root attributes  format, format_version, model_type, kernel (name), gamma, degree, coef0,
                    kernel_offset (1.0 when the bias term is on), C, sigma, scale,
                    n_features, n_support, storage ("dense" or "csr"), training (JSON text)
-  classes          (2,) float64: the original label values mapped to -1 and +1
+  classes          (K,) float64 (or UTF-8 text): the label values, sorted; for K = 2 the
+                   first is mapped to -1 and the second to +1
   support_keys     (n_support,) int64: training row ids of the support vectors
-  coef             (n_support,) float64: beta_j
+  coef             (n_support,) float64: beta_j; for K > 2 classes (n_support, K), one
+                   column per one-vs-rest problem, and ``scale`` is then (K,)
   support_vectors  dense (n_support, n_features), or a group with data, indices
                    (int32, 0-based), indptr (int64, n_support + 1)
-The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset).
+The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset), for K > 2
+one per class (column c with scale[c]); the predicted class has the largest.
 The entries are in no particular order (a distributed save stores them rank by rank, each
 rank's in its table's slot order); readers take any contiguous range.
 
@@ -27,7 +30,7 @@ import scipy.sparse as sp
 from ..atomic import atomic_h5_write, collective_h5_write
 from ..errors import InputError
 from ..kernels.spec import KernelSpec
-from .format import header_attributes, open_model, training_of
+from .format import header_attributes, open_model, read_classes, training_of, write_classes
 
 DATASETS = ("classes", "support_keys", "coef", "support_vectors")
 
@@ -39,13 +42,18 @@ class KernelModelHeader:
     spec: KernelSpec
     C: float
     sigma: float
-    scale: float
+    scale: object  # float, or (K,) for K > 2 classes
     classes: np.ndarray
     n_features: int
     n_support: int
     storage: str
     dtype: np.dtype
     training: dict
+
+    @property
+    def n_columns(self):
+        """Coefficient columns: 1 for a binary model, K for K > 2 classes."""
+        return 1 if len(self.classes) == 2 else len(self.classes)
 
 
 def write_kernel_model(path, header, keys, coef, X):
@@ -80,7 +88,8 @@ def write_kernel_model_by_rank(comm, path, header, n_support, nnz, write_own):
     def create(f):
         _write_header(f, header, n_support)
         f.create_dataset("support_keys", shape=(n_support,), dtype=np.int64)
-        f.create_dataset("coef", shape=(n_support,), dtype=np.float64)
+        f.create_dataset("coef", shape=(n_support,) if header.n_columns == 1 else (n_support, header.n_columns),
+                         dtype=np.float64)
         if header.storage == "csr":
             g = f.create_group("support_vectors")
             g.create_dataset("data", shape=(nnz,), dtype=header.dtype)
@@ -98,7 +107,7 @@ def _write_header(f, header, n_support):
         "kernel", header.training, kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
         kernel_offset=spec.offset, C=header.C, sigma=header.sigma, scale=header.scale,
         n_features=header.n_features, n_support=n_support, storage=header.storage))
-    f.create_dataset("classes", data=np.asarray(header.classes, dtype=np.float64))
+    write_classes(f, header.classes)
 
 
 def read_kernel_header(path):
@@ -114,8 +123,15 @@ def read_kernel_header(path):
         dtype = f["support_vectors/data"].dtype if storage == "csr" else f["support_vectors"].dtype
         spec = KernelSpec(str(a["kernel"]), float(a["gamma"]), int(a["degree"]), float(a["coef0"]),
                           float(a["kernel_offset"]))
-        return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(a["scale"]), f["classes"][()],
-                                 int(a["n_features"]), n, storage, dtype, training_of(f))
+        classes = read_classes(f)
+        scale = np.asarray(a["scale"], dtype=np.float64)
+        columns = 1 if len(classes) == 2 else len(classes)
+        if len(classes) < 2 or scale.size != columns or f["coef"].shape[1:] != ((columns,) if columns > 1 else ()):
+            raise InputError(f"'classes' ({len(classes)} values), attribute 'scale' ({scale.size} values) and "
+                             f"'coef' (shape {f['coef'].shape}) disagree: expected 2 classes with one scale and "
+                             "coef (n_support,), or K > 2 classes with K scales and coef (n_support, K)", path)
+        return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(scale) if columns == 1 else scale,
+                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f))
 
 
 def read_support_vectors(path, header, start, stop):

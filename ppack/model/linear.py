@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..atomic import atomic_h5_write
-from .format import header_attributes, open_model, training_of
+from .format import header_attributes, open_model, read_classes, training_of, write_classes
 
 
 @dataclass
@@ -37,7 +37,7 @@ def save_linear_model(path, model):
         f.attrs.update(header_attributes("linear", model.training, solver=model.solver, C=model.C, loss=model.loss,
                                          p=model.p, bias=model.bias, features=model.features,
                                          n_features=model.n_features))
-        f.create_dataset("classes", data=np.asarray(model.classes, dtype=np.float64))
+        write_classes(f, model.classes)
         f.create_dataset("w", data=np.asarray(model.w, dtype=np.float64))
         f.create_dataset("b", data=float(model.b))
 
@@ -48,6 +48,6 @@ def read_linear_model(path):
     """Validate and read a linear model file."""
     with open_model(path, "linear", ("classes", "w", "b")) as f:
         a = f.attrs
-        return LinearModelFile(f["w"][()], float(f["b"][()]), f["classes"][()], str(a["solver"]), float(a["C"]),
+        return LinearModelFile(f["w"][()], float(f["b"][()]), read_classes(f), str(a["solver"]), float(a["C"]),
                                str(a["loss"]), float(a["p"]), bool(a["bias"]), str(a["features"]),
                                int(a["n_features"]), training_of(f))

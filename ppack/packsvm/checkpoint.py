@@ -45,7 +45,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         sampler_state, sampler_block = sampler.state()
         f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, ranks=size,
                        params=json.dumps(params, sort_keys=True), iteration=state.iteration,
-                       scale=state.scale, norm=state.norm, sampler=json.dumps(sampler_state),
+                       scale=_scalars(state.scale), norm=_scalars(state.norm), sampler=json.dumps(sampler_state),
                        loss_windows=json.dumps(state.loss_windows.as_dict()),
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
@@ -53,7 +53,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         f["rank_offsets"] = entries
         f.create_dataset("owner", shape=(n,), dtype=np.int32)
         f.create_dataset("keys", shape=(n,), dtype=np.int64)
-        f.create_dataset("coef", shape=(n,), dtype=np.float64)
+        f.create_dataset("coef", shape=(n,) if table.n_columns == 1 else (n, table.n_columns), dtype=np.float64)
         if table.sparse:
             f.create_dataset("indptr", shape=(n + 1,), dtype=np.int64)
             f.create_dataset("indices", shape=(nnz,), dtype=np.int32)
@@ -100,14 +100,15 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
                 mine = np.arange(start, stop)
                 occupancy = np.array([hi - lo for lo, hi in (chunk(n, k, size) for k in range(size))])
             n_features = int(a["n_features"])
-            table = SupportVectorTable(n_features, a["storage"] == "csr", dtype)
+            scale, norm = (np.atleast_1d(a[name]).astype(np.float64) for name in ("scale", "norm"))
+            table = SupportVectorTable(n_features, a["storage"] == "csr", dtype, len(scale))
             keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
             table.insert_many(keys, coef, X, row_norms(X, spec))
             windows = json.loads(a["loss_windows"]) if "loss_windows" in a else {}  # absent in older files
             if windows.get("size") != tol_window:
                 windows = {"size": tol_window}
-            state = SolverState(int(a["iteration"]), float(a["scale"]), float(a["norm"]),
+            state = SolverState(int(a["iteration"]), scale, norm,
                                 occupancy.astype(np.int64), LossWindows(**windows))
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
@@ -118,6 +119,11 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
     if not Path(path).exists():
         raise InputError("No such checkpoint file", path)
     return run_collectively(comm, load)
+
+
+def _scalars(values):
+    """A float for one problem (as binary checkpoints always held), else the array."""
+    return float(values[0]) if len(values) == 1 else np.asarray(values)
 
 
 def _read_rows(f, sparse, n_features, rows):
@@ -168,6 +174,7 @@ def _check_header(path, attrs, params):
     if params is None:
         return
     saved = json.loads(attrs["params"])
+    saved.setdefault("n_classes", 2)  # binary checkpoints written before multiclass did not say
     for name, value in params.items():
         if name != "iterations" and saved.get(name) != value:
             raise InputError(f"checkpoint was made with {name}={saved.get(name)!r}, this run has "

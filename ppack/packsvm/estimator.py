@@ -18,7 +18,8 @@ _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
 
 
 class PackSVC(BaseSVC):
-    """Binary kernel SVM trained by P-packSVM on ``comm``'s ranks.
+    """Kernel SVM trained by P-packSVM on ``comm``'s ranks: binary, or K classes one-vs-rest
+    in one pass (each pack's rows, kernel values and support vectors shared by the classes).
 
     Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
     (None: 1 / n_features), degree, coef0, C or sigma (tied by C = 1 / (n_samples *
@@ -26,11 +27,15 @@ class PackSVC(BaseSVC):
     (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
     windowed mean hinge loss is stable; paper section V); comm, work_bytes (kernel-sum
     working memory) and progress (rank 0's callback after every pack).
-    Fitted attributes: ``classes_`` (negative, positive label), ``table_`` (this rank's
-    support vectors), ``scale_``, ``sigma_``, ``C_``, ``n_features_in_``, ``stats_``.
+    Fitted attributes: ``classes_`` (the sorted label values; for two, negative then
+    positive), ``table_`` (this rank's support vectors), ``scale_`` (a float, or (K,) for K > 2
+    classes), ``sigma_``, ``C_``, ``n_features_in_``, ``n_support_`` (distinct support
+    vectors, shared by the classes), ``stats_``. ``decision_function`` gives (n,) for two
+    classes and (n, K) for more.
     """
 
     PARAMS = PACKSVM_PARAMS
+    MULTICLASS = True
 
     def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
@@ -87,6 +92,7 @@ class PackSVC(BaseSVC):
         comm = self._comm()
         shard = run_collectively(comm, self._validated_shard, X, y)
         labels = self._fit_classes(shard)
+        n_classes = len(self.classes_)
         m, d = shard.n_samples, shard.n_features
         if self.sigma is not None:
             self.sigma_ = float(self.sigma)
@@ -96,11 +102,11 @@ class PackSVC(BaseSVC):
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, self.seed,
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
-                              tol_window=self.tol_window)
+                              tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes)
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": int(self.seed), "n_samples": m, "n_features": d,
-                  "dtype": self.dtype, "iterations": T}
+                  "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
@@ -113,7 +119,7 @@ class PackSVC(BaseSVC):
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs)
-        self.scale_ = state.scale
+        self.scale_ = float(state.scale[0]) if n_classes == 2 else state.scale.copy()
         self.n_features_in_ = d
         self.n_support_ = int(state.occupancy.sum())
         self.stats_ = stats
@@ -170,7 +176,7 @@ def _read_table_slice(path, header, rank, size):
     """This rank's even slice of a kernel model's support vectors, as a table."""
     start, stop = chunk(header.n_support, rank, size)
     keys, coef, X = read_support_vectors(path, header, start, stop)
-    table = SupportVectorTable(header.n_features, header.storage == "csr", header.dtype)
+    table = SupportVectorTable(header.n_features, header.storage == "csr", header.dtype, header.n_columns)
     table.insert_many(keys, coef, X, ops.row_norms(X, header.spec))
     return table
 

@@ -51,7 +51,13 @@ class Checkpointing:
 
 
 class PackedSolver:
-    """Trains on a ``Shard`` with labels in {-1, +1}; every rank calls ``run`` together.
+    """Trains on a ``Shard``; every rank calls ``run`` together.
+
+    ``n_columns`` binary problems train side by side on the same packs: 1 (labels in
+    {-1, +1}), or K one-vs-rest problems of K classes (labels are class codes 0..K-1), which
+    share every delivered row, kernel value and table entry; each keeps its own scale,
+    norm and projections. Still two Allreduce calls per pack: the second carries the K x r
+    partial predictions.
 
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
@@ -65,8 +71,10 @@ class PackedSolver:
     """
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
-                 work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000):
+                 work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
+                 n_columns=1):
         self.comm = comm
+        self.n_columns = int(n_columns)
         self.spec = spec
         self.sigma = float(sigma)
         self.iterations = int(iterations)
@@ -81,16 +89,19 @@ class PackedSolver:
     def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None):
         """Train; returns ``(table, state, stats, stopped)``.
 
-        labels: (shard rows,) in {-1, +1}; checkpointing: a ``Checkpointing`` or None;
+        labels: (shard rows,) in {-1, +1} for one column, class codes 0..K-1 for K;
+        checkpointing: a ``Checkpointing`` or None;
         resume: ``(table, state, stats, sampler)`` from ``checkpoint.read_checkpoint``;
         stop_after_packs: stop (as if asked to) after this many packs of this call.
         ``stopped`` is True when the run ended early on request.
         """
         comm = self.comm
         rank, size = comm.Get_rank(), comm.Get_size()
+        Q = self.n_columns
         if resume is None:
-            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype)
-            state = SolverState(occupancy=np.zeros(size, dtype=np.int64), loss_windows=LossWindows(self.tol_window))
+            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, Q)
+            state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
+                                loss_windows=LossWindows(self.tol_window))
             stats = SolverStats()
             sampler = RowSampler(shard.n_samples, self.seed)
         else:
@@ -119,14 +130,15 @@ class PackedSolver:
             left, right = upper_pairs(r)
             lo, hi = chunk(len(left), rank, size)
             n_pairs = len(left)
-            slots = 2 * r + n_pairs  # then one digest slot per rank, then the two control votes
+            n_pred = Q * r
+            slots = n_pred + n_pairs + r  # then one digest slot per rank, then the two control votes
             buf = np.zeros(slots + size + 2)
             buf[slots + rank] = digest
             norms = ops.row_norms(block, self.spec)
-            ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec, buf[:r],
-                             self.work_bytes)
-            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf[r + lo:r + hi])
-            buf[r + n_pairs:2 * r + n_pairs] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
+            ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec,
+                             buf[:n_pred].reshape(Q, r), self.work_bytes)
+            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf[n_pred + lo:n_pred + hi])
+            buf[n_pred + n_pairs:slots] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
                 time.monotonic() - last_checkpoint >= checkpointing.every_seconds
@@ -141,32 +153,36 @@ class PackedSolver:
             t3 = MPI.Wtime()
             self._check_agreement(buf[slots:slots + size], state.iteration, stats.packs)
 
-            # the r sequential updates, identical on every rank
-            pred = state.scale * buf[:r]
+            # the r sequential updates of each problem, identical on every rank
+            pred = state.scale[:, None] * buf[:n_pred].reshape(Q, r)
             pair = np.empty((r, r))
-            pair[left, right] = pair[right, left] = buf[r:r + n_pairs]
-            owners = np.rint(buf[r + n_pairs:2 * r + n_pairs]).astype(np.int64) - 1
-            coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
-            try:
-                state.scale, state.norm, projections = replay_pack(
-                    block.y, pred, pair, state.iteration, state.scale, state.norm, self.sigma, coef, loss, fold)
-            except NonFinite as exc:  # every rank replays the same numbers: all raise here together
-                raise PPackError(self._divergence_message(exc), collective=True) from None
+            pair[left, right] = pair[right, left] = buf[n_pred:n_pred + n_pairs]
+            owners = np.rint(buf[n_pred + n_pairs:slots]).astype(np.int64) - 1
+            signs = problem_labels(block.y, Q)
+            coef, loss, fold = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2))
+            for c in range(Q):
+                try:
+                    state.scale[c], state.norm[c], projections = replay_pack(
+                        signs[c], pred[c], pair, state.iteration, state.scale[c], state.norm[c], self.sigma,
+                        coef[c], loss[c], fold[c])
+                except NonFinite as exc:  # every rank replays the same numbers: all raise here together
+                    raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
+                stats.projections += projections
             state.iteration += r
-            stats.projections += projections
-            if fold[0] != 1.0 or fold[1] != 0.0:  # the pack's scale folds, before its coefficients
-                table.scale_coefficients(fold[0], int(fold[1]))
+            if np.any(fold[:, 0] != 1.0) or np.any(fold[:, 1] != 0.0):  # the folds, before the pack's coefficients
+                table.scale_coefficients(fold[:, 0], fold[:, 1].astype(np.int64))
             self._update_table(table, state, ids, owners, coef, loss > 0.0, block, norms, rank)
-            stats.hinge_moving_average = moving_average(stats.hinge_moving_average, loss, ema_weight)
+            mean_loss = loss.mean(axis=0)  # the --tol test and the progress follow the mean over classes
+            stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
             if self.progress is not None and rank == 0:
                 self.progress(state, stats, int(state.occupancy.sum()), limit)
-            if self.tol is not None and state.loss_windows.add(loss) and state.loss_windows.stable(self.tol):
+            if self.tol is not None and state.loss_windows.add(mean_loss) and state.loss_windows.stable(self.tol):
                 stats.converged = True
                 limit = state.iteration
-            digest = replica_digest(state, coef, loss)  # checked in the next pack's collective 2
+            digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             stop = buf[-1] > 0
             seconds["total"] = total_before + MPI.Wtime() - run_start
             if checkpointing is not None and (stop or buf[-2] > 0 or (
@@ -177,8 +193,9 @@ class PackedSolver:
                 return table, state, stats, True
         return table, state, stats, False
 
-    def _divergence_message(self, exc):
-        return (f"training diverged at iteration {exc.iteration} (sigma={self.sigma:g}, pack={self.pack}): "
+    def _divergence_message(self, exc, problem=None):
+        where = "" if problem is None else f" in the one-vs-rest problem of class number {problem}"
+        return (f"training diverged at iteration {exc.iteration}{where} (sigma={self.sigma:g}, pack={self.pack}): "
                 f"{exc.what} is {exc.value}; each step adds 1/(sigma t) times a kernel row, and with this sigma "
                 f"or these kernel values the numbers leave the float range: use a larger sigma (a smaller C), "
                 f"or scale the features (or gamma) so that kernel values stay moderate")
@@ -204,16 +221,17 @@ class PackedSolver:
     def _update_table(table, state, ids, owners, coef, stepped, block, norms, rank):
         """Apply the pack's added coefficients: merge repeated keys, place new ones.
 
-        stepped (r,): whether iteration k added a coefficient; decided by the hinge test, not
-        by ``coef[k] != 0``, which a coefficient folded many times in its pack may underflow to.
+        coef (n_columns, r); stepped (n_columns, r): whether iteration k added a coefficient to
+        a problem, decided by the hinge test, not by ``coef != 0``, which a coefficient folded
+        many times in its pack may underflow to. A row any problem stepped on is an entry.
         """
         added = {}
-        for k in np.flatnonzero(stepped):
+        for k in np.flatnonzero(stepped.any(axis=0)):
             key = int(ids[k])
             if key in added:
-                added[key][0] += coef[k]
+                added[key][0] = added[key][0] + coef[:, k]
             else:
-                added[key] = [coef[k], k]
+                added[key] = [coef[:, k], k]
         occupancy = state.occupancy
         new_keys, new_coef, new_rows = [], [], []
         for key, (value, k) in added.items():
@@ -230,6 +248,14 @@ class PackedSolver:
         if new_keys:
             table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows),
                               norms[new_rows])
+
+
+def problem_labels(y, n_columns):
+    """(n_columns, r) labels in {-1, +1} of the binary problems: ``y`` itself (already +-1) for
+    one column; for K columns, +1 where the class code ``y`` (0..K-1) is the column's class."""
+    if n_columns == 1:
+        return y[None, :]
+    return np.where(y[None, :] == np.arange(n_columns)[:, None], 1.0, -1.0)
 
 
 @lru_cache(maxsize=4)

@@ -41,12 +41,13 @@ class LossWindows:
 @dataclass
 class SolverState:
     """Everything replicated on every rank that the run continues from: the model's
-    scalars (w = scale * sum beta phi, norm = ||w||^2), the iteration, the support
-    vectors each rank holds, and the windows of the --tol test."""
+    scalars, one per binary problem (w_c = scale[c] * sum beta_c phi, norm[c] = ||w_c||^2,
+    (n_columns,) each), the iteration, the support vectors each rank holds, and the
+    windows of the --tol test."""
 
     iteration: int = 0
-    scale: float = 1.0
-    norm: float = 0.0
+    scale: np.ndarray = field(default_factory=lambda: np.ones(1))
+    norm: np.ndarray = field(default_factory=lambda: np.zeros(1))
     occupancy: np.ndarray = None
     loss_windows: LossWindows = None
 
@@ -80,7 +81,7 @@ def replica_digest(state, coef=(), loss=()):
     """
     h = hashlib.blake2b(digest_size=DIGEST_BITS // 8)
     h.update(np.array([state.iteration], dtype=np.int64).tobytes())
-    h.update(np.array([state.scale, state.norm], dtype=np.float64).tobytes())
+    h.update(np.concatenate([np.atleast_1d(state.scale), np.atleast_1d(state.norm)]).astype(np.float64).tobytes())
     if state.occupancy is not None:
         h.update(np.ascontiguousarray(state.occupancy, dtype=np.int64).tobytes())
     windows = state.loss_windows

@@ -10,23 +10,26 @@ import numpy as np
 
 
 class SupportVectorTable:
-    """Support vectors of one rank: ``keys`` (n,), ``coef`` (n,), ``norms`` (n,), features.
+    """Support vectors of one rank: ``keys`` (n,), ``coef`` (n, n_columns), ``norms`` (n,), features.
 
     ``sparse`` tables keep features as CSR arrays ``indptr`` (n+1,), ``indices``,
     ``values``; dense tables as ``features`` (n, n_features). ``dtype`` is the feature
-    storage type (float32 or float64); coefficients are float64. ``norms`` are the rows'
-    norms as the kernel needs them (``kernels.ops.row_norms``), given on insertion.
+    storage type (float32 or float64); coefficients are float64, one column per binary
+    problem (1 for a binary model, K for K classes one-vs-rest, which share their support
+    vectors: a row is an entry when any class gave it a coefficient). ``norms`` are the
+    rows' norms as the kernel needs them (``kernels.ops.row_norms``), given on insertion.
     """
 
-    def __init__(self, n_features, sparse, dtype=np.float64):
+    def __init__(self, n_features, sparse, dtype=np.float64, n_columns=1):
         self.n_features = int(n_features)
         self.sparse = bool(sparse)
         self.dtype = np.dtype(dtype)
+        self.n_columns = int(n_columns)
         self.n = 0
         self._slots = {}
         cap = 64
         self._keys = np.empty(cap, dtype=np.int64)
-        self._coef = np.empty(cap)
+        self._coef = np.empty((cap, self.n_columns))
         self._norms = np.empty(cap)
         if self.sparse:
             self._indptr = np.zeros(cap + 1, dtype=np.int64)
@@ -52,6 +55,7 @@ class SupportVectorTable:
 
     @property
     def coef(self):
+        """(n, n_columns)."""
         return self._coef[:self.n]
 
     @property
@@ -72,10 +76,12 @@ class SupportVectorTable:
         return self._slots.get(int(key), -1)
 
     def add_to(self, slot, delta):
+        """Add ``delta`` (a number, or one per column) to the coefficients of ``slot``."""
         self._coef[slot] += delta
 
     def insert_many(self, keys, coef, X, norms):
-        """New entries: keys, coef and norms (k,), X dense (k, d) or scipy CSR with k rows."""
+        """New entries: keys and norms (k,), coef (k,) or (k, n_columns), X dense (k, d) or
+        scipy CSR with k rows."""
         k = len(keys)
         if self.sparse:
             indptr, indices, values = X.indptr, X.indices, X.data
@@ -89,7 +95,7 @@ class SupportVectorTable:
             self._features[self.n:self.n + k] = X
         sl = slice(self.n, self.n + k)
         self._keys[sl] = keys
-        self._coef[sl] = coef
+        self._coef[sl] = np.reshape(coef, (k, self.n_columns))
         self._norms[sl] = norms
         for i, key in enumerate(keys):
             if int(key) in self._slots:
@@ -98,12 +104,14 @@ class SupportVectorTable:
         self.n += k
 
     def scale_coefficients(self, factor, exponent=0):
-        """Multiply every coefficient by ``factor * 2**exponent`` (the exponent apart, so that a
-        factor far below the float range, such as a pack's product of scale folds, is exact)."""
+        """Multiply the coefficients by ``factor * 2**exponent`` (numbers, or one of each per
+        column; the exponent apart, so that a factor far below the float range, such as a pack's
+        product of scale folds, is exact)."""
         coef = self._coef[:self.n]
         coef *= factor
-        if exponent:
-            coef[:] = np.ldexp(coef, int(min(max(exponent, -4000), 4000)))
+        exponent = np.clip(np.asarray(exponent), -4000, 4000).astype(np.int64)
+        if np.any(exponent):
+            coef[:] = np.ldexp(coef, exponent)
 
     def _grow(self, n_entries, extra_nnz):
         cap = len(self._keys)
@@ -155,7 +163,7 @@ def write_shard(f, table, offsets, rank, keys="keys", coef="coef", dense="featur
     if hi == lo:
         return
     f[keys][lo:hi] = table.keys
-    f[coef][lo:hi] = table.coef
+    f[coef][lo:hi] = table.coef if f[coef].ndim == 2 else table.coef[:, 0]
     if table.sparse:
         indptr, indices, values = table.features
         a, b = int(nonzeros[rank]), int(nonzeros[rank + 1])

@@ -78,9 +78,9 @@ def _run_kernels(spec, dtype, sparse):
     left, right = upper_pairs(r)
     pair_values = np.zeros(len(left))
     ops.pair_kernels(block, norms, left, right, spec, pair_values)
-    partial = np.zeros(r)
+    partial = np.zeros((1, r))  # the table's one coefficient column
     ops.partial_sums(table.features, table.norms, table.coef, block, norms, spec, partial)
-    pred = partial.copy()
+    pred = partial[0].copy()
     pair = np.empty((r, r))
     pair[left, right] = pair[right, left] = pair_values
     coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
@@ -88,4 +88,4 @@ def _run_kernels(spec, dtype, sparse):
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec,
-                     np.zeros(r))
+                     np.zeros((1, r)))
