@@ -54,9 +54,13 @@ class BaseSVC:
         """A few words on the fitted model, for reports."""
         raise NotImplementedError
 
-    def _as_shard(self, X, y=None):
-        """This rank's Shard of ``X`` (a Shard, or data every rank holds whole)."""
+    def _as_shard(self, X, y=None, sample_weight=None):
+        """This rank's Shard of ``X`` (a Shard, or data every rank holds whole, with its labels
+        ``y`` and optional ``sample_weight`` (n,))."""
         if isinstance(X, Shard):
+            if sample_weight is not None:
+                raise PPackError("sample_weight: a Shard carries its row weights (the file's 'w' dataset); "
+                                 "pass sample_weight with in-memory data only")
             return X
         comm = self._comm()
         dtype = self.feature_dtype
@@ -72,17 +76,42 @@ class BaseSVC:
             X = np.asarray(X, dtype=dtype)
             if X.ndim != 2:
                 raise PPackError(f"X: expected a 2-D array (n_samples, n_features), got shape {X.shape}")
-        return Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size())
+        return Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size(), w=sample_weight)
 
     def _fit_classes(self, shard):
         """Collective: set ``classes_`` from the whole data set; returns the shard's labels: in
         {-1, +1} for two classes, else class codes 0..K-1 (floats) in the order of ``classes_``."""
         values = find_classes(self._comm(), shard, MAX_CLASSES if self.MULTICLASS else 2)
+        self._class_values = values
         names = self._label_names
         self.classes_ = values if names is None or len(names) != len(values) else names[values.astype(np.int64)]
         if len(values) == 2:
             return np.where(shard.y == values[1], 1.0, -1.0)
         return np.searchsorted(values, shard.y).astype(np.float64)
+
+    def _row_weights(self, shard, class_weight):
+        """Collective: the weights of the shard's rows on their loss, (rows,) float64: the class's
+        weight (``class_weight`` normalised by the registry: None, 'balanced' or {label: weight})
+        times the row's own (``shard.w``); None when every weight is 1. Call after _fit_classes."""
+        comm = self._comm()
+        weights = None if shard.w is None else shard.w.copy()
+        if class_weight is not None:
+            index = np.searchsorted(self._class_values, shard.y)
+            K = len(self.classes_)
+            if class_weight == "balanced":
+                counts = comm.allreduce(np.bincount(index, minlength=K))
+                per_class = shard.n_samples / (K * np.maximum(counts, 1))
+            else:
+                known = {c: k for k, c in enumerate(self.classes_.tolist())}
+                per_class = np.ones(K)
+                for label, weight in class_weight.items():
+                    if label not in known:
+                        shown = ", ".join(map(str, self.classes_.tolist()[:10]))
+                        raise PPackError(f"class_weight: {label!r} is not a class of the data (classes: {shown})",
+                                         collective=True)
+                    per_class[known[label]] = weight
+            weights = per_class[index] if weights is None else weights * per_class[index]
+        return weights
 
     def labels_of(self, decisions):
         """Original label values for decision values: (n,) positive class where >= 0, or (n, K)

@@ -56,6 +56,8 @@ class Rule:
             text = "an existing directory"
         elif self.kind == "text":
             text = "a string"
+        elif self.kind == "class_weight":
+            text = "'balanced', a dict {label: weight > 0} or 'label:weight,...'"
         else:
             text = "an integer" if self.kind == "int" else "a finite number"
             bounds = []
@@ -94,6 +96,8 @@ class Rule:
             return str(value) if isinstance(value, (str, os.PathLike)) and os.path.isdir(value) else None
         if self.kind == "text":
             return value if isinstance(value, str) and value else None
+        if self.kind == "class_weight":
+            return _class_weight(value)
         if isinstance(value, str) and value in self.choices:
             return value
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -105,6 +109,37 @@ class Rule:
         if (value <= self.low if self.low_open else value < self.low) or value > self.high:
             return None
         return int(value) if self.kind == "int" else float(value)
+
+
+def _class_weight(value):
+    """'balanced', or {label: weight} from a dict or 'label:weight,...' text (labels that read
+    as numbers become floats); None when malformed or a weight is not a finite number > 0."""
+    if isinstance(value, str):
+        if value == "balanced":
+            return value
+        try:
+            pairs = [item.rsplit(":", 1) for item in value.split(",")]
+            value = {_label(label.strip()): float(weight) for label, weight in pairs}
+        except ValueError:
+            return None
+    if not isinstance(value, dict) or not value:
+        return None
+    weights = {}
+    for label, weight in value.items():
+        if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, (int, float, np.integer, np.floating)):
+            return None
+        if not (math.isfinite(weight) and weight > 0):
+            return None
+        weights[_label(label)] = float(weight)
+    return weights
+
+
+def _label(label):
+    """A label as a float when it is a number (1, '1', 1.0 alike), else as given."""
+    try:
+        return float(label)
+    except (TypeError, ValueError):
+        return label
 
 
 def _number(x):
@@ -161,6 +196,9 @@ PACKSVM_PARAMS = {
                  "most this fraction from the window before (default: run T iterations)"),
     "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
     "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
+    "class_weight": Param(Rule("class_weight", none=True), None,
+                          "weights on the hinge loss of each class's rows: balanced (n_samples / (K * rows of "
+                          "the class)) or LABEL:WEIGHT,... (others 1); times the data's row weights 'w'"),
     "dtype": Param(Rule("choice", choices=tuple(DTYPES)), "float64",
                    "stored feature type; kernel values and sums are float64, dense dot products use it "
                    "(default float64)"),
@@ -186,6 +224,7 @@ LINEAR_PARAMS = {
                       "(virtual shifted images)"),
     "shuffle": Param(BOOL, True, "deal the rows out to the ranks at random before solving (default on)"),
     "seed": Param(SEED, 0, "seed of the random blocks (default 0)"),
+    "class_weight": PACKSVM_PARAMS["class_weight"],
 }
 
 # Options of each linear solver (``solver_options``, `--solver-option NAME=VALUE`).

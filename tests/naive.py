@@ -28,13 +28,17 @@ def kernel_sums(A, B, coef, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
     return np.asarray(coef, dtype=np.float64).T @ kernel_matrix(A, B, name, gamma, degree, coef0, offset)
 
 
-def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
+def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0, weights=None):
     """S-packSVM exactly as Figure 1 states it, with w kept as plain coefficients.
 
     No scale trick, no packing: w = sum_j alpha_j phi(x_j); every iteration predicts from
     scratch, scales, adds, then projects using ||w||^2 recomputed from the kernel matrix.
+    ``weights`` (n,): row weights on the hinge loss: the step is weights[i] times larger and
+    the ball's squared radius is max(weights) / sigma.
     Returns (alpha by row id, list of the predictions each iteration tested).
     """
+    weights = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    radius2 = weights.max() / sigma
     K = kernel_matrix(X, X, name, gamma, degree, coef0, offset)
     alpha = np.zeros(len(y))
     tested = []
@@ -43,10 +47,10 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
         tested.append(prediction)
         alpha *= 1.0 - 1.0 / t
         if y[i] * prediction < 1:
-            alpha[i] += y[i] / (sigma * t)
+            alpha[i] += weights[i] * y[i] / (sigma * t)
         norm = alpha @ K @ alpha
-        if norm > 1.0 / sigma:
-            alpha *= 1.0 / np.sqrt(sigma * norm)
+        if norm > radius2:
+            alpha *= np.sqrt(radius2 / norm)
     return {int(k): alpha[k] for k in np.flatnonzero(alpha)}, np.array(tested)
 
 

@@ -230,3 +230,42 @@ def test_ranks_that_disagree_on_the_replicated_state_all_stop():
     assert caught.value.collective
     assert comm.seen == 4  # stopped in the pack after the drift, every rank alike
     assert WORLD.allgather(str(caught.value)) == [str(caught.value)] * size
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_weighted_rows_equal_the_unpacked_weighted_reference(sparse):
+    """Class and sample weights scale each row's step (and widen the ball to max weight / sigma),
+    as the unpacked reference does with the same weights."""
+    X, y = make_problem(150, 6, sparse=sparse, seed=2)
+    sample = np.random.default_rng(3).uniform(0.5, 2.0, size=150)
+    model = fitted(X, y, sigma=0.02, iterations=450, pack=64, class_weight={1: 3.0}, sample_weight=sample)
+    weights = sample * np.where(y == 1, 3.0, 1.0)
+    expected, _ = spack_reference(X, y, 0.02, RowSampler(150, 3).take(450), "rbf", 0.2, weights=weights)
+    got = w_coefficients(model)
+    assert set(got) == set(expected)
+    keys = sorted(expected)
+    np.testing.assert_allclose([got[k] for k in keys], [expected[k] for k in keys], rtol=1e-9, atol=1e-12)
+    assert model.stats_.projections > 0, "the test must exercise the projection"
+    plain = fitted(X, y, sigma=0.02, iterations=450, pack=64)
+    assert np.mean(model.predict(X) == 1) > np.mean(plain.predict(X) == 1)  # the weighted class gains rows
+
+
+def test_balanced_class_weights_are_n_over_k_times_the_class_count():
+    """'balanced' weighs each row n / (K * rows of its class), as scikit-learn does; labels given in text
+    ('label:weight') and as a dict alike; an unknown label is an error."""
+    from ppack import PackSVC
+    from ppack.errors import PPackError
+
+    X, y = make_problem(200, 5, seed=4)
+    y[:150] = -1.0  # imbalanced
+    negative, positive = 200 / (2 * int(np.sum(y == -1))), 200 / (2 * int(np.sum(y == 1)))
+    assert positive > 3 * negative
+    balanced = fitted(X, y, sigma=0.02, iterations=300, pack=50, class_weight="balanced")
+    manual = fitted(X, y, sigma=0.02, iterations=300, pack=50, class_weight={-1.0: negative, 1.0: positive})
+    text = fitted(X, y, sigma=0.02, iterations=300, pack=50, class_weight=f"-1:{negative!r},1:{positive!r}")
+    np.testing.assert_array_equal(balanced.decision_function(X), manual.decision_function(X))
+    np.testing.assert_array_equal(text.decision_function(X), manual.decision_function(X))
+    with pytest.raises(PPackError, match="class_weight: 2.0 is not a class of the data"):
+        PackSVC(class_weight={2: 1.0}, iterations=10, comm=SELF).fit(X, y)
+    with pytest.raises(PPackError, match="class_weight: must be 'balanced'"):
+        PackSVC(class_weight="1:-3", iterations=10, comm=SELF).fit(X, y)

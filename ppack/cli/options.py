@@ -7,9 +7,9 @@ does not apply to the chosen trainer is an error instead of being ignored.
 from ..errors import PPackError
 from ..registry import EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS
 
-# the kernel trainer's parameters, each under --NAME; C and seed serve both trainers
+# the kernel trainer's parameters, each under --NAME; C, seed and class_weight serve both trainers
 PACKSVM_FLAGS = {name: "--" + name.replace("_", "-") for name in PACKSVM_PARAMS}
-SHARED = ("C", "seed")
+SHARED = ("C", "seed", "class_weight")
 KERNEL_OPTIONS = ("kernel", "gamma", "degree", "coef0", "bias")
 # the linear trainer's own parameters and their flags
 LINEAR_FLAGS = {"loss": "--loss", "p": "--p", "averaging": "--averaging", "rounds": "--rounds",

@@ -10,12 +10,13 @@ import scipy.sparse as sp
 class RowBlock:
     """r rows held by every rank: ``dense`` (r, d) or ``csr`` (indptr, indices, values).
 
-    ``y`` (r,) labels in {-1, +1} (zeros for unlabeled data).
+    ``y`` (r,) labels (zeros for unlabeled data); ``weight`` (r,) the rows' weights, or None.
     """
 
-    def __init__(self, n_features, y, dense=None, csr=None):
+    def __init__(self, n_features, y, dense=None, csr=None, weight=None):
         self.n_features = n_features
         self.y = y
+        self.weight = weight
         self.dense = dense
         self.csr = csr
         self.n_rows = len(y)

@@ -26,42 +26,48 @@ def _pad_rows(indptr, indices, values, rows, positions, nnz, idx, val):
             val[pos, j] = values[a + j]
 
 
-def deliver_rows(collectives, shard, labels, ids, n_features=None):
+def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
     ``collectives``: a ``mpi.collectives.Collectives`` (one ``sum``); ``shard`` this
     rank's ``Shard``; ``labels`` its rows' labels (or None); ``n_features`` pads rows to a
-    model's width. Returns a ``RowBlock`` of feature values in the shard's float ``dtype``
+    model's width; ``weights`` its rows' weights (or None), delivered as the block's ``weight``.
+    Returns a ``RowBlock`` of feature values in the shard's float ``dtype``
     (compact stored rows are scaled here, r rows at a time).
     """
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
     mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
     local = ids[mine] - shard.start
+    head = r if weights is None else 2 * r  # labels, then the weights
     if shard.sparse:
         L = shard.max_row_nnz
-        buf = np.zeros(2 * r + 2 * r * L)
-        ylab, nnz = buf[:r], buf[r:2 * r]
-        idx = buf[2 * r:2 * r + r * L].reshape(r, L)
-        val = buf[2 * r + r * L:].reshape(r, L)
+        buf = np.zeros(head + r + 2 * r * L)
+        ylab, nnz = buf[:r], buf[head:head + r]
+        idx = buf[head + r:head + r + r * L].reshape(r, L)
+        val = buf[head + r + r * L:].reshape(r, L)
         _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, nnz, idx, val)
         if shard.value_scale != 1.0:
             val[mine] *= shard.value_scale
     else:
-        buf = np.zeros(r + r * d)
+        buf = np.zeros(head + r * d)
         ylab = buf[:r]
-        rows = buf[r:].reshape(r, d)
+        rows = buf[head:].reshape(r, d)
         rows[mine, :shard.n_features] = shard.X[local]
         if shard.value_scale != 1.0:
             rows[mine] *= shard.value_scale
     if labels is not None:
         ylab[mine] = labels[local]
+    if weights is not None:
+        buf[r:2 * r][mine] = weights[local]
     collectives.sum(buf)
     y = ylab.copy()
+    weight = None if weights is None else buf[r:2 * r].copy()
     if shard.sparse:
         counts = nnz.astype(np.int64)
         indptr = np.zeros(r + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         keep = np.arange(L)[None, :] < counts[:, None]
-        return RowBlock(d, y, csr=(indptr, idx[keep].astype(np.int32), val[keep].astype(shard.dtype)))
-    return RowBlock(d, y, dense=rows.astype(shard.dtype))
+        csr = (indptr, idx[keep].astype(np.int32), val[keep].astype(shard.dtype))
+        return RowBlock(d, y, csr=csr, weight=weight)
+    return RowBlock(d, y, dense=rows.astype(shard.dtype), weight=weight)

@@ -10,6 +10,7 @@ Layout (format_version 1)::
         storage           "dense" or "csr"
         max_row_nnz       most stored entries in one row (n_features if dense)
     /y                    float64 (n_samples,): the labels as in the source
+    /w                    optional float (n_samples,) > 0: each row's weight on its loss
     /X                    storage "dense": dataset float64, float32, float16 or
                           uint8 of shape (n_samples, n_features), chunked by rows
     /X/data               storage "csr": float64, float32, float16 or uint8 (nnz,)
@@ -229,7 +230,7 @@ def create_layout(f, n, d, storage, dtype, nnz=0, max_row_nnz=None, value_scale=
     return out
 
 
-def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None, value_scale=None):
+def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None, value_scale=None, w=None):
     """Write X (n_samples by n_features, dense ndarray or scipy sparse) and
     y (n_samples labels) to path in the ppack layout.
 
@@ -237,7 +238,7 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
     dtype: float64, float32, float16 or uint8 for the stored X values.
     value_scale: stored value = X / value_scale (None: 1/255 for uint8 when X lies
     in [0, 1], else 1); a value the dtype cannot hold is an error naming its row.
-    compression: None, "gzip", "lzf" or a gzip level 0-9.
+    compression: None, "gzip", "lzf" or a gzip level 0-9. w: optional row weights (n_samples,) > 0.
     Returns the H5Header of the written file. An existing file at path is
     replaced only once the new one is complete.
     """
@@ -275,7 +276,13 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
             ds["indptr"][...] = X.indptr
         else:
             ds["X"][...] = stored
+        if w is not None:
+            f.create_dataset("w", data=weights)
 
+    if w is not None:
+        weights = np.asarray(w, dtype=np.float64)
+        if weights.shape != (n,) or not (np.isfinite(weights).all() and (weights > 0).all()):
+            raise InputError(f"w must hold {n} finite weights > 0 (one per row), got shape {weights.shape}")
     atomic_h5_write(os.fspath(path), write)
     return H5Header(n, d, storage, max_row_nnz, dtype, float(value_scale))
 
@@ -483,6 +490,23 @@ def as_float(X, dtype, value_scale=1.0):
         X.has_sorted_indices = True
         return X
     return np.ascontiguousarray(values)
+
+
+def read_weights(path, start, stop):
+    """Rows [start, stop) of the optional dataset ``w`` (float64), or None when the file has none."""
+    with _open(path) as f:
+        header, _ = _layout(f, path)
+        ds = f.get("w")
+        if ds is None:
+            return None
+        if not isinstance(ds, h5py.Dataset) or ds.shape != (header.n_samples,) or ds.dtype.kind not in "fiu":
+            raise InputError(f"'w': expected a 1-D dataset of {header.n_samples} numbers (n_samples row weights)",
+                             path)
+        w = ds[start:stop].astype(np.float64)
+    if not (np.isfinite(w).all() and (w > 0).all()):
+        r = start + int(np.flatnonzero(~(np.isfinite(w) & (w > 0)))[0])
+        raise InputError(f"'w': the weight of row {r} is {w[r - start]}; expected a finite number > 0", path)
+    return w
 
 
 def read_stored_rows(path, start, stop):

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from .hdf5 import COMPACT_DTYPES, as_float, is_hdf5, read_header, read_rows, read_stored_rows
+from .hdf5 import COMPACT_DTYPES, as_float, is_hdf5, read_header, read_rows, read_stored_rows, read_weights
 from .libsvm import read_libsvm
 from ..mpi.comm import chunk, run_collectively
 
@@ -25,7 +25,7 @@ class Shard:
     float64 raw labels (NaN when the file has none); ``max_row_nnz``: the longest row of the
     whole data set (n_features when dense). ``dtype``: the float type rows are computed in
     (X's own type unless X is compact); compact rows are converted a few at a time
-    (``float_rows``), never the whole shard.
+    (``float_rows``), never the whole shard. ``w``: (stop-start,) row weights > 0, or None.
     """
 
     path: str
@@ -38,6 +38,7 @@ class Shard:
     max_row_nnz: int
     value_scale: float = 1.0
     dtype: np.dtype = None
+    w: np.ndarray = None
 
     def __post_init__(self):
         if self.dtype is None:
@@ -60,8 +61,9 @@ class Shard:
         return as_float(self.X[start:stop], self.dtype, self.value_scale)
 
     @classmethod
-    def from_arrays(cls, X, y, rank=0, size=1, path="<array>"):
-        """The rank's shard of in-memory data that every rank holds whole (tests, API)."""
+    def from_arrays(cls, X, y, rank=0, size=1, path="<array>", w=None):
+        """The rank's shard of in-memory data that every rank holds whole (tests, API); ``w``
+        optional row weights (n,)."""
         n = X.shape[0]
         start, stop = chunk(n, rank, size)
         y = np.full(n, np.nan) if y is None else np.asarray(y, dtype=np.float64)
@@ -76,7 +78,13 @@ class Shard:
                 X = X.astype(np.float64)
             longest = X.shape[1]
             local = np.ascontiguousarray(X[start:stop])
-        return cls(path, n, X.shape[1], start, stop, local, y[start:stop].copy(), max(longest, 1))
+        if w is not None:
+            w = np.asarray(w, dtype=np.float64)
+            if w.shape != (n,) or not (np.isfinite(w).all() and (w > 0).all()):
+                raise InputError(f"sample_weight: expected {n} finite weights > 0 (one per row), got "
+                                 f"shape {w.shape}")
+            w = w[start:stop].copy()
+        return cls(path, n, X.shape[1], start, stop, local, y[start:stop].copy(), max(longest, 1), w=w)
 
 
 def load_shard(comm, path, dtype=np.float64, n_features=None):
@@ -104,7 +112,8 @@ def _read_shard(path, rank, size, dtype, n_features):
             X = np.pad(X, ((0, 0), (0, header_d - X.shape[1])))
         longest = header.max_row_nnz if header.storage == "csr" else header_d
         scale = header.value_scale if header.dtype in COMPACT_DTYPES else 1.0
-        return Shard(path, header.n_samples, header_d, start, stop, X, y, max(int(longest), 1), scale, dtype)
+        return Shard(path, header.n_samples, header_d, start, stop, X, y, max(int(longest), 1), scale, dtype,
+                     read_weights(path, start, stop))
     # LIBSVM text: a first scan counts the rows, a second keeps this rank's rows
     _, _, info = read_libsvm(path, n_features=n_features, row_range=(0, 0), dtype=dtype)
     start, stop = chunk(info.n_samples, rank, size)
@@ -112,17 +121,28 @@ def _read_shard(path, rank, size, dtype, n_features):
     return Shard(path, info.n_samples, info.n_features, start, stop, X, y, max(info.max_row_nnz, 1))
 
 
+CHECK_ROWS = 4096  # rows tested for NaN at a time: no shard-sized temporary
+
+
 def check_finite(shard):
     """Raise InputError if the shard's X or y holds NaN or infinity (names the global row)."""
     values = shard.X.data if shard.sparse else shard.X
-    if not np.all(np.isfinite(values)):
-        if shard.sparse:
-            bad = np.flatnonzero(~np.isfinite(shard.X.data))[0]
-            row = int(np.searchsorted(shard.X.indptr, bad, side="right") - 1)
+    if values.dtype.kind == "f":  # integer storage (uint8) cannot hold either
+        for start in range(0, shard.stop - shard.start, CHECK_ROWS):
+            rows = shard.X[start:start + CHECK_ROWS]
+            if shard.sparse:
+                bad = np.flatnonzero(~np.isfinite(rows.data))
+                if bad.size:
+                    row = start + int(np.searchsorted(rows.indptr, bad[0], side="right") - 1)
+                    break
+            elif not np.isfinite(rows).all():
+                row = start + int(np.flatnonzero(~np.all(np.isfinite(rows), axis=1))[0])
+                break
         else:
-            row = int(np.flatnonzero(~np.all(np.isfinite(shard.X), axis=1))[0])
-        raise InputError(f"X: row {shard.start + row} holds NaN or infinity; expected finite features",
-                         shard.path)
+            row = None
+        if row is not None:
+            raise InputError(f"X: row {shard.start + row} holds NaN or infinity; expected finite features",
+                             shard.path)
     if np.any(np.isinf(shard.y)) or (np.any(np.isnan(shard.y)) and not np.all(np.isnan(shard.y))):
         row = int(np.flatnonzero(~np.isfinite(shard.y))[0])
         raise InputError(f"y: row {shard.start + row} holds NaN or infinity; expected a finite label",

@@ -40,7 +40,7 @@ class PackSVC(BaseSVC):
     def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
-                 comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
+                 class_weight=_D["class_weight"], comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -55,6 +55,7 @@ class PackSVC(BaseSVC):
         self.bias = bias
         self.tol = tol
         self.tol_window = tol_window
+        self.class_weight = class_weight
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -66,19 +67,22 @@ class PackSVC(BaseSVC):
     def summary(self):
         return f"{self.n_support_} support vectors"
 
-    def _validated_shard(self, X, y):
+    def _validated_shard(self, X, y, sample_weight):
         """Check the parameters and build the kernel spec and the shard (raises the same on every rank)."""
         p = self.validate_params()
-        shard = self._as_shard(X, y)
+        self.class_weight_ = p["class_weight"]
+        shard = self._as_shard(X, y, sample_weight)
         gamma = 1.0 / shard.n_features if p["gamma"] is None else p["gamma"]
         self.spec_ = KernelSpec(p["kernel"], gamma, p["degree"], p["coef0"], 1.0 if p["bias"] else 0.0)
         return shard
 
     # -- training --------------------------------------------------------------------
-    def fit(self, X, y=None, checkpoint=None, checkpoint_every_seconds=None, checkpoint_every_packs=None,
-            resume=False, should_stop=None, stop_after_packs=None, on_kernels_ready=None):
+    def fit(self, X, y=None, sample_weight=None, checkpoint=None, checkpoint_every_seconds=None,
+            checkpoint_every_packs=None, resume=False, should_stop=None, stop_after_packs=None, on_kernels_ready=None):
         """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
 
+        sample_weight: (n,) weights on the rows' hinge loss, with in-memory data (a file's rows
+        carry theirs in its dataset ``w``); multiplied by ``class_weight``'s.
         checkpoint: file for the solver's state, written every ``checkpoint_every_seconds``
         (rank 0's clock) and/or ``checkpoint_every_packs``, and when the run is stopped;
         resume: continue from ``checkpoint`` if it holds a complete checkpoint;
@@ -90,8 +94,9 @@ class PackSVC(BaseSVC):
         out of ``total``; ``on_kernels_ready(seconds)``, if given, is called (on every rank) then.
         """
         comm = self._comm()
-        shard = run_collectively(comm, self._validated_shard, X, y)
+        shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
         labels = self._fit_classes(shard)
+        weights = self._row_weights(shard, self.class_weight_)
         n_classes = len(self.classes_)
         m, d = shard.n_samples, shard.n_features
         if self.sigma is not None:
@@ -102,11 +107,15 @@ class PackSVC(BaseSVC):
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, self.seed,
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
-                              tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes)
+                              tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
+                              max_weight=1.0 if weights is None else comm.allreduce(
+                                  float(weights.max(initial=0.0)), op=MPI.MAX))
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": int(self.seed), "n_samples": m, "n_features": d,
                   "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
+        if weights is not None:  # part of the run's identity for checkpoints (unweighted runs as before)
+            params.update(class_weight=repr(self.class_weight_), row_weights=shard.w is not None)
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
@@ -118,7 +127,7 @@ class PackSVC(BaseSVC):
         if on_kernels_ready is not None:
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
-                                                              stop_after_packs)
+                                                              stop_after_packs, weights)
         self.scale_ = float(state.scale[0]) if n_classes == 2 else state.scale.copy()
         self.n_features_in_ = d
         self.n_support_ = int(state.occupancy.sum())

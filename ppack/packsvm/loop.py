@@ -72,8 +72,9 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1):
+                 n_columns=1, max_weight=1.0):
         self.comm = comm
+        self.max_weight = float(max_weight)
         self.n_columns = int(n_columns)
         self.spec = spec
         self.sigma = float(sigma)
@@ -86,13 +87,15 @@ class PackedSolver:
         self.tol_window = int(tol_window)
         self.should_stop = should_stop or (lambda: False)
 
-    def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None):
+    def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None, weights=None):
         """Train; returns ``(table, state, stats, stopped)``.
 
         labels: (shard rows,) in {-1, +1} for one column, class codes 0..K-1 for K;
         checkpointing: a ``Checkpointing`` or None;
         resume: ``(table, state, stats, sampler)`` from ``checkpoint.read_checkpoint``;
-        stop_after_packs: stop (as if asked to) after this many packs of this call.
+        stop_after_packs: stop (as if asked to) after this many packs of this call; weights:
+        (shard rows,) weights on the rows' hinge loss, or None (the constructor's ``max_weight``
+        is then their largest over all ranks).
         ``stopped`` is True when the run ended early on request.
         """
         comm = self.comm
@@ -121,7 +124,7 @@ class PackedSolver:
             r = min(self.pack, limit - state.iteration)
             ids = sampler.take(r)
             t0 = MPI.Wtime()
-            block = deliver_rows(collectives, shard, labels, ids)  # collective 1
+            block = deliver_rows(collectives, shard, labels, ids, weights=weights)  # collective 1
             seconds["communication"] += collectives.last_seconds
             t1 = MPI.Wtime()
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
@@ -164,7 +167,7 @@ class PackedSolver:
                 try:
                     state.scale[c], state.norm[c], projections = replay_pack(
                         signs[c], pred[c], pair, state.iteration, state.scale[c], state.norm[c], self.sigma,
-                        coef[c], loss[c], fold[c])
+                        coef[c], loss[c], fold[c], block.weight, self.max_weight)
                 except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                     raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
                 stats.projections += projections

@@ -41,14 +41,17 @@ class NonFinite(ArithmeticError):
         self.iteration, self.what, self.value = iteration, what, value
 
 
-def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None):
+def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
     and updated in place (on exit pred[k] is the prediction iteration t0+k+1 tested);
     pair (r, r) the kernel values K(x_k, x_l); coef_out (r,) receives the coefficient
     added to v at iteration k (0 if none), in the units of the returned s; loss_out (r,)
-    the hinge loss max(0, 1 - y y'). fold_out (2,), if given, receives the product of the
+    the hinge loss max(0, 1 - y y'), times the row's weight. weight (r,), if given: each
+    row's weight on its hinge loss (class and sample weights; the step is scaled by it), and
+    ``max_weight`` the largest weight of the data set, which widens the projection radius to
+    sqrt(max_weight / sigma) (the optimum's norm bound). fold_out (2,), if given, receives the product of the
     pack's folds as (mantissa, exponent), the product being mantissa * 2^exponent (kept
     apart so that a product far below the float range stays exact): v on entry must be
     multiplied by it (``SupportVectorTable.scale_coefficients``) before the pack's
@@ -56,7 +59,9 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     coefficient or scale; the outputs are then meaningless.
     """
     info = np.zeros(4)
-    s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info)
+    weight = np.ones(len(y)) if weight is None else weight
+    s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
+                                   float(max_weight))
     if info[2] != 0.0:
         k, code = int(info[2]) - 1, int(info[3])
         value = {1: pred[k], 2: norm, 3: coef_out[k], 4: s}[code]
@@ -67,12 +72,12 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
 
 
 @njit(cache=True)
-def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info):
+def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight):
     """The kernel of ``replay_pack``; info (4,) receives the fold's mantissa and exponent, and
     (k + 1, code) of the first non-finite value (0, 0 if none)."""
     r = y.shape[0]
     projections = 0
-    limit = 1.0 / sigma
+    limit = max_weight / sigma  # the squared radius (1 / sigma without weights)
     fold_m, fold_e = 1.0, 0.0
     for k in range(r):
         coef_out[k] = 0.0
@@ -86,7 +91,7 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info):
             info[2], info[3] = k + 1, 1
             break
         loss = 1.0 - yk * pk
-        loss_out[k] = loss if loss > 0.0 else 0.0
+        loss_out[k] = weight[k] * loss if loss > 0.0 else 0.0
         s *= a
         norm *= a * a
         for j in range(k + 1, r):
@@ -95,7 +100,7 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info):
             fold_m, fold_e = 0.0, 0.0
             s = 1.0
         if loss > 0.0:
-            eta = yk / (sigma * t)
+            eta = yk * weight[k] / (sigma * t)
             norm += 2.0 * eta * a * pk + eta * eta * pair[k, k]
             coef_out[k] = eta / s
             if not math.isfinite(norm):
@@ -107,7 +112,7 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info):
             for j in range(k + 1, r):
                 pred[j] += eta * pair[k, j]
             if norm > limit:
-                f = 1.0 / math.sqrt(sigma * norm)
+                f = 1.0 / math.sqrt(sigma * norm / max_weight)
                 s *= f
                 norm = limit
                 projections += 1
