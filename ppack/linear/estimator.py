@@ -50,8 +50,10 @@ class BlockAveragedSVC(BaseSVC):
 
     def __init__(self, solver=_D["solver"], C=_D["C"], loss=_D["loss"], p=_D["p"], bias=_D["bias"],
                  averaging=_D["averaging"], rounds=_D["rounds"], rounds_tol=_D["rounds_tol"], features=_D["features"],
-                 solver_options=None, shuffle=_D["shuffle"], seed=_D["seed"], comm=None):
+                 solver_options=None, shuffle=_D["shuffle"], seed=_D["seed"], class_weight=_D["class_weight"],
+                 comm=None):
         self.solver = solver
+        self.class_weight = class_weight
         self.C = C
         self.loss = loss
         self.p = p
@@ -103,6 +105,9 @@ class BlockAveragedSVC(BaseSVC):
         run_collectively(comm, self.validate_params)
         shard = self._as_shard(X, y)
         labels = self._fit_classes(shard)
+        if shard.w is not None or self.class_weight is not None:
+            raise PPackError(f"{shard.path}: row or class weights: the linear solvers do not take them yet; "
+                             "train with --solver packsvm, or without weights", collective=True)
         kind = COMBINATION[self.solver]
         distributed_sgd = kind == "stochastic" and self.averaging == "iterative"
         block, block_labels = self._block(shard), labels
