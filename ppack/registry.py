@@ -196,6 +196,9 @@ PACKSVM_PARAMS = {
                  "most this fraction from the window before (default: run T iterations)"),
     "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
     "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
+    "probability": Param(BOOL, False,
+                         "also fit Platt sigmoids (per class, on rows training never sampled) so the model "
+                         "gives class probabilities (predict --proba)"),
     "class_weight": Param(Rule("class_weight", none=True), None,
                           "weights on the hinge loss of each class's rows: balanced (n_samples / (K * rows of "
                           "the class)) or LABEL:WEIGHT,... (others 1); times the data's row weights 'w'"),

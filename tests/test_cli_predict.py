@@ -75,10 +75,14 @@ def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, c
     d = mpi_tmp_path
     write_libsvm(d / "train.txt", X, y)
     main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--gamma", "0.3", "--C", "10",
-          "--iterations", "800", "--pack", "50", "--quiet"])
+          "--iterations", "800", "--pack", "50", "--probability", "--quiet"])
     for suffix in ("h5", "npy", "txt"):
         main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt"), "--output",
               str(d / f"out.{suffix}"), "--quiet"])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt"), "--output", str(d / "p.npy"),
+          "--proba", "--quiet"])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt"), "--output", str(d / "p.h5"),
+          "--proba", "--quiet"])
     main(["info", str(d / "m.h5")])
     info = capsys.readouterr().out
     if WORLD.Get_rank() == 0:
@@ -89,8 +93,25 @@ def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, c
         np.testing.assert_array_equal(label, np.array([3.0, 5.0, 7.0, 11.0])[np.argmax(decision, axis=1)])
         assert np.mean(label == y) > 0.8
         np.testing.assert_array_equal(np.load(d / "out.npy"), np.column_stack([decision, label]))
+        with h5py.File(d / "p.h5", "r") as f:
+            proba = f["proba"][()]
+        assert proba.shape == (400, 4)
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+        np.testing.assert_array_equal(np.load(d / "p.npy"), np.column_stack([decision, label, proba]))
         lines = (d / "out.txt").read_text().splitlines()
         assert lines[0] == "decision_3 decision_5 decision_7 decision_11 label"
         np.testing.assert_allclose(np.loadtxt(d / "out.txt", skiprows=1), np.column_stack([decision, label]),
                                    rtol=1e-15)
     WORLD.Barrier()
+
+
+def test_proba_of_a_model_without_probabilities_is_refused(mpi_tmp_path, capsys):
+    from conftest import fails_with
+
+    X, y = make_problem(200, 5, seed=43)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--iterations", "200", "--quiet"])
+    fails_with(capsys, ["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt"), "--output",
+                        str(d / "p.npy"), "--proba"], "has no probability sigmoids; train it with --probability")
+    assert not (d / "p.npy").exists()

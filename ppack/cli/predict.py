@@ -20,6 +20,8 @@ def add_parser(sub):
     pr.add_argument("--model", required=True, help="model file written by train")
     pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
     pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
+    pr.add_argument("--proba", action="store_true",
+                    help="add class probabilities to --output (a kernel model trained with --probability)")
     add_common(pr)
 
 
@@ -31,6 +33,9 @@ def run(comm, args):
                          f"{', '.join(OUTPUT_FORMATS)}", collective=True)
     check_outputs(comm, {"--output": args.output, "--metrics-json": args.metrics_json})
     model, model_seconds = _timed_load(comm, args.model)
+    if args.proba and getattr(model, "probability_", None) is None:
+        raise PPackError(f"--proba: {args.model} has no probability sigmoids; train it with --probability "
+                         "(kernel models only)", collective=True)
     shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
     decisions, labels, accuracy, seconds = evaluate(comm, model, shard)
     peaks = peak_rss_bytes(comm)
@@ -40,8 +45,10 @@ def run(comm, args):
     if accuracy is not None:
         say(f"accuracy {100 * accuracy:.2f}%")
     if args.output:
-        on_rank0(comm, write_decisions, args.output, decisions, model.labels_of(decisions) if decisions is not None
-                 else None, model.classes_)
+        def write():  # rank 0, which holds the decisions
+            proba = model.probabilities_of(decisions) if args.proba else None
+            write_decisions(args.output, decisions, model.labels_of(decisions), model.classes_, proba)
+        on_rank0(comm, write)
         say(f"decisions written to {args.output}")
     write_metrics(comm, args.metrics_json, {
         "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
@@ -56,23 +63,30 @@ def _timed_load(comm, path):
     return model, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def write_decisions(path, decisions, labels, classes=None):
+def write_decisions(path, decisions, labels, classes=None, proba=None):
     """Write decision values and predicted labels atomically; the format follows the suffix.
 
     decisions (n,) for a binary model or (n, K) for K classes (the model's class order);
     labels (n,). ``.h5``: datasets ``decision`` and ``label``; ``.npy``: (n, 2) or (n, K + 1),
     the decision values then the label; text: a header line and the same columns. Labels
     that are not numbers go to ``.h5`` (as text) and text files only. ``classes`` names the
-    text columns (decision_<class>).
+    text columns (decision_<class>). ``proba`` (n, K), if given: the class probabilities,
+    dataset ``proba`` in .h5, K more columns (proba_<class>) after the label elsewhere.
     """
     suffix = Path(path).suffix.lower()
     kind = OUTPUT_FORMATS[suffix]
     decisions = np.asarray(decisions)
     columns = decisions.reshape(len(decisions), -1)
     numeric = np.asarray(labels).dtype.kind in "biuf"
+    extra = [] if proba is None else [proba]
+    if classes is None:
+        classes = range(columns.shape[1] if proba is None else proba.shape[1])
+    names_of = [f"{c:g}" if isinstance(c, (float, np.floating)) else str(c) for c in classes]
     if kind == "h5":
         def write_h5(f):
             f.create_dataset("decision", data=decisions)
+            if proba is not None:
+                f.create_dataset("proba", data=proba)
             if numeric:
                 f.create_dataset("label", data=labels)
             else:
@@ -81,13 +95,12 @@ def write_decisions(path, decisions, labels, classes=None):
     elif kind == "npy":
         if not numeric:
             raise PPackError(f"--output {path}: the labels are text; write .h5 or a text file instead of .npy")
-        atomic_write(path, lambda f: np.save(f, np.column_stack([columns, labels])), mode="wb")
+        atomic_write(path, lambda f: np.save(f, np.column_stack([columns, labels, *extra])), mode="wb")
     else:
         sep = "," if suffix == ".csv" else " "
-        names = ["decision"] if decisions.ndim == 1 else [
-            f"decision_{c:g}" if isinstance(c, (float, np.floating)) else f"decision_{c}"
-            for c in (range(columns.shape[1]) if classes is None else classes)]
-        table = np.column_stack([columns, labels]) if numeric else np.column_stack(
-            [np.char.mod("%.17g", columns), np.asarray(labels, dtype=str)])
+        names = (["decision"] if decisions.ndim == 1 else [f"decision_{c}" for c in names_of]) + ["label"]
+        names += [] if proba is None else [f"proba_{c}" for c in names_of]
+        table = np.column_stack([columns, labels, *extra]) if numeric else np.column_stack(
+            [np.char.mod("%.17g", columns), np.asarray(labels, dtype=str), *(np.char.mod("%.17g", p) for p in extra)])
         atomic_write(path, lambda f: np.savetxt(f, table, fmt="%.17g" if numeric else "%s", delimiter=sep,
-                                                header=sep.join(names + ["label"]), comments=""))
+                                                header=sep.join(names), comments=""))

@@ -12,7 +12,9 @@ Layout (format "ppack-model", format_version 1, model_type "kernel"):
   support_vectors  dense (n_support, n_features), or a group with data, indices
                    (int32, 0-based), indptr (int64, n_support + 1)
 The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset), for K > 2
-one per class (column c with scale[c]); the predicted class has the largest.
+one per class (column c with scale[c]); the predicted class has the largest. Optional
+attributes probability_a, probability_b ((1,) or (K,)): Platt's sigmoid per column,
+P = 1 / (1 + exp(a f + b)), normalised over the K classes (``packsvm.probability``).
 The entries are in no particular order (a distributed save stores them rank by rank, each
 rank's in its table's slot order); readers take any contiguous range.
 
@@ -49,6 +51,7 @@ class KernelModelHeader:
     storage: str
     dtype: np.dtype
     training: dict
+    probability: tuple = None  # Platt's (A, B), each (1,) or (K,), when fitted
 
     @property
     def n_columns(self):
@@ -107,6 +110,9 @@ def _write_header(f, header, n_support):
         "kernel", header.training, kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
         kernel_offset=spec.offset, C=header.C, sigma=header.sigma, scale=header.scale,
         n_features=header.n_features, n_support=n_support, storage=header.storage))
+    if header.probability is not None:
+        a, b = (np.asarray(v, dtype=np.float64) for v in header.probability)
+        f.attrs["probability_a"], f.attrs["probability_b"] = a, b
     write_classes(f, header.classes)
 
 
@@ -130,8 +136,15 @@ def read_kernel_header(path):
             raise InputError(f"'classes' ({len(classes)} values), attribute 'scale' ({scale.size} values) and "
                              f"'coef' (shape {f['coef'].shape}) disagree: expected 2 classes with one scale and "
                              "coef (n_support,), or K > 2 classes with K scales and coef (n_support, K)", path)
+        probability = None
+        if "probability_a" in a:
+            probability = tuple(np.atleast_1d(a[name]).astype(np.float64)
+                                for name in ("probability_a", "probability_b"))
+            if any(len(v) != columns for v in probability):
+                raise InputError(f"attributes 'probability_a' and 'probability_b': expected {columns} values each "
+                                 f"(one sigmoid per coefficient column)", path)
         return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(scale) if columns == 1 else scale,
-                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f))
+                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f), probability)
 
 
 def read_support_vectors(path, header, start, stop):

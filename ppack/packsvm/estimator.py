@@ -6,11 +6,14 @@ from ..base import BaseSVC
 from ..kernels import ops
 from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
+from ..errors import PPackError
+from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk, on_rank0, run_collectively
 from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
+from .probability import fit_rows, fit_sigmoid, probabilities
 from .table import SupportVectorTable, shard_offsets, write_shard
 from .warmup import warm_kernels
 
@@ -40,7 +43,8 @@ class PackSVC(BaseSVC):
     def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
-                 class_weight=_D["class_weight"], comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
+                 class_weight=_D["class_weight"], probability=_D["probability"],
+                 comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -56,6 +60,7 @@ class PackSVC(BaseSVC):
         self.tol = tol
         self.tol_window = tol_window
         self.class_weight = class_weight
+        self.probability = probability
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -141,7 +146,41 @@ class PackSVC(BaseSVC):
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
         }
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
+        self.probability_ = None
+        if self.probability and not self.stopped_:
+            start = MPI.Wtime()
+            self.probability_ = self._fit_probabilities(shard, state.iteration)
+            self.training_["probability"] = {"fitted_on": self.probability_[2], "rows": self.probability_[3]}
+            self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
         return self
+
+    def _fit_probabilities(self, shard, iterations):
+        """Collective: Platt's (A (K,), B (K,), fitted_on, rows) from the decision values of rows
+        the training never sampled (see ``probability``), the same on every rank."""
+        comm = self._comm()
+        ids, fitted_on = fit_rows(shard.n_samples, int(self.seed), iterations)
+        decisions, labels = distributed_decisions(comm, self.table_, self.scale_, self.spec_, shard,
+                                                  self.n_features_in_, self.work_bytes, ids=ids)
+        values = self._class_values
+        columns = 1 if len(values) == 2 else len(values)
+        sigmoids = np.empty((2, columns))
+        if comm.Get_rank() == 0:
+            f = decisions.reshape(len(ids), columns)
+            for c in range(columns):
+                positive = labels == (values[1] if columns == 1 else values[c])
+                sigmoids[:, c] = fit_sigmoid(f[:, c], positive)
+        sigmoids = Collectives(comm).broadcast(sigmoids)
+        return sigmoids[0], sigmoids[1], fitted_on, len(ids)
+
+    def predict_proba(self, X):
+        """Class probabilities (n, K) of data every rank holds, columns in ``classes_`` order."""
+        return self.probabilities_of(self.decision_function(X))
+
+    def probabilities_of(self, decisions):
+        """Class probabilities (n, K) for decision values (n,) or (n, K) of this model."""
+        if getattr(self, "probability_", None) is None:
+            raise PPackError("class probabilities need a model trained with probability=True (train --probability)")
+        return probabilities(decisions, self.probability_[0], self.probability_[1])
 
     def _decisions(self, shard):
         return distributed_decisions(self._comm(), self.table_, self.scale_, self.spec_, shard,
@@ -155,7 +194,7 @@ class PackSVC(BaseSVC):
         offsets = shard_offsets(comm, table)
         header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self.classes_, self.n_features_in_,
                                    int(offsets[0][-1]), "csr" if table.sparse else "dense", table.dtype,
-                                   self.training_)
+                                   self.training_, None if self.probability_ is None else self.probability_[:2])
 
         def write_own(f):
             write_shard(f, table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
@@ -178,6 +217,7 @@ class PackSVC(BaseSVC):
         model.sigma_, model.C_, model.classes_ = header.sigma, header.C, header.classes
         model.n_features_in_, model.n_support_ = header.n_features, header.n_support
         model.training_ = header.training
+        model.probability_ = header.probability
         return model
 
 

@@ -16,8 +16,10 @@ BLOCK_BYTES = 512 * 1024
 MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 2048
 
 
-def distributed_decisions(comm, table, scale, spec, shard, n_features, work_bytes=ops.DEFAULT_WORK_BYTES):
-    """Collective: ``(decisions, labels)`` of every row of ``shard``'s data set on rank 0.
+def distributed_decisions(comm, table, scale, spec, shard, n_features, work_bytes=ops.DEFAULT_WORK_BYTES,
+                          ids=None):
+    """Collective: ``(decisions, labels)`` of every row of ``shard``'s data set (or of the
+    global row ids ``ids``, the same on every rank) on rank 0.
 
     decisions (n_samples,) = scale * sum_j beta_j (K(sv_j, x) + offset) for a one-column
     table, (n_samples, K) with each column's own scale (``scale`` (K,)) for K columns; labels
@@ -25,22 +27,23 @@ def distributed_decisions(comm, table, scale, spec, shard, n_features, work_byte
     """
     collectives = Collectives(comm)
     root = collectives.rank == 0
-    n = shard.n_samples
+    all_ids = np.arange(shard.n_samples, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    n = len(all_ids)
     rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, BLOCK_BYTES // (8 * max(1, n_features))))
     Q = table.n_columns
     scale = np.reshape(scale, (Q, 1))
     decisions = np.empty((Q, n)) if root else None
     labels = np.empty(n) if root else None
     for b0 in range(0, n, rows):
-        ids = np.arange(b0, min(n, b0 + rows), dtype=np.int64)
-        block = deliver_rows(collectives, shard, shard.y, ids, n_features)
-        part = np.zeros((Q, len(ids)))
+        block_ids = all_ids[b0:b0 + rows]
+        block = deliver_rows(collectives, shard, shard.y, block_ids, n_features)
+        part = np.zeros((Q, len(block_ids)))
         ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, part,
                          work_bytes)
         total = collectives.sum_to_root(part)
         if root:
-            decisions[:, b0:b0 + len(ids)] = scale * total
-            labels[b0:b0 + len(ids)] = block.y
+            decisions[:, b0:b0 + len(block_ids)] = scale * total
+            labels[b0:b0 + len(block_ids)] = block.y
     if root:
         decisions = decisions[0] if Q == 1 else np.ascontiguousarray(decisions.T)
     return decisions, labels

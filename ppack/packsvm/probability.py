@@ -1,0 +1,88 @@
+"""Probabilities from decision values: Platt scaling per class, fitted on out-of-bag rows.
+
+The trainer samples T rows with replacement, so about exp(-T/m) of the m rows are never
+sampled: the model never stepped on them nor tested them, and their decision values are
+honest held-out values (as a random forest's out-of-bag rows), at no extra training cost.
+Every rank replays the shared sampling stream to find them alike. Up to ``MAX_ROWS`` of
+them (an even, seeded choice) are evaluated, and for each class c a sigmoid
+P(c | f) = 1 / (1 + exp(A_c f_c + B_c)) is fitted to them by Platt's method in the form of
+Lin, Weng and Lin (2007): Newton steps with backtracking on the regularised targets
+(N+ + 1) / (N+ + 2) and 1 / (N- + 2). With fewer than ``MIN_ROWS`` out-of-bag rows (T much
+larger than m) the sigmoids are fitted on the training rows instead, which is biased toward
+overconfidence; ``fitted_on`` says which. For K > 2 classes the K one-vs-rest sigmoids are
+normalised to sum to 1.
+"""
+import numpy as np
+
+from ..data.sampler import RowSampler
+
+MAX_ROWS = 100_000  # rows evaluated for the fit: two parameters per class need few
+MIN_ROWS = 200
+
+
+def fit_rows(n_samples, seed, iterations, rows=MAX_ROWS):
+    """Global ids (sorted int64) of the rows to fit the sigmoids on, and what they are:
+    ``(ids, "out-of-bag rows")`` or, with too few of those, ``(ids, "training rows")``."""
+    sampled = np.zeros(n_samples, dtype=bool)
+    sampler = RowSampler(n_samples, seed)
+    for done in range(0, iterations, 1 << 20):
+        sampled[sampler.take(min(1 << 20, iterations - done))] = True
+    ids = np.flatnonzero(~sampled)
+    fitted_on = "out-of-bag rows"
+    if len(ids) < MIN_ROWS:
+        ids, fitted_on = np.arange(n_samples), "training rows"
+    if len(ids) > rows:
+        ids = np.sort(np.random.default_rng(seed).choice(ids, size=rows, replace=False))
+    return ids.astype(np.int64), fitted_on
+
+
+def fit_sigmoid(decisions, positive):
+    """Platt's (A, B) for decision values (n,) and booleans ``positive`` (n,): the sigmoid
+    1 / (1 + exp(A f + B)) maximising the likelihood of the regularised targets."""
+    f = np.asarray(decisions, dtype=np.float64)
+    n_pos = int(np.count_nonzero(positive))
+    n_neg = len(f) - n_pos
+    target = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    A, B = 0.0, np.log((n_neg + 1.0) / (n_pos + 1.0))
+    sigma, min_step, eps = 1e-12, 1e-10, 1e-5
+
+    def objective(A, B):
+        z = f * A + B
+        return np.sum(np.where(z >= 0, target * z + np.log1p(np.exp(-z)), (target - 1) * z + np.log1p(np.exp(z))))
+
+    value = objective(A, B)
+    for _ in range(100):
+        z = f * A + B
+        p = np.where(z >= 0, np.exp(-z) / (1 + np.exp(-z)), 1 / (1 + np.exp(z)))  # P(positive)
+        q = 1 - p
+        d2 = p * q
+        h11, h22, h21 = sigma + np.sum(f * f * d2), sigma + np.sum(d2), np.sum(f * d2)
+        d1 = target - p
+        g1, g2 = np.sum(f * d1), np.sum(d1)
+        if abs(g1) < eps and abs(g2) < eps:
+            break
+        det = h11 * h22 - h21 * h21
+        dA, dB = -(h22 * g1 - h21 * g2) / det, -(-h21 * g1 + h11 * g2) / det
+        gd = g1 * dA + g2 * dB
+        step = 1.0
+        while step >= min_step:
+            new = objective(A + step * dA, B + step * dB)
+            if new < value + 1e-4 * step * gd:
+                A, B, value = A + step * dA, B + step * dB, new
+                break
+            step /= 2
+        else:
+            break  # no decrease along the Newton direction: as good as it gets
+    return float(A), float(B)
+
+
+def probabilities(decisions, A, B):
+    """Class probabilities from decision values: (n,) binary decisions give (n, 2) [P(negative),
+    P(positive)]; (n, K) give (n, K), the K sigmoids normalised to sum to 1. A, B (1,) or (K,)."""
+    decisions = np.asarray(decisions, dtype=np.float64)
+    z = decisions.reshape(len(decisions), -1) * np.asarray(A) + np.asarray(B)
+    p = np.where(z >= 0, np.exp(-z) / (1 + np.exp(-z)), 1 / (1 + np.exp(z)))
+    if decisions.ndim == 1:
+        return np.column_stack([1 - p[:, 0], p[:, 0]])
+    total = p.sum(axis=1, keepdims=True)
+    return np.where(total > 0, p / np.where(total > 0, total, 1), 1.0 / p.shape[1])
