@@ -229,3 +229,22 @@ def test_a_checkpoint_without_rank_offsets_still_resumes_exactly(tmp_path):
         del f["rank_offsets"]
     resumed = PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=path, resume=True)
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+
+
+@pytest.mark.parametrize("comm", [pytest.param(SELF, id="1rank"),
+                                  pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))])
+def test_multiclass_and_weighted_runs_resume_exactly(comm, mpi_tmp_path):
+    """K classes (K scales and norms, (n, K) coefficients) and class weights come back from a
+    checkpoint bit for bit; a checkpoint of the binary problem is refused by the K-class run."""
+    from conftest import make_multiclass
+
+    X, y = make_multiclass(400, 6, seed=45)
+    params = dict(PARAMS, class_weight="balanced")
+    path = mpi_tmp_path / f"multi{comm.Get_size()}.h5"
+    full = PackSVC(comm=comm, **params).fit(X, y)
+    PackSVC(comm=comm, **params).fit(X, y, checkpoint=path, stop_after_packs=4)
+    resumed = PackSVC(comm=comm, **params).fit(X, y, checkpoint=path, resume=True)
+    assert resumed.resumed_from_ == 4 * PARAMS["pack"]
+    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+    with pytest.raises(PPackError, match="n_classes=4, this run has n_classes=2"):
+        PackSVC(comm=comm, **params).fit(X, np.where(y == y[0], 1.0, -1.0), checkpoint=path, resume=True)

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 from mpi4py import MPI
 
-from ..data.hdf5 import is_hdf5, read_header
+from ..data.hdf5 import COMPACT_DTYPES, is_hdf5, read_header
 from ..data.libsvm import read_libsvm
 from ..data.shard import load_shard
 from ..errors import PPackError
@@ -39,16 +39,20 @@ class Plan:
 
 
 def _header(path, dtype):
-    """(rows, features, stored values per row, sparse) without reading rows when possible."""
+    """(rows, features, stored values per row, sparse, longest row, bytes per stored value as a
+    rank holds it, classes) without reading feature rows when possible (the labels are read)."""
     if is_hdf5(path):
         h = read_header(path, check_indices=False)
+        held = (h.dtype if h.dtype in COMPACT_DTYPES else np.dtype(dtype)).itemsize
+        with h5py.File(path, "r") as f:
+            classes = len(np.unique(f["y"][()]))
+            nnz = len(f["X/data"]) if h.storage == "csr" else None
         if h.storage == "csr":
-            with h5py.File(path, "r") as f:
-                nnz = len(f["X/data"])
-            return h.n_samples, h.n_features, nnz / max(1, h.n_samples), True, h.max_row_nnz
-        return h.n_samples, h.n_features, h.n_features, False, h.n_features
-    X, _, info = read_libsvm(path)
-    return info.n_samples, info.n_features, X.nnz / max(1, info.n_samples), True, info.max_row_nnz
+            return h.n_samples, h.n_features, nnz / max(1, h.n_samples), True, h.max_row_nnz, held, classes
+        return h.n_samples, h.n_features, h.n_features, False, h.n_features, held, classes
+    X, y, info = read_libsvm(path)
+    return (info.n_samples, info.n_features, X.nnz / max(1, info.n_samples), True, info.max_row_nnz,
+            np.dtype(dtype).itemsize, len(np.unique(y)))
 
 
 def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, calibrate=True):
@@ -58,19 +62,21 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, c
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     item = np.dtype(params["dtype"]).itemsize
-    n, d, per_row, sparse, longest = _header(str(path), params["dtype"])
+    n, d, per_row, sparse, longest, held, K = _header(str(path), params["dtype"])
+    columns = 1 if K <= 2 else K
     T = int(params["iterations"]) if params["iterations"] is not None else max(1, int(round(params["epochs"] * n)))
     r = int(params["pack"])
     rows = math.ceil(n / ranks)
-    row_bytes = per_row * (item + 4) + 8 if sparse else d * item
-    shard = rows * (row_bytes + 8)
+    row_bytes = per_row * (item + 4) + 8 if sparse else d * item  # as the table holds a row
+    shard = rows * ((per_row * (held + 4) + 8 if sparse else d * held) + 8)
     entries = math.ceil(min(T, n) / ranks)
-    table = entries * (2 * (row_bytes + 24) + DICT_BYTES_PER_ENTRY)
+    table = entries * (2 * (row_bytes + 16 + 8 * columns) + DICT_BYTES_PER_ENTRY)
     xt = d * r * 8 if sparse else 0
-    work = min(DEFAULT_WORK_BYTES, xt) + r * (2 * longest + 2) * 8 * 2 + r * r * 8 * 2
+    work = min(DEFAULT_WORK_BYTES, xt) + r * (2 * longest + 2) * 8 * 2 + r * r * 8 * 2 + r * columns * 8 * 4
     total = shard + table + work
     lines = [f"data {path}: {n} rows, {d} features, {'csr' if sparse else 'dense'}, "
-             f"{per_row:.1f} stored values per row; T = {T}, r = {r}, {ranks} ranks",
+             f"{per_row:.1f} stored values per row, {K} classes"
+             f"{' (one-vs-rest in one pass)' if K > 2 else ''}; T = {T}, r = {r}, {ranks} ranks",
              "memory per rank (worst case at T):",
              f"  data shard        {_size(shard)}  ({rows} rows)",
              f"  support vectors   {_size(table)}  (up to {entries} per rank)",
