@@ -138,6 +138,7 @@ def test_one_pass_multiclass_gives_each_class_its_binary_one_against_the_rest_mo
         np.testing.assert_allclose(D[:, k], d, rtol=1e-9, atol=1e-9 * np.abs(d).max())
         largest_binary = max(largest_binary, binary.n_support_)
     assert largest_binary <= multi.n_support_ <= 4 * largest_binary  # the union of the classes' vectors
+    assert multi.n_support_per_class_.shape == (4,) and multi.n_support_per_class_.max() == largest_binary
     assert multi.training_["allreduce_calls"] == 2 * multi.training_["packs"]
     np.testing.assert_array_equal(multi.predict(X), multi.classes_[np.argmax(D, axis=1)])
     assert multi.score(X, y) > 0.8
@@ -166,6 +167,7 @@ def test_multiclass_model_files_predict_the_same_on_any_rank_count(sparse, mpi_t
     loaded = load_model(path, WORLD)
     np.testing.assert_allclose(loaded.decision_function(X), model.decision_function(X), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(loaded.classes_, [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(loaded.n_support_per_class_, model.n_support_per_class_)
     if WORLD.Get_rank() == 0:
         with h5py.File(path, "r") as f:
             assert f["coef"].shape == (model.n_support_, 3) and f.attrs["scale"].shape == (3,)

@@ -33,7 +33,8 @@ class PackSVC(BaseSVC):
     Fitted attributes: ``classes_`` (the sorted label values; for two, negative then
     positive), ``table_`` (this rank's support vectors), ``scale_`` (a float, or (K,) for K > 2
     classes), ``sigma_``, ``C_``, ``n_features_in_``, ``n_support_`` (distinct support
-    vectors, shared by the classes), ``stats_``. ``decision_function`` gives (n,) for two
+    vectors, shared by the classes), ``n_support_per_class_`` ((1,) or (K,): the support
+    vectors each coefficient column uses), ``stats_``. ``decision_function`` gives (n,) for two
     classes and (n, K) for more.
     """
 
@@ -136,6 +137,7 @@ class PackSVC(BaseSVC):
         self.scale_ = float(state.scale[0]) if n_classes == 2 else state.scale.copy()
         self.n_features_in_ = d
         self.n_support_ = int(state.occupancy.sum())
+        self.n_support_per_class_ = comm.allreduce(np.count_nonzero(self.table_.coef, axis=0))
         self.stats_ = stats
         self.training_ = {
             "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
@@ -216,6 +218,7 @@ class PackSVC(BaseSVC):
         model.spec_, model.scale_ = spec, header.scale
         model.sigma_, model.C_, model.classes_ = header.sigma, header.C, header.classes
         model.n_features_in_, model.n_support_ = header.n_features, header.n_support
+        model.n_support_per_class_ = comm.allreduce(np.count_nonzero(model.table_.coef, axis=0))
         model.training_ = header.training
         model.probability_ = header.probability
         return model
