@@ -8,6 +8,9 @@ whole (each then keeps its slice). A trainer subclass supplies ``PARAMS`` (its t
 model type, so ``load_model`` reads any model file without this module knowing the
 trainers.
 """
+import inspect
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -19,8 +22,41 @@ from .model.format import model_type
 from .mpi.collectives import Collectives
 from .registry import EXCLUSIVE, MODEL_TYPES, check_params
 
+try:  # scikit-learn is optional: with it the estimators are scikit-learn classifiers
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.exceptions import DataConversionWarning, NotFittedError
+    from sklearn.utils.metaestimators import available_if
+    from sklearn.utils.validation import check_array
+except ImportError:  # pragma: no cover - exercised only where scikit-learn is absent
+    check_array = None
 
-class BaseSVC:
+    def available_if(check):
+        """scikit-learn's decorator where it is absent: the method is always there."""
+        return lambda method: method
+
+    class NotFittedError(PPackError, AttributeError):
+        """A method that needs a fitted model was called before fit."""
+
+    class DataConversionWarning(UserWarning):
+        """Input data was converted (a column-vector y flattened)."""
+
+    class BaseEstimator:
+        """get_params / set_params from the constructor's arguments, as scikit-learn's."""
+
+        def get_params(self, deep=True):
+            names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+            return {name: getattr(self, name) for name in names}
+
+        def set_params(self, **params):
+            for name, value in params.items():
+                setattr(self, name, value)
+            return self
+
+    class ClassifierMixin:
+        _estimator_type = "classifier"
+
+
+class BaseSVC(ClassifierMixin, BaseEstimator):
     """Shared behaviour of PackSVC and BlockAveragedSVC (see the module docstring).
 
     Fitted attributes every trainer sets: ``classes_`` (the label values, sorted: for two,
@@ -54,29 +90,48 @@ class BaseSVC:
         """A few words on the fitted model, for reports."""
         raise NotImplementedError
 
-    def _as_shard(self, X, y=None, sample_weight=None):
+    def _as_shard(self, X, y=None, sample_weight=None, fitting=False):
         """This rank's Shard of ``X`` (a Shard, or data every rank holds whole, with its labels
-        ``y`` and optional ``sample_weight`` (n,))."""
+        ``y`` and optional ``sample_weight`` (n,)). In-memory data is checked as scikit-learn
+        checks it (2-D, finite, numeric, as many labels as rows; the same messages); when not
+        ``fitting``, its width must be the model's."""
         if isinstance(X, Shard):
             if sample_weight is not None:
                 raise PPackError("sample_weight: a Shard carries its row weights (the file's 'w' dataset); "
                                  "pass sample_weight with in-memory data only")
             return X
-        comm = self._comm()
-        dtype = self.feature_dtype
+        name = type(self).__name__
+        if fitting and y is None:
+            raise PPackError(f"{name} requires y to be passed, but the target y is None")
+        try:
+            X = _checked_array(X, self.feature_dtype)
+            if y is not None:
+                y = _checked_labels(y, X.shape[0])
+        except PPackError:
+            raise
+        except ValueError as exc:
+            raise PPackError(str(exc)) from None
+        if not fitting and X.shape[1] != self.n_features_in_:
+            raise PPackError(f"X has {X.shape[1]} features, but {name} is expecting {self.n_features_in_} "
+                             "features as input")
         if y is not None:
-            y = np.asarray(y)
             self._label_names = None
             if y.dtype.kind not in "biuf":  # strings or objects: train on their codes, keep the names
                 self._label_names, y = np.unique(y, return_inverse=True)
                 y = y.astype(np.float64)
-        if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=dtype)
-        else:
-            X = np.asarray(X, dtype=dtype)
-            if X.ndim != 2:
-                raise PPackError(f"X: expected a 2-D array (n_samples, n_features), got shape {X.shape}")
+        comm = self._comm()
         return Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size(), w=sample_weight)
+
+    def _check_fitted(self):
+        if not hasattr(self, "classes_"):
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                                 "appropriate arguments before using this estimator.")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR rows are trained on as they are
+        tags.classifier_tags.multi_class = self.MULTICLASS
+        return tags
 
     def _fit_classes(self, shard):
         """Collective: set ``classes_`` from the whole data set; returns the shard's labels: in
@@ -132,6 +187,7 @@ class BaseSVC:
 
     def decision_function(self, X):
         """Decision values (n_samples,) of data every rank holds; returned on every rank."""
+        self._check_fitted()
         shard = self._as_shard(X)
         decisions, _ = self.decision_function_shard(shard)
         collectives = Collectives(self._comm())
@@ -146,6 +202,32 @@ class BaseSVC:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
+def _checked_array(X, dtype):
+    """X as a float ``dtype`` array or CSR matrix, checked like scikit-learn's check_array."""
+    if check_array is not None:
+        return check_array(X, accept_sparse="csr", dtype=dtype, input_name="X")
+    X = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise PPackError(f"X: expected a 2-D array with at least one row and column, got shape {X.shape}")
+    if not np.isfinite(X.data if sp.issparse(X) else X).all():
+        raise PPackError("Input X contains NaN or infinity")
+    return X
+
+
+def _checked_labels(y, n):
+    """y as a 1-D array of n labels (a column vector is flattened, as scikit-learn does)."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn("A column-vector y was passed when a 1d array was expected; it is flattened",
+                      DataConversionWarning, stacklevel=4)
+        y = y.ravel()
+    if y.ndim != 1:
+        raise PPackError(f"y: expected a 1-D array of labels, got shape {y.shape}")
+    if len(y) != n:
+        raise PPackError(f"Found input variables with inconsistent numbers of samples: [{n}, {len(y)}]")
+    return y
+
+
 MAX_CLASSES = 1000  # more distinct labels than this are taken for regression targets, not classes
 
 
@@ -155,11 +237,16 @@ def find_classes(comm, shard, max_classes=2):
     values = np.unique(np.concatenate(comm.allgather(local)))
     if np.any(np.isnan(values)):
         raise PPackError(f"{shard.path}: y: training data needs a label on every row", collective=True)
+    if len(values) > 2 and not np.all(values == np.round(values)):
+        shown = ", ".join(f"{v:g}" for v in values[:5])
+        raise PPackError(f"{shard.path}: y: Unknown label type: continuous ({len(values)} distinct values, "
+                         f"not all integers: {shown} ...); classifiers need class labels, not regression "
+                         "targets", collective=True)
     if not 2 <= len(values) <= max_classes:
         shown = ", ".join(f"{v:g}" for v in values[:10]) + (" ..." if len(values) > 10 else "")
-        what = "a single class" if len(values) < 2 else f"{len(values)} classes"
-        expected = ("exactly two label values (the linear solvers train binary models; the kernel trainer, "
-                    "--solver packsvm, trains several classes one-vs-rest)" if max_classes == 2 else
+        what = "one class" if len(values) < 2 else f"{len(values)} classes"
+        expected = ("exactly two label values. Only binary classification is supported by the linear solvers; "
+                    "the kernel trainer (--solver packsvm) trains several classes one-vs-rest" if max_classes == 2 else
                     f"2 to {max_classes} classes (are these regression targets?)")
         raise PPackError(f"{shard.path}: y: found {what} ({shown}); expected {expected}", collective=True)
     return values

@@ -217,15 +217,26 @@ def with_bias_column(Phi, bias=True):
     return np.hstack([Phi, np.ones((Phi.shape[0], 1))]) if bias else Phi
 
 
-def dcd_twin(Z, y, C, loss, tol, max_epochs, seed):
+def dcd_twin(Z, y, C, loss, tol, max_epochs, seed, weights=None):
     """LIBLINEAR's dual coordinate descent with shrinking, on explicit dense rows Z (n, D).
 
+    weights (n,) or None: row weights, U_i = C weights_i (l1) or D_ii = 1/(2 C weights_i)
+    (l2); a row of weight 0 keeps alpha_i = 0 and is passed over.
     Returns (alpha (n,), w~ (D,), epochs).
     """
     n = Z.shape[0]
-    upper, diag = (C, 0.0) if loss == "l1" else (np.inf, 0.5 / C)
+    if weights is None:
+        upper, diag = (C, 0.0) if loss == "l1" else (np.inf, 0.5 / C)
+        uppers, diags = np.full(n, upper), np.full(n, diag)
+    else:
+        c = np.asarray(weights, dtype=np.float64)
+        if loss == "l1":
+            uppers, diags = C * c, np.zeros(n)
+        else:
+            uppers = np.where(c > 0, np.inf, 0.0)
+            diags = np.array([0.5 / (C * ci) if ci > 0 else 0.0 for ci in c])
     alpha, w = np.zeros(n), np.zeros(Z.shape[1])
-    qd = np.einsum("ij,ij->i", Z, Z) + diag
+    qd = np.einsum("ij,ij->i", Z, Z) + diags
     index = list(range(n))
     active = n
     pg_max_old, pg_min_old = np.inf, -np.inf
@@ -239,6 +250,10 @@ def dcd_twin(Z, y, C, loss, tol, max_epochs, seed):
         s = 0
         while s < active:
             i = index[s]
+            upper, diag = uppers[i], diags[i]
+            if upper == 0.0:
+                s += 1
+                continue
             G = y[i] * float(Z[i] @ w) - 1.0 + diag * alpha[i]
             pg = G
             if alpha[i] == 0.0:
@@ -271,16 +286,20 @@ def dcd_twin(Z, y, C, loss, tol, max_epochs, seed):
     return alpha, w, epochs
 
 
-def pegasos_twin(Z, y, C, epochs, seed, average=False, ids=None, t0=0, w0=None):
+def pegasos_twin(Z, y, C, epochs, seed, average=False, ids=None, t0=0, w0=None, weights=None):
     """Pegasos exactly as Figure 1 states it, on explicit dense rows Z (n, D): w~ (D,).
 
     ||w~|| is recomputed at every step; step t draws the solvers' splitmix64 stream (or
     takes ``ids``, epochs * n row ids); the steps are numbered t0 + 1, ...; with
     ``average`` the result is the plain mean of the iterates of the last half of the steps.
+    ``weights`` (n,): row weights on the hinge loss: row r's step is weights[r] times
+    larger and the ball's squared radius is max(weights) / sigma.
     """
     n = Z.shape[0]
     steps = epochs * n
     sigma = 1.0 / (n * C)
+    c = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    radius2 = (1.0 if weights is None else c.max()) / sigma
     w = np.zeros(Z.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
     total, count = np.zeros(Z.shape[1]), 0
     if ids is None:
@@ -290,10 +309,10 @@ def pegasos_twin(Z, y, C, epochs, seed, average=False, ids=None, t0=0, w0=None):
         margin = y[r] * float(Z[r] @ w)
         w *= 1.0 - 1.0 / t
         if margin < 1.0:
-            w += y[r] / (sigma * t) * Z[r]
+            w += c[r] * y[r] / (sigma * t) * Z[r]
         norm = float(w @ w)
-        if norm > 1.0 / sigma:
-            w /= np.sqrt(sigma * norm)
+        if norm > radius2:
+            w = w / np.sqrt(sigma * norm) if weights is None else w * np.sqrt(radius2 / norm)
         if average and t > t0 + steps // 2:
             total += w
             count += 1
@@ -336,12 +355,14 @@ def alm_algorithm2_twin(X, y, C, p, iterations, mu0, rho, mu_max, regb=True):
     return w, b, lam, mu
 
 
-def alm_reference_optimum(X, y, C, p, bias=True, regb=True):
+def alm_reference_optimum(X, y, C, p, bias=True, regb=True, weights=None):
     """The minimum of the Lp-loss objective on dense X (n, d), independently of ALM:
-    L-BFGS for p > 1, the slack QP (SLSQP) for p = 1."""
+    L-BFGS for p > 1, the slack QP (SLSQP) for p = 1. ``weights`` (n,): row weights on the
+    loss (C sum_i weights_i loss_i)."""
     import scipy.optimize as so
 
     n, d = X.shape
+    cw = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     nb = 1 if bias else 0
 
     def split(v):
@@ -355,10 +376,10 @@ def alm_reference_optimum(X, y, C, p, bias=True, regb=True):
         def f(v):
             w, b = split(v)
             slack = np.maximum(0.0, 1.0 - y * (X @ w + b))
-            g = -C * p * y * slack ** (p - 1)
+            g = -C * p * cw * y * slack ** (p - 1)
             gw = w + X.T @ g
             grad = np.concatenate([gw, [g.sum() + (b if regb else 0.0)]]) if bias else gw
-            return reg(v) + C * np.sum(slack ** p), grad
+            return reg(v) + C * np.sum(cw * slack ** p), grad
 
         r = so.minimize(f, np.zeros(d + nb), jac=True, method="L-BFGS-B",
                         options={"gtol": 1e-11, "ftol": 1e-15, "maxiter": 20000})
@@ -368,10 +389,10 @@ def alm_reference_optimum(X, y, C, p, bias=True, regb=True):
     bounds = [(None, None)] * (d + nb) + [(0.0, None)] * n
 
     def fun(v):
-        return reg(v[:d + nb]) + C * v[d + nb:].sum()
+        return reg(v[:d + nb]) + C * cw @ v[d + nb:]
 
     def jac(v):
-        return np.concatenate([v[:d], [v[d] if regb else 0.0] if bias else [], C * np.ones(n)])
+        return np.concatenate([v[:d], [v[d] if regb else 0.0] if bias else [], C * cw])
 
     r = so.minimize(fun, np.concatenate([np.zeros(d + nb), np.ones(n)]), jac=jac, bounds=bounds,
                     constraints=cons, method="SLSQP", options={"ftol": 1e-13, "maxiter": 1000})

@@ -52,16 +52,19 @@ def test_find_classes_returns_the_two_sorted_label_values():
     np.testing.assert_array_equal(find_classes(SELF, Shard.from_arrays(X, y)), [-3.0, 7.5])
 
 
-@pytest.mark.parametrize("y,message", [
-    (np.ones(20), "<array>: y: found a single class (1); expected exactly two label values"),
-    (np.arange(20) % 3, "<array>: y: found 3 classes (0, 1, 2); expected exactly two label values"),
-    (None, "<array>: y: training data needs a label on every row"),
+@pytest.mark.parametrize("y,max_classes,message", [
+    (np.ones(20), 10, "<array>: y: found one class (1); expected 2 to 10 classes"),
+    (np.arange(20) % 3, 2, "<array>: y: found 3 classes (0, 1, 2); expected exactly two label values"),
+    (np.arange(20) % 11, 10, "<array>: y: found 11 classes (0, 1, 2, 3, 4, 5, 6, 7, 8, 9 ...); expected 2 to 10"),
+    (np.arange(20) / 7, 10, "<array>: y: Unknown label type: continuous (20 distinct values, not all integers"),
+    (None, 2, "<array>: y: training data needs a label on every row"),
 ])
-def test_find_classes_refuses_anything_but_two_classes(y, message):
-    """One class, three classes or rows without labels: a collective error saying which."""
+def test_find_classes_refuses_one_class_too_many_and_continuous_labels(y, max_classes, message):
+    """One class, more than the trainer takes, regression targets, or rows without labels: a
+    collective error saying which."""
     X, _ = make_problem(20, 3, seed=83)
     with pytest.raises(PPackError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
-        find_classes(SELF, Shard.from_arrays(X, y))
+        find_classes(SELF, Shard.from_arrays(X, y), max_classes)
     assert info.value.collective
 
 

@@ -33,9 +33,9 @@ def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
     fails_with(capsys, ["train", "--data", str(d / "layout.h5"), "--model", model], "layout.h5")
     fails_with(capsys, ["train", "--data", str(d / "malformed.txt"), "--model", model], "malformed.txt: line 3")
     fails_with(capsys, ["train", "--data", str(d / "nan.txt"), "--model", model], "nan.txt: line 2")
-    fails_with(capsys, ["train", "--data", str(d / "one_class.txt"), "--model", model], "a single class")
+    fails_with(capsys, ["train", "--data", str(d / "one_class.txt"), "--model", model], "found one class")
     fails_with(capsys, ["train", "--data", str(d / "three.txt"), "--solver", "dcd", "--model", model],
-               "found 3 classes (0, 1, 2); expected exactly two label values (the linear solvers")
+               "found 3 classes (0, 1, 2); expected exactly two label values. Only binary classification is supported")
     fails_with(capsys, ["train", "--data", str(d / "good.txt"), "--C", "-1", "--model", model], "C: must be")
     assert not (d / "m.h5").exists()
     main(["train", "--data", str(d / "good.txt"), "--model", model, *TRAIN])

@@ -369,3 +369,42 @@ def test_accuracy_across_p(benchmark_sets):
             row.append(f"p={p}: {acc:.3f}% ({sol.iterations} it)")
             assert acc > majority
         print(f"\n{name} (majority {majority:.2f}%): " + ", ".join(row))
+
+
+# ------------------------------------------------------------ row weights
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0])
+def test_weighted_alm_reaches_the_weighted_optimum(p):
+    """Row weights (some 0) on the loss: ALM's objective is the weighted primal's minimum,
+    found independently (tolerances as for the unweighted problem above); integer weights
+    give the optimum of the repeated rows."""
+    X, y = alm_problem(n=70, d=5, seed=9)
+    C = 0.5
+    weights = np.random.default_rng(2).integers(0, 4, 70).astype(float)
+    sol = alm.solve(X, y, C, p=p, tol=1e-7, max_epochs=5000, weights=weights)
+    opt = alm_reference_optimum(X, y, C, p, weights=weights)
+    assert sol.info["converged"] == (p > 1)
+    assert sol.info["objective"] == pytest.approx(opt, rel=1e-5, abs=1e-6)
+    assert sol.info["objective"] >= opt - 1e-6 * abs(opt)
+    assert sol.info["objective"] == pytest.approx(primal_objective(X, y, sol.w, sol.b, C, p, weights=weights),
+                                                  rel=1e-12)
+    rows = np.repeat(np.arange(70), weights.astype(int))
+    assert opt == pytest.approx(alm_reference_optimum(X[rows], y[rows], C, p), rel=1e-5, abs=1e-6)
+    unweighted = alm_reference_optimum(X, y, C, p)
+    assert abs(unweighted - opt) > 1e-2 * opt
+
+
+def test_unit_weights_give_the_unweighted_iterates_and_e_update_takes_per_row_gamma():
+    X, y = alm_problem(n=60, d=5, seed=3)
+    plain = alm.solve(X, y, 0.5, max_epochs=50)
+    ones = alm.solve(X, y, 0.5, max_epochs=50, weights=np.ones(60))
+    np.testing.assert_allclose(ones.w, plain.w, rtol=1e-13, atol=1e-15)
+    t = np.random.default_rng(4).normal(size=60)
+    gamma = np.random.default_rng(5).uniform(0.0, 2.0, 60)
+    for p in (1.0, 1.5, 2.0):
+        e = alm.e_update(t, y, gamma, p)
+        one_by_one = [alm.e_update(t[i:i + 1], y[i:i + 1], float(gamma[i]), p)[0] for i in range(60)]
+        np.testing.assert_allclose(e, one_by_one, rtol=1e-12, atol=1e-12)
+    with pytest.raises(PPackError, match="weights: must have shape"):
+        alm.solve(X, y, 0.5, weights=np.ones(3))

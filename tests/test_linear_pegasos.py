@@ -11,7 +11,7 @@ from ppack.data.libsvm import read_libsvm
 from ppack.data.sampler import RowSampler
 from ppack.data.shard import Shard
 from ppack.errors import PPackError
-from ppack.linear import pegasos
+from ppack.linear import dcd, pegasos
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
 
@@ -149,3 +149,54 @@ def test_pegasos_approaches_the_liblinear_objective_on_a9a():
     print(f"a9a pegasos 100 epochs: P={ours:.3f} vs liblinear {target:.3f} (+{100 * (ours / target - 1):.2f}%), "
           f"acc={accuracy:.2f}%, {seconds:.2f}s")
     assert target <= ours <= 1.03 * target
+
+
+# ---------------------------------------------------------------- row weights
+
+
+def row_weights(n, seed=3):
+    weights = np.random.default_rng(seed).uniform(0.2, 4.0, n)
+    weights[::5] = 0.0
+    return weights
+
+
+@serial
+@pytest.mark.parametrize("average", [False, True])
+@pytest.mark.parametrize("spec", ["identity", "poly2", "shifts:1"])
+def test_weighted_pegasos_equals_weighted_twin(spec, average):
+    """Step of row i scaled by its weight, ball of squared radius max(weights) / sigma."""
+    X, y, Phi, labels = mapped_problem(spec)
+    weights = row_weights(len(y))
+    V = len(labels) // len(y)
+    sol = pegasos.solve(X, y, 5.0, epochs=7, seed=5, feature_map=spec, average=average, weights=weights)
+    w = pegasos_twin(with_bias_column(Phi), labels, 5.0, 7, 5, average, weights=np.repeat(weights, V))
+    assert sol.info["projections"] > 0
+    np.testing.assert_allclose(np.append(sol.w, sol.b), w, rtol=1e-9, atol=1e-10)
+    unweighted = pegasos_twin(with_bias_column(Phi), labels, 5.0, 7, 5, average)
+    assert np.max(np.abs(unweighted - w)) > 1e-2
+
+
+@serial
+def test_weighted_pegasos_approaches_the_weighted_optimum_and_unit_weights_change_nothing():
+    X, y = tiny_problem(60, 6, seed=13)
+    weights = row_weights(60, seed=4)
+    ref = dcd.solve(X, y, 1.0, tol=1e-9, max_epochs=100000, weights=weights)
+    optimum = primal_objective(X, y, ref.w, ref.b, 1.0, weights=weights)
+    sol = pegasos.solve(X, y, 1.0, epochs=2000, seed=1, weights=weights)
+    assert primal_objective(X, y, sol.w, sol.b, 1.0, weights=weights) <= 1.01 * optimum
+    plain = pegasos.solve(X, y, 1.0, epochs=50, seed=1)
+    ones = pegasos.solve(X, y, 1.0, epochs=50, seed=1, weights=np.ones(60))
+    np.testing.assert_array_equal(ones.w, plain.w)
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_weighted_distributed_mode_equals_the_twin_on_the_shared_stream(average):
+    """Every rank count (1 serially, all under MPI): each delivered row brings its weight."""
+    X, y = tiny_problem(30, 6, seed=14)
+    weights = np.random.default_rng(5).uniform(0.2, 4.0, 30)  # a Shard's weights are > 0
+    shard = Shard.from_arrays(X, y, WORLD.Get_rank(), WORLD.Get_size(), w=weights)
+    w, b, steps = pegasos.solve_distributed(WORLD, shard, shard.y, 2.0, epochs=5, seed=3, pack=11, average=average,
+                                            weights=shard.w)
+    ids = RowSampler(30, 3).take(steps)
+    twin = pegasos_twin(with_bias_column(X), y, 2.0, 5, None, average, ids=ids, weights=weights)
+    np.testing.assert_allclose(np.append(w, b), twin, rtol=1e-9, atol=1e-11)

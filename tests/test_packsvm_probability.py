@@ -84,5 +84,6 @@ def test_models_trained_with_probability_give_calibrated_class_probabilities(mul
 def test_probabilities_of_a_model_trained_without_them_is_a_clear_error():
     X, y = make_problem(100, 4, seed=52)
     model = PackSVC(comm=SELF, iterations=100).fit(X, y)
+    assert not hasattr(model, "predict_proba")  # scikit-learn's convention: absent without probability=True
     with pytest.raises(PPackError, match="probability=True"):
-        model.predict_proba(X)
+        model.probabilities_of(model.decision_function(X))

@@ -10,7 +10,7 @@ Layout (format_version 1)::
         storage           "dense" or "csr"
         max_row_nnz       most stored entries in one row (n_features if dense)
     /y                    float64 (n_samples,): the labels as in the source
-    /w                    optional float (n_samples,) > 0: each row's weight on its loss
+    /w                    optional float (n_samples,) >= 0: each row's weight on its loss
     /X                    storage "dense": dataset float64, float32, float16 or
                           uint8 of shape (n_samples, n_features), chunked by rows
     /X/data               storage "csr": float64, float32, float16 or uint8 (nnz,)
@@ -281,8 +281,8 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
 
     if w is not None:
         weights = np.asarray(w, dtype=np.float64)
-        if weights.shape != (n,) or not (np.isfinite(weights).all() and (weights > 0).all()):
-            raise InputError(f"w must hold {n} finite weights > 0 (one per row), got shape {weights.shape}")
+        if weights.shape != (n,) or not (np.isfinite(weights).all() and (weights >= 0).all()):
+            raise InputError(f"w must hold {n} finite weights >= 0 (one per row), got shape {weights.shape}")
     atomic_h5_write(os.fspath(path), write)
     return H5Header(n, d, storage, max_row_nnz, dtype, float(value_scale))
 
@@ -503,9 +503,9 @@ def read_weights(path, start, stop):
             raise InputError(f"'w': expected a 1-D dataset of {header.n_samples} numbers (n_samples row weights)",
                              path)
         w = ds[start:stop].astype(np.float64)
-    if not (np.isfinite(w).all() and (w > 0).all()):
-        r = start + int(np.flatnonzero(~(np.isfinite(w) & (w > 0)))[0])
-        raise InputError(f"'w': the weight of row {r} is {w[r - start]}; expected a finite number > 0", path)
+    if not (np.isfinite(w).all() and (w >= 0).all()):
+        r = start + int(np.flatnonzero(~(np.isfinite(w) & (w >= 0)))[0])
+        raise InputError(f"'w': the weight of row {r} is {w[r - start]}; expected a finite number >= 0", path)
     return w
 
 

@@ -80,9 +80,11 @@ class Shard:
             local = np.ascontiguousarray(X[start:stop])
         if w is not None:
             w = np.asarray(w, dtype=np.float64)
-            if w.shape != (n,) or not (np.isfinite(w).all() and (w > 0).all()):
-                raise InputError(f"sample_weight: expected {n} finite weights > 0 (one per row), got "
+            if w.shape != (n,) or not (np.isfinite(w).all() and (w >= 0).all()):
+                raise InputError(f"sample_weight: expected {n} finite weights >= 0 (one per row), got "
                                  f"shape {w.shape}")
+            if not w.any():
+                raise InputError("sample_weight: Sample weights must contain at least one non-zero number")
             w = w[start:stop].copy()
         return cls(path, n, X.shape[1], start, stop, local, y[start:stop].copy(), max(longest, 1), w=w)
 

@@ -24,6 +24,10 @@ feature map the products walk the rows through the map (``features.MappedRows``)
 At a fixed point, w = -X^T lambda and lambda_i = -C p y_i (y_i e_i)_+^(p-1), so
 alpha = -y * lambda is the dual solution; it is reported as ``info["lambda"]`` and a
 warm start's ``alpha0`` is read back the same way.
+
+Row weights c_i (LIBLINEAR's -wi) make the loss term C sum_i c_i (y_i e_i)_+^p: the
+e-update's gamma = C / mu becomes C c_i / mu row by row, and the gradient's loss part is
+weighted alike; the constraint and the (w, b) step are unchanged.
 """
 import math
 
@@ -32,14 +36,14 @@ import numpy as np
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
 from ..registry import LINEAR_PARAMS
-from .checks import check_block, check_common, check_options, check_start
+from .checks import check_block, check_common, check_options, check_start, check_weights
 from .features import IDENTITY, MappedRows, as_feature_map
 from .problem import LinearSolution
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w0=None,
           b0=0.0, alpha0=None, p=None, mu0=None, rho=1.01, mu_max=1e5,
-          regularize_bias=True, bisect_tol=1e-12, feature_map=None, comm=None, **unknown):
+          regularize_bias=True, bisect_tol=1e-12, feature_map=None, comm=None, weights=None, **unknown):
     """Minimise 1/2 (||w||^2 + b^2) + C sum_i max(0, 1 - y_i (w . x_i + b))^p by inexact ALM.
 
     With ``comm`` (an MPI communicator) every rank passes its own block of rows and the
@@ -66,7 +70,8 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     Options: mu0 (default 0.1 C), rho >= 1 and mu_max >= mu0 give the penalty schedule
     mu_{k+1} = min(rho mu_k, mu_max); regularize_bias=False drops b^2 / 2 (the paper's
     problem); bisect_tol bounds the width of the final bisection bracket of each e_i.
-    Bad arguments and unknown options raise PPackError naming them.
+    Bad arguments and unknown options raise PPackError naming them. weights (n,) >= 0 or
+    None: each row's loss weight (a virtual row takes its image's).
 
     Returns LinearSolution(w (d,), b, alpha=None, iterations, info) with info holding
     lambda (n,), mu, p, grad_norm, grad_tol, converged, objective, residual
@@ -84,8 +89,10 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
         raise PPackError(f"mu_max: must be >= mu0 = {mu0!r}, got {mu_max!r}")
     bisect_tol = options["bisect_tol"]
     fmap = as_feature_map(feature_map, X.shape[1])
+    c = check_weights(weights, X.shape[0])
     if fmap.kind != IDENTITY:  # the identity keeps scipy's and BLAS's products
         X, y = MappedRows(X, fmap), np.repeat(y, fmap.n_virtual)
+        c = None if c is None else np.repeat(c, fmap.n_virtual)
     n, d = X.shape
     w0, b = check_start(w0, b0, bias, d)
     w = np.zeros(d) if w0 is None else w0
@@ -95,7 +102,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
 
     Xw = _matvec(X, w)
     zero = np.zeros(d)
-    g0 = _gradient_norm(X, y, zero, 0.0, np.zeros(n), C, p, bias, regb, collectives)
+    g0 = _gradient_norm(X, y, zero, 0.0, np.zeros(n), C, p, bias, regb, collectives, c)
     n_total, n_pos = _sum(collectives, np.array([n, np.count_nonzero(y > 0)], dtype=np.float64))
     grad_tol = tol * max(min(n_pos, n_total - n_pos), 1) / n_total * g0
 
@@ -104,12 +111,12 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     converged = False
     e = None
     for _ in range(max_epochs):
-        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives)
+        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives, c)
         if gnorm <= grad_tol:
             converged = True
             break
         t = y - Xw - b - lam / mu
-        e = e_update(t, y, C / mu, p, bisect_tol)
+        e = e_update(t, y, C / mu if c is None else (C / mu) * c, p, bisect_tol)
         # residual of the least-squares problem (14): X w + 1 b - z = e - t
         wg, bg, Xwg, step = gradient_step(X, w, b, e - t, mu, bias, regb, collectives)
         w -= step * wg
@@ -120,10 +127,11 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
         iterations += 1
     Xw = _matvec(X, w)  # exact, for the report: the loop carried X w by updates
     if not converged:
-        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives)
+        gnorm = _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives, c)
         converged = gnorm <= grad_tol
     slack = np.maximum(0.0, 1.0 - y * (Xw + b))
-    loss, squared_residual = _sum(collectives, np.array([np.sum(slack ** p), 0.0 if e is None else
+    row_loss = slack ** p if c is None else c * slack ** p
+    loss, squared_residual = _sum(collectives, np.array([np.sum(row_loss), 0.0 if e is None else
                                                   float(np.sum((Xw + b - y + e) ** 2))]))
     objective = 0.5 * (float(w @ w) + (b * b if regb else 0.0)) + C * float(loss)
     residual = math.sqrt(squared_residual) if e is not None else float("nan")
@@ -135,6 +143,8 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
 def e_update(t, y, gamma, p, bisect_tol=1e-12):
     """argmin_e gamma (y_i e_i)_+^p + 1/2 (e_i - t_i)^2 for every row (Eq. 10), (n,).
 
+    gamma: one number, or one per row (n,) under row weights.
+
     With u = y_i e_i and s = y_i t_i this is min_u gamma u_+^p + 1/2 (u - s)^2: u = s when
     s <= 0, otherwise the root in (0, s] of p gamma u^(p-1) + u - s (Eq. 11), in closed
     form for p = 1 (Eq. 12) and p = 2 (Eq. 13), by bisection (bracket width at most
@@ -143,6 +153,8 @@ def e_update(t, y, gamma, p, bisect_tol=1e-12):
     s = y * t
     u = s.copy()
     pos = s > 0
+    if np.ndim(gamma):
+        gamma = gamma[pos]
     if p == 1.0:
         u[pos] = np.maximum(s[pos] - gamma, 0.0)
     elif p == 2.0:
@@ -200,8 +212,9 @@ def gradient_step(X, w, b, r, mu, bias=True, regularize_bias=True, collectives=N
     return wg, bg, Xwg, step
 
 
-def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, collectives=None):
-    """(g_w (d,), g_b): the gradient of the objective at (w, b); Xw (n,) = X w.
+def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, collectives=None, weights=None):
+    """(g_w (d,), g_b): the gradient of the objective at (w, b); Xw (n,) = X w; weights (n,)
+    or None: the rows' loss weights.
 
     For p = 1 the hinge has no derivative at margin 1; this is the subgradient that
     takes it as 0 there (slack derivative -1 where the margin is < 1, else 0).
@@ -211,14 +224,16 @@ def objective_gradient(X, y, w, b, Xw, C, p, bias=True, regularize_bias=True, co
         v = np.where(margin < 1.0, -C * y, 0.0)
     else:
         v = -C * p * y * np.maximum(0.0, 1.0 - margin) ** (p - 1.0)
+    if weights is not None:
+        v = v * weights
     sums = _sum(collectives, np.append(_rmatvec(X, v), np.sum(v)))
     gw = w + sums[:-1]
     gb = (float(sums[-1]) + (b if regularize_bias else 0.0)) if bias else 0.0
     return gw, gb
 
 
-def _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives=None):
-    gw, gb = objective_gradient(X, y, w, b, Xw, C, p, bias, regb, collectives)
+def _gradient_norm(X, y, w, b, Xw, C, p, bias, regb, collectives=None, weights=None):
+    gw, gb = objective_gradient(X, y, w, b, Xw, C, p, bias, regb, collectives, weights)
     return math.sqrt(float(gw @ gw) + gb * gb)
 
 

@@ -18,6 +18,7 @@ After every round the primal objective of the averaged model over the whole data
 (and the dual objective, hence the duality gap, when the solver has a dual) is computed
 with one Allreduce, so a user sees what averaging costs against a single-rank solve.
 Under a feature map both sum over the same rows: every virtual row of every image.
+Row weights (each rank's, for its block's rows) go to the solver and weight both.
 """
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..mpi.collectives import Collectives
-from .problem import loss_sum
+from .problem import dual_bounds, loss_sum
 
 MODES = ("oneshot", "iterative")
 
@@ -52,7 +53,7 @@ class AveragingReport:
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",
                    rounds=100, tol=1e-3, solver_options=None, on_round=None, feature_map=None,
-                   data_parallel=False):
+                   data_parallel=False, weights=None):
     """Collective: the block-averaged model ``(w, b, report)`` of every rank's block (X, y).
 
     ``solve`` is a solver's ``solve`` function and ``has_dual`` whether its solutions carry
@@ -63,7 +64,8 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
     close to the optimum); without one, when the primal objective changes by at most
     ``tol`` relative between rounds. ``feature_map`` (a FeatureMap or None) goes to the
     solver, and the primal objective's loss then sums over every virtual row, as the dual
-    does. ``on_round(report)`` runs on every rank after each round.
+    does. ``on_round(report)`` runs on every rank after each round. ``weights`` (this
+    block's rows,) or None: the rows' loss weights, given to the solver and to the objectives.
     """
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
@@ -75,12 +77,14 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
     solver_options = dict(solver_options or {})
     if feature_map is not None:
         solver_options["feature_map"] = feature_map
+    if weights is not None:
+        solver_options["weights"] = weights
     if data_parallel and mode == "iterative":
         start = MPI.Wtime()
         sol = solve(X, y, C, loss=loss, bias=bias, comm=comm, **solver_options)
         report.rounds = sol.iterations
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-        block_loss = loss_sum(X, y, sol.w, sol.b, power, feature_map)
+        block_loss = loss_sum(X, y, sol.w, sol.b, power, feature_map, weights)
         report.primal.append(0.5 * (float(sol.w @ sol.w) + sol.b ** 2) + C * comm.allreduce(block_loss, op=MPI.SUM))
         if on_round is not None:
             on_round(report)
@@ -101,11 +105,16 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
             w, b = _average(collectives, sol.w, sol.b)
         report.rounds += 1
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-        block_loss = loss_sum(X, y, w, b, power, feature_map)
+        block_loss = loss_sum(X, y, w, b, power, feature_map, weights)
         report.primal.append(0.5 * (float(w @ w) + b * b) + C * comm.allreduce(block_loss, op=MPI.SUM))
-        if cocoa:
+        if cocoa and weights is None:
             sums = comm.allreduce(np.array([alpha.sum(), alpha @ alpha]), op=MPI.SUM)
             dual = sums[0] - 0.5 * (float(w @ w) + b * b) - (sums[1] / (4 * C) if loss == "l2" else 0.0)
+            report.dual.append(float(dual))
+        elif cocoa:  # l2: sum_r alpha_r^2 D_r / 2 with D_r = 1/(2 C c_r)
+            diags = dual_bounds(C, loss, weights, 1 if feature_map is None else feature_map.n_virtual)[1]
+            sums = comm.allreduce(np.array([alpha.sum(), 0.5 * float(alpha @ (alpha * diags))]), op=MPI.SUM)
+            dual = sums[0] - 0.5 * (float(w @ w) + b * b) - sums[1]
             report.dual.append(float(dual))
         if on_round is not None:
             on_round(report)

@@ -54,6 +54,19 @@ def check_block(X, y):
     return X, y
 
 
+def check_weights(weights, n):
+    """Row weights on the loss: None, or a float64 copy of shape (n,), finite and >= 0."""
+    if weights is None:
+        return None
+    weights = np.array(weights, dtype=np.float64).ravel()
+    if weights.shape != (n,):
+        raise PPackError(f"weights: must have shape ({n},), one weight per row of X, got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or weights.min(initial=0.0) < 0.0:
+        bad = int(np.argmax(~np.isfinite(weights) | (weights < 0.0)))
+        raise PPackError(f"weights: must be finite numbers >= 0, row {bad} has {float(weights[bad])}")
+    return weights
+
+
 def check_start(w0, b0, bias, n_out):
     """A warm start: w0 as a float64 copy of shape (n_out,) (or None) and b0 as a float."""
     if isinstance(b0, (bool, np.bool_)) or not isinstance(b0, (int, float, np.integer, np.floating)) \
@@ -73,13 +86,20 @@ def check_start(w0, b0, bias, n_out):
 def check_alpha0(alpha0, n_dual, upper):
     """Warm-start duals: a float64 copy of shape (n_dual,) within [0, upper], or None.
 
-    Values past a bound by rounding (1e-9 relative, e.g. after averaging) are clipped back.
+    upper: one bound, or one per dual (n_dual,) under row weights. Values past a bound by
+    rounding (1e-9 relative, e.g. after averaging) are clipped back.
     """
     if alpha0 is None:
         return None
     alpha = np.array(alpha0, dtype=np.float64).ravel()
     if alpha.shape != (n_dual,):
         raise PPackError(f"alpha0: must have shape ({n_dual},) (one dual per (virtual) row), got {alpha.shape}")
+    if np.ndim(upper):
+        slack = 1e-9 * np.where(np.isfinite(upper), upper, 1.0)
+        if not np.all(np.isfinite(alpha)) or np.any(alpha < -slack) or np.any(alpha > upper + slack):
+            raise PPackError(f"alpha0: must lie in [0, C * weight] row by row, got values in "
+                             f"[{alpha.min(initial=0.0)}, {alpha.max(initial=0.0)}]")
+        return np.clip(alpha, 0.0, upper, out=alpha)
     slack = 1e-9 * (upper if math.isfinite(upper) else 1.0)
     if not np.all(np.isfinite(alpha)) or alpha.min(initial=0.0) < -slack or alpha.max(initial=0.0) > upper + slack:
         raise PPackError(f"alpha0: must lie in [0, {upper}], got values in "

@@ -2,7 +2,8 @@
 
 The dual: min_alpha 1/2 alpha' Q~ alpha - sum(alpha), 0 <= alpha_i <= U, with
 Q~_ij = y_i y_j phi~(x_i) . phi~(x_j) + D_ii [i = j], phi~(x) = [phi(x), 1] with a bias;
-l1: U = C, D_ii = 0; l2: U = inf, D_ii = 1/(2C). Each epoch visits the active rows in a
+l1: U = C, D_ii = 0; l2: U = inf, D_ii = 1/(2C); with row weights c_i, U_i = C c_i (l1) and
+D_ii = 1/(2 C c_i) (l2), as LIBLINEAR's -wi. Each epoch visits the active rows in a
 random order and solves each one-variable problem exactly, keeping (w, b) =
 sum_i alpha_i y_i phi~(x_i) up to date. Shrinking follows LIBLINEAR: a row at a bound whose
 gradient points outside by more than last epoch's largest projected gradient is dropped;
@@ -18,9 +19,9 @@ import numpy as np
 from numba import njit
 
 from ..errors import PPackError
-from .checks import check_alpha0, check_block, check_common, check_options, check_start
+from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
 from .features import _GOLDEN, _add, _dot, _fmix64, _row, _sqnorms, as_feature_map, as_rows
-from .problem import LinearSolution, dual_box
+from .problem import LinearSolution, dual_bounds, dual_box
 
 MAX_ROWS = 2**32  # _rand_below draws from 32-bit ranges
 _S32 = np.uint64(32)
@@ -49,13 +50,17 @@ def _accumulate(indptr, indices, values, dense, y, kind, params, n_virtual, alph
 
 @njit(cache=True)
 def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, wb, bias, qd, diag, upper,
-         tol, max_epochs, rng, shrinking):
+         tol, max_epochs, rng, shrinking, uppers, diags):
     """LIBLINEAR's dual coordinate descent on alpha, (w, wb[0]) updated in place.
+
+    uppers, diags: each dual's U and D under row weights (n_dual,), or empty: upper and
+    diag for every dual. A dual with U = 0 (a row of weight 0) stays 0 and is not counted.
 
     Returns (epochs, projected-gradient gap of the last epoch, rows active in it, fewest
     rows active in any epoch, converged).
     """
     n_dual = alpha.shape[0]
+    weighted = uppers.shape[0] > 0
     index = np.arange(n_dual)
     active = fewest = n_dual
     pg_max_old, pg_min_old = np.inf, -np.inf
@@ -68,10 +73,16 @@ def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, w
         s = 0
         while s < active:
             r = index[s]
+            u, dg = upper, diag
+            if weighted:
+                u, dg = uppers[r], diags[r]
+                if u == 0.0:
+                    s += 1
+                    continue
             i, shift = (r, 0) if n_virtual == 1 else (r // n_virtual, r % n_virtual)
             idx, val = _row(i, indptr, indices, values, dense)
             a = alpha[r]
-            G = y[i] * (_dot(kind, params, idx, val, w, shift) + wb[0] * bias) - 1.0 + diag * a
+            G = y[i] * (_dot(kind, params, idx, val, w, shift) + wb[0] * bias) - 1.0 + dg * a
             pg = 0.0
             if a == 0.0:
                 if shrinking and G > pg_max_old:
@@ -80,7 +91,7 @@ def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, w
                     continue
                 if G < 0.0:
                     pg = G
-            elif a == upper:
+            elif a == u:
                 if shrinking and G < pg_min_old:
                     active -= 1
                     index[s], index[active] = index[active], index[s]
@@ -93,9 +104,9 @@ def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, w
             pg_min = min(pg_min, pg)
             if abs(pg) > 1e-12:
                 if qd[r] > 0.0:
-                    new = min(max(a - G / qd[r], 0.0), upper)
+                    new = min(max(a - G / qd[r], 0.0), u)
                 else:  # phi~(x) = 0 and D_ii = 0: the dual is linear in alpha_r
-                    new = upper if G < 0.0 else 0.0
+                    new = u if G < 0.0 else 0.0
                 step = (new - a) * y[i]
                 alpha[r] = new
                 _add(kind, params, idx, val, w, step, shift)
@@ -119,10 +130,11 @@ def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, w
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0=None, b0=0.0, alpha0=None,
-          feature_map=None, shrinking=True, **unknown):
+          feature_map=None, shrinking=True, weights=None, **unknown):
     """Dual coordinate descent on one block; returns a LinearSolution.
 
-    X (n, d) CSR or dense, y (n,) in {-1, +1}. tol: stop when the projected-gradient gap
+    X (n, d) CSR or dense, y (n,) in {-1, +1}; weights (n,) >= 0 or None: each row's loss
+    weight (U_i = C weights_i, or D_ii = 1/(2 C weights_i) for l2). tol: stop when the projected-gradient gap
     max PG - min PG of a full epoch is <= tol (LIBLINEAR's eps). alpha0 (n * n_virtual,):
     warm-start duals; w0 (n_out,) / b0: warm-start model, used as given (it may hold other
     blocks' contributions, CoCoA style), else (w, b) = sum_i alpha0_i y_i phi~(x_i).
@@ -143,7 +155,11 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     n_dual = n * n_virtual
     if n_dual > MAX_ROWS:
         raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
-    alpha = check_alpha0(alpha0, n_dual, upper)
+    weights = check_weights(weights, n)
+    uppers = diags = np.empty(0)
+    if weights is not None:
+        uppers, diags = dual_bounds(C, loss, weights, n_virtual)
+    alpha = check_alpha0(alpha0, n_dual, upper if weights is None else uppers)
     if alpha is None:
         alpha = np.zeros(n_dual)
 
@@ -157,13 +173,18 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     else:
         w = w0
     qd = np.empty(n_dual)
-    _sqnorms(indptr, indices, values, dense, fmap.kind, params, n_virtual, bias_value + diag, qd)
+    if weights is None:
+        _sqnorms(indptr, indices, values, dense, fmap.kind, params, n_virtual, bias_value + diag, qd)
+    else:
+        _sqnorms(indptr, indices, values, dense, fmap.kind, params, n_virtual, bias_value, qd)
+        qd += diags
     rng = np.array([options["seed"]], dtype=np.uint64)
 
     start = time.perf_counter()
     epochs, gap, active, fewest, converged = _dcd(indptr, indices, values, dense, y, fmap.kind, params, n_virtual,
                                                   alpha, w, wb, bias_value, qd, diag, upper, options["tol"],
-                                                  options["max_epochs"], rng, options["shrinking"])
+                                                  options["max_epochs"], rng, options["shrinking"], uppers,
+                                                  diags)
     info = {"pg_gap": float(gap), "active_size": int(active), "min_active_size": int(fewest), "n_dual": n_dual,
             "support_vectors": int(np.count_nonzero(alpha)), "converged": bool(converged),
             "seconds": time.perf_counter() - start, "feature_map": fmap.name}

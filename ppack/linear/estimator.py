@@ -42,7 +42,8 @@ class BlockAveragedSVC(BaseSVC):
     "poly2", "hash:20", "shifts:1"), solver_options (checked against
     ``registry.SOLVER_OPTIONS``, passed to the solver), shuffle (deal the rows out to the
     ranks at random before solving, so each block is a random sample even of a sorted
-    file), seed, comm.
+    file), seed, class_weight (None, "balanced" or {label: weight}: weights on each class's
+    loss, times the rows' own weights: a Shard's ``w`` or fit's ``sample_weight``), comm.
     Fitted: ``w_``, ``b_``, ``classes_``, ``report_`` (objectives per round).
     """
 
@@ -98,48 +99,50 @@ class BlockAveragedSVC(BaseSVC):
             X.sort_indices()
         return X
 
-    def fit(self, X, y=None, on_round=None):
-        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``; ``on_round(report)``
-        runs on every rank after each averaging round."""
+    def fit(self, X, y=None, sample_weight=None, on_round=None):
+        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y`` and optional
+        ``sample_weight`` (n,) (in-memory data; a Shard carries its own ``w``);
+        ``on_round(report)`` runs on every rank after each averaging round."""
         comm = self._comm()
-        run_collectively(comm, self.validate_params)
-        shard = self._as_shard(X, y)
+        values = run_collectively(comm, self.validate_params)
+        shard = self._as_shard(X, y, sample_weight, fitting=True)
         labels = self._fit_classes(shard)
-        if shard.w is not None or self.class_weight is not None:
-            raise PPackError(f"{shard.path}: row or class weights: the linear solvers do not take them yet; "
-                             "train with --solver packsvm, or without weights", collective=True)
+        weights = self._row_weights(shard, values["class_weight"])
         kind = COMBINATION[self.solver]
         distributed_sgd = kind == "stochastic" and self.averaging == "iterative"
-        block, block_labels = self._block(shard), labels
+        block, block_labels, block_weights = self._block(shard), labels, weights
         if self.shuffle and not distributed_sgd:  # the distributed mode samples from every rank's rows
-            block, block_labels = random_blocks(comm, block, labels, self.seed)
+            block, block_labels, *moved = random_blocks(comm, block, labels, self.seed, weights)
+            block_weights = moved[0] if moved else None
         options = dict(self.options_)
         if self.p is not None:
             options["p"] = self.p
         start = MPI.Wtime()
         if distributed_sgd:
             self.w_, self.b_, self.report_ = run_collectively(comm, self._distributed_sgd, comm, shard, block,
-                                                              labels, options, on_round)
+                                                              labels, options, on_round, weights)
         else:
             self.w_, self.b_, self.report_ = run_collectively(
                 comm, block_averaged, comm, solver_function(self.solver), kind == "dual", block, block_labels,
                 float(self.C), loss=self.loss, p=self.p, bias=self.bias, mode=self.averaging, rounds=int(self.rounds),
                 tol=self.rounds_tol, solver_options=options, on_round=on_round, feature_map=self.feature_map_,
-                data_parallel=kind == "data-parallel")
+                data_parallel=kind == "data-parallel", weights=block_weights)
         self.n_features_in_ = shard.n_features
         self.training_ = {"n_samples": shard.n_samples, "ranks": comm.Get_size(), "data": shard.path,
                           "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **self.report_.as_dict()}
         return self
 
-    def _distributed_sgd(self, comm, shard, block, labels, options, on_round):
+    def _distributed_sgd(self, comm, shard, block, labels, options, on_round, weights=None):
         """Pegasos over all ranks' rows at once (pegasos.solve_distributed): (w, b, report).
 
-        block, labels: this rank's rows (as ``_block``) and their labels in {-1, +1}."""
+        block, labels, weights: this rank's rows (as ``_block``), their labels in {-1, +1}
+        and their loss weights (or None)."""
         start = MPI.Wtime()
+        extra = {} if weights is None else {"weights": weights}
         w, b, steps = solve_distributed(comm, shard, labels, float(self.C), bias=self.bias,
-                                        feature_map=self.feature_map_, **options)
+                                        feature_map=self.feature_map_, **options, **extra)
         report = AveragingReport("iterative", rounds=1, seconds=[comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)])
-        local = loss_sum(block, labels, w, b, 1.0, self.feature_map_)
+        local = loss_sum(block, labels, w, b, 1.0, self.feature_map_, weights)
         report.primal.append(0.5 * (float(w @ w) + b * b) + float(self.C) * comm.allreduce(local, op=MPI.SUM))
         if on_round is not None:
             on_round(report)

@@ -31,6 +31,11 @@ Loss. "l1" (hinge) as in the paper; "l2" (squared hinge) is the usual extension 
 same dual: U = inf and alpha_i^2 / (4 C) subtracted, i.e. D_ii = 1 / (2 C) added to
 x~_i . x~_i; only alpha = 0 is a bound then.
 
+Row weights. ``weights`` c_i (LIBLINEAR's -wi) scale each row's loss: the box becomes
+[0, C c_i] (l1) and the diagonal term 1/(2 C c_i) (l2); a row of weight 0 keeps alpha = 0
+and is never visited. The active-set file's records are unchanged: a record's bounds are
+read from its dual index.
+
 Feature maps. Rows are read through a COFFIN feature map (features.py): the sweeps'
 dot and add steps compute phi(x) on demand, w has ``n_out(d)`` entries plus the tau
 weight. With ``shifts`` every image yields V virtual rows, each with its own dual
@@ -51,9 +56,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .checks import check_alpha0, check_block, check_common, check_options, check_start
+from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
 from .features import IDENTITY, MappedRows, _add, _dot, _row, _sqnorms, as_feature_map, as_rows
-from .problem import LinearSolution, dual_box
+from .problem import LinearSolution, dual_bounds, dual_box
 
 HEADER_BYTES = 12  # label float64 + nnz int32
 PAIR_BYTES = 12  # index int32 + value float64
@@ -107,22 +112,29 @@ def _mapped_add(kind, params, indptr, indices, values, dense, i, w, scale, shift
 
 @njit(cache=True)
 def _sweep(indptr, indices, values, dense, labels, rows, stride, order, kind, params, n_virtual,
-           alpha, w, qd, tau, diag, upper):
+           alpha, w, qd, tau, diag, upper, uppers, diags):
     """One pass of Algorithm 1's update over the block rows ``order``.
 
     Block row k is the (virtual) row with dual alpha[rows[k]] and shift id rows[k] % n_virtual;
     its values are data row k // stride of the block (CSR or dense, as ``as_rows`` gives it),
     its label labels[k // stride]. w has n_out + 1 entries, the last the weight of the
     constant feature tau (tau = 0: no bias). qd (one per dual) holds ||phi(x)||^2 + tau^2 +
-    diag under a map; the identity sums it on the fly. Updates alpha and w in place; returns
-    (max, min) of the projected gradients seen.
+    diag under a map; the identity sums it on the fly. uppers, diags (n_dual,): each dual's
+    U and D under row weights, or empty (upper and diag for all); a dual with U = 0 is
+    skipped. Updates alpha and w in place; returns (max, min) of the projected gradients seen.
     """
     d = w.shape[0] - 1
+    weighted = uppers.shape[0] > 0
     pg_max = -np.inf
     pg_min = np.inf
     for t in range(order.shape[0]):
         k = order[t]
         r = rows[k]
+        u, dg = upper, diag
+        if weighted:
+            u, dg = uppers[r], diags[r]
+            if u == 0.0:
+                continue
         i = k if stride == 1 else k // stride
         yk = labels[i]
         a = indptr[i]
@@ -133,16 +145,16 @@ def _sweep(indptr, indices, values, dense, labels, rows, stride, order, kind, pa
             dot = w[d] * tau + _mapped_dot(kind, params, indptr, indices, values, dense, i, w, r % n_virtual)
             qii = qd[r]
         elif dense:
-            dot, qii = _dense_dot(values, a, b, w, w[d] * tau, tau * tau + diag)
+            dot, qii = _dense_dot(values, a, b, w, w[d] * tau, tau * tau + dg)
         else:
             dot = w[d] * tau
-            qii = tau * tau + diag
+            qii = tau * tau + dg
             for p in range(a, b):
                 v = values[p]
                 dot += w[indices[p]] * v
                 qii += v * v
         old = alpha[r]
-        new, pg = _coordinate_step(old, yk * dot, qii, diag, upper)
+        new, pg = _coordinate_step(old, yk * dot, qii, dg, u)
         pg_max = max(pg_max, pg)
         pg_min = min(pg_min, pg)
         delta = new - old
@@ -308,12 +320,13 @@ def _block_phase(f, offsets, kept, sweep_args, rng, tol, max_outer, inner_iterat
     Runs at most ``max_outer`` outer iterations; returns how many it ran and records
     the active set sizes, blocks and the last gap in ``info``.
     """
-    alpha, upper = sweep_args[3], sweep_args[8]
+    alpha, upper, uppers = sweep_args[3], sweep_args[8], sweep_args[9]
+    bound = uppers[kept] if uppers.size else upper
     block_rows = max_block_rows or max(kept.size, 1)
     outer = 0
     while outer < max_outer:
         if reshrink:
-            ids = np.flatnonzero((alpha[kept] > 0.0) & (alpha[kept] < upper))
+            ids = np.flatnonzero((alpha[kept] > 0.0) & (alpha[kept] < bound))
         else:
             ids = np.arange(kept.size)
         info["active_history"].append(int(ids.size))
@@ -345,10 +358,11 @@ def _block_phase(f, offsets, kept, sweep_args, rng, tol, max_outer, inner_iterat
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0=None, b0=0.0,
           alpha0=None, feature_map=None, inner_iterations=10, max_block_rows=None, workdir=None, tau=1.0,
-          shuffle_first_pass=True, reshrink=True, full_passes=5, **options):
+          shuffle_first_pass=True, reshrink=True, full_passes=5, weights=None, **options):
     """Train on one block of rows with LLSVM (harsh shrinking + block optimisation).
 
-    X (n, d) CSR or dense, y (n,) in {-1, +1}. ``max_epochs`` bounds the outer
+    X (n, d) CSR or dense, y (n,) in {-1, +1}; weights (n,) >= 0 or None: each row's loss
+    weight (box [0, C weights_i], or D_ii = 1/(2 C weights_i) for l2). ``max_epochs`` bounds the outer
     iterations over the active set that follow a pass over all rows; ``iterations``
     counts both kinds of pass. ``tol`` bounds the projected-gradient spread (LIBLINEAR's
     dual criterion) over the active set.
@@ -385,7 +399,12 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     n_dual = n * n_virtual
     w0, b0 = check_start(w0, b0, bias, n_out)
     upper, diag = dual_box(C, loss)
-    alpha = check_alpha0(alpha0, n_dual, upper)
+    weights = check_weights(weights, n)
+    uppers = diags = np.empty(0)
+    if weights is not None:
+        uppers, diags = dual_bounds(C, loss, weights, n_virtual)
+    bound = upper if weights is None else uppers  # every dual's U
+    alpha = check_alpha0(alpha0, n_dual, bound)
     if alpha is None:
         alpha = np.zeros(n_dual)
 
@@ -400,7 +419,11 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
         tau = radius if radius > 0.0 else 1.0
     if not bias:
         tau = 0.0
-    qd += tau * tau + diag
+    if weights is None:
+        qd += tau * tau + diag
+    elif kind != IDENTITY:
+        qd += tau * tau
+        qd += diags
 
     w = np.zeros(n_out + 1)
     if w0 is not None:
@@ -412,7 +435,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
         w[n_out] = tau * coef.sum()
 
     rng = np.random.default_rng(opts["seed"])
-    sweep_args = (kind, params, n_virtual, alpha, w, qd, tau, diag, upper)
+    sweep_args = (kind, params, n_virtual, alpha, w, qd, tau, diag, upper, uppers, diags)
     all_rows = np.arange(n_dual)
     info = {"tau": tau, "feature_map": fmap.name, "n_dual": n_dual, "active_first_pass": [], "active_history": [],
             "blocks_history": [], "max_rows_loaded": 0, "rows_loaded": 0, "file_bytes": [], "gap": math.nan,
@@ -430,7 +453,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
                     info["converged"] = True
                     break
                 # The paper's harsh rule: keep exactly the duals strictly inside (0, U).
-                kept = np.flatnonzero((alpha > 0.0) & (alpha < upper))
+                kept = np.flatnonzero((alpha > 0.0) & (alpha < bound))
                 info["active_first_pass"].append(int(kept.size))
                 offsets = _write_active_set(f, X, y, kept // n_virtual)  # a record holds the original row
                 info["file_bytes"].append(int(offsets[-1]))
@@ -444,7 +467,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
         except FileNotFoundError:
             pass
 
-    info["active_final"] = int(np.count_nonzero((alpha > 0.0) & (alpha < upper)))
+    info["active_final"] = int(np.count_nonzero((alpha > 0.0) & (alpha < bound)))
     info["seconds"] = time.perf_counter() - started
     b = tau * float(w[n_out]) if bias else 0.0
     return LinearSolution(w=w[:n_out].copy(), b=b, alpha=alpha, iterations=epochs, info=info)

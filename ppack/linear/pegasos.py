@@ -11,6 +11,10 @@ with w~ = s v (Figure 2 of the P-packSVM paper): scaling touches only s, the upd
 the non-zeros of phi(x), and ||w~||^2 is carried along (recomputed every epoch against
 drift). Only the hinge loss ("l1") is supported.
 
+Row weights c_i (LIBLINEAR's -wi) scale row i's hinge loss: its step is c_i times larger
+and the ball's squared radius is max_i c_i / sigma (as the kernel trainer's), which still
+holds the optimum.
+
 By default the result is the average of the iterates of the last half of the steps
 (suffix averaging, which the last iterate of SGD lacks: it removes most of the step noise).
 It costs no pass over w: with S the running sum of s over the averaged steps and U the sum
@@ -21,13 +25,14 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from mpi4py import MPI
 from numba import njit
 
 from ..data.delivery import deliver_rows
 from ..data.sampler import RowSampler
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
-from .checks import check_block, check_common, check_options, check_start
+from .checks import check_block, check_common, check_options, check_start, check_weights
 from .dcd import MAX_ROWS, _rand_below
 from .features import IDENTITY, _add, _dot, _row, _sqnorm, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution
@@ -37,11 +42,12 @@ _TINY_SCALE = 1e-9  # fold s into v below this, long before v could overflow
 
 @njit(inline="always")
 def _step(kind, params, idx, val, shift, yi, t, sq, v, vb, bias, sigma, s, norm, average_from, u, ub, total_s,
-          count):
-    """Pegasos step t on the row (idx, val) with label yi and ||phi(x)||^2 = sq.
+          count, ci, c_max):
+    """Pegasos step t on the row (idx, val) with label yi, weight ci and ||phi(x)||^2 = sq.
 
-    w~ = s [v, vb[0]]; returns (s, norm, total_s, count, projected) with the suffix-average
-    accumulators u, ub, total_s, count updated (see the module docstring).
+    w~ = s [v, vb[0]], projected onto the ball ||w~||^2 <= c_max / sigma; returns (s, norm,
+    total_s, count, projected) with the suffix-average accumulators u, ub, total_s, count
+    updated (see the module docstring).
     """
     margin = yi * s * (_dot(kind, params, idx, val, v, shift) + vb[0] * bias)
     keep = 1.0 - 1.0 / t
@@ -52,8 +58,8 @@ def _step(kind, params, idx, val, shift, yi, t, sq, v, vb, bias, sigma, s, norm,
     else:
         s *= keep
         norm *= keep * keep
-    if margin < 1.0:
-        eta = 1.0 / (sigma * t)
+    if margin < 1.0 and ci != 0.0:
+        eta = ci / (sigma * t)
         norm += 2.0 * eta * keep * margin + eta * eta * (sq + bias)
         _add(kind, params, idx, val, v, yi * eta / s, shift)
         vb[0] += yi * eta / s * bias
@@ -61,9 +67,9 @@ def _step(kind, params, idx, val, shift, yi, t, sq, v, vb, bias, sigma, s, norm,
             _add(kind, params, idx, val, u, yi * eta / s * total_s, shift)
             ub[0] += yi * eta / s * bias * total_s
     projected = 0
-    if norm * sigma > 1.0:
-        s /= math.sqrt(sigma * norm)
-        norm = 1.0 / sigma
+    if norm * sigma > c_max:
+        s /= math.sqrt(sigma * norm / c_max)
+        norm = c_max / sigma
         projected = 1
     if t > average_from:
         total_s += s
@@ -78,13 +84,15 @@ def _step(kind, params, idx, val, shift, yi, t, sq, v, vb, bias, sigma, s, norm,
 
 @njit(cache=True)
 def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, bias, sqn, sigma, t0, epochs,
-             rng, s, norm, average_from, u, ub):
+             rng, s, norm, average_from, u, ub, weights, c_max):
     """epochs * n_dual Pegasos steps numbered t0+1, t0+2, ... on w~ = s [v, vb[0]].
 
-    sqn[r] = ||phi(x_r)||^2. Steps t > average_from are averaged: u (n_out,) and ub (1,)
+    sqn[r] = ||phi(x_r)||^2; weights (n,): the rows' loss weights, or empty (all 1), their
+    largest c_max. Steps t > average_from are averaged: u (n_out,) and ub (1,)
     receive U (see the module docstring). Returns (s, ||w~||^2, projections, S, count).
     """
     n_dual = sqn.shape[0]
+    weighted = weights.shape[0] > 0
     projections = 0
     total_s = 0.0
     count = 0
@@ -95,11 +103,18 @@ def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, 
             r = _rand_below(rng, n_dual)
             i, shift = (r, 0) if n_virtual == 1 else (r // n_virtual, r % n_virtual)
             idx, val = _row(i, indptr, indices, values, dense)
+            ci = weights[i] if weighted else 1.0
             s, norm, total_s, count, projected = _step(kind, params, idx, val, shift, y[i], t, sqn[r], v, vb, bias,
-                                                       sigma, s, norm, average_from, u, ub, total_s, count)
+                                                       sigma, s, norm, average_from, u, ub, total_s, count, ci, c_max)
             projections += projected
         norm = s * s * (np.dot(v, v) + vb[0] * vb[0])
     return s, norm, projections, total_s, count
+
+
+def _largest(weights):
+    """The largest row weight; 1 when every weight is 0 (no step adds anything then)."""
+    c_max = float(weights.max(initial=0.0))
+    return c_max if c_max > 0.0 else 1.0
 
 
 def _check(C, loss, bias, options):
@@ -118,7 +133,7 @@ def _epochs(options):
 
 
 def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w0=None, b0=0.0, alpha0=None,
-          epochs=200, t0=None, feature_map=None, average=True, pack=1000, **unknown):
+          epochs=200, t0=None, feature_map=None, average=True, pack=1000, weights=None, **unknown):
     """Pegasos on one block; returns a LinearSolution with alpha=None.
 
     X (n, d) CSR or dense, y (n,) in {-1, +1}; epochs * n steps (n counts virtual rows under
@@ -127,7 +142,8 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     t0 + 1 with t0 = n by default, so the first step keeps n/(n+1) of w0 (t0 = 0 would wipe
     it). feature_map: a FeatureMap (or name), applied on demand as in dcd. average: return
     the mean of the last half of the iterates (default) instead of the last one. pack (rows
-    per delivery in ``solve_distributed``) has no effect on one block.
+    per delivery in ``solve_distributed``) has no effect on one block. weights (n,) >= 0 or
+    None: each row's loss weight (its steps scaled by it).
     """
     X, y = check_block(X, y)
     n, d = X.shape
@@ -142,6 +158,8 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     if n_dual > MAX_ROWS:
         raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
     w0, b0 = check_start(w0, b0, bias, n_out)
+    weights = check_weights(weights, n)
+    c_max = 1.0 if weights is None else _largest(weights)
     t0 = options["t0"]
     if t0 is None:
         t0 = 0 if w0 is None else n_dual
@@ -162,7 +180,7 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     start = time.perf_counter()
     s, norm, projections, total_s, count = _pegasos(
         indptr, indices, values, dense, y, fmap.kind, params, n_virtual, v, vb, bias_value, sqn, sigma, t0, epochs,
-        rng, 1.0, norm, average_from, u, ub)
+        rng, 1.0, norm, average_from, u, ub, np.empty(0) if weights is None else weights, c_max)
     info = {"steps": steps, "t_end": t0 + steps, "sigma": sigma, "projections": int(projections),
             "averaged_steps": int(count), "seconds": time.perf_counter() - start, "feature_map": fmap.name}
     if count:
@@ -173,25 +191,28 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
 
 @njit(cache=True)
 def _steps_in_order(indptr, indices, values, y, shifts, kind, params, v, vb, bias, sigma, t0, s, norm, average_from,
-                    u, ub, total_s, count):
+                    u, ub, total_s, count, weights, c_max):
     """Pegasos steps t0+1 .. t0+r on the r CSR rows in order (rows drawn by the caller).
 
-    shifts (r,): each row's shift id under a shifts map (zeros otherwise). Returns (s, norm,
+    shifts (r,): each row's shift id under a shifts map (zeros otherwise); weights (r,) the
+    rows' loss weights, or empty (all 1), c_max the data set's largest. Returns (s, norm,
     total_s, count).
     """
+    weighted = weights.shape[0] > 0
     for k in range(y.shape[0]):
         idx, val = indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
         if kind == IDENTITY:
             sq = float(np.dot(val, val))
         else:
             sq = _sqnorm(kind, params, idx, val, shifts[k])
+        ci = weights[k] if weighted else 1.0
         s, norm, total_s, count, _ = _step(kind, params, idx, val, shifts[k], y[k], t0 + k + 1, sq, v, vb, bias,
-                                           sigma, s, norm, average_from, u, ub, total_s, count)
+                                           sigma, s, norm, average_from, u, ub, total_s, count, ci, c_max)
     return s, norm, total_s, count
 
 
 def solve_distributed(comm, shard, labels, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, epochs=200,
-                      t0=None, average=True, pack=1000, feature_map=None, **unknown):
+                      t0=None, average=True, pack=1000, feature_map=None, weights=None, **unknown):
     """Collective: Pegasos over the rows of all ranks' shards, every rank holding w.
 
     shard: this rank's ``Shard``; labels (its rows,) in {-1, +1}. A sampling stream
@@ -201,7 +222,8 @@ def solve_distributed(comm, shard, labels, C, *, loss="l1", bias=True, tol=None,
     number of ranks. Under a shifts map with V virtual rows per image, the stream draws
     from n * V ids; id delivers row id // V, moved by shift id % V. The options are those
     of ``solve`` (tol unused, max_epochs caps epochs, t0: steps numbered from t0 + 1,
-    default 0); there is no warm start. Returns (w (n_out,), b, steps).
+    default 0); there is no warm start. weights (its rows,) or None: the rows' loss
+    weights, delivered with them. Returns (w (n_out,), b, steps).
     """
     n, d = shard.n_samples, shard.n_features
     C, bias, options = _check(C, loss, bias, dict(tol=tol, max_epochs=max_epochs, seed=seed, epochs=epochs, t0=t0,
@@ -210,6 +232,10 @@ def solve_distributed(comm, shard, labels, C, *, loss="l1", bias=True, tol=None,
     n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
     n_dual = n * n_virtual
     t0 = options["t0"] or 0
+    weights = check_weights(weights, shard.stop - shard.start)
+    c_max = 1.0
+    if weights is not None:
+        c_max = _largest(np.array([comm.allreduce(float(weights.max(initial=0.0)), op=MPI.MAX)]))
     sigma = 1.0 / (n_dual * C)
     steps = _epochs(options) * n_dual
     sampler = RowSampler(n_dual, options["seed"])
@@ -226,7 +252,7 @@ def solve_distributed(comm, shard, labels, C, *, loss="l1", bias=True, tol=None,
             rows, shifts = ids, np.zeros(r, dtype=np.int64)
         else:
             rows, shifts = ids // n_virtual, ids % n_virtual
-        block = deliver_rows(collectives, shard, labels, rows)
+        block = deliver_rows(collectives, shard, labels, rows, weights=weights)
         if block.csr is None:  # dense data: the same steps over the rows' nonzeros
             block_rows = sp.csr_matrix(block.dense)
             indptr, indices = block_rows.indptr.astype(np.int64), block_rows.indices
@@ -235,7 +261,7 @@ def solve_distributed(comm, shard, labels, C, *, loss="l1", bias=True, tol=None,
             indptr, indices, values = block.csr[0], block.csr[1], block.csr[2].astype(np.float64)
         s, norm, total_s, count = _steps_in_order(indptr, indices, values, block.y, shifts, fmap.kind, params, v, vb,
                                                   bias_value, sigma, t0 + t, s, norm, average_from, u, ub, total_s,
-                                                  count)
+                                                  count, np.empty(0) if weights is None else block.weight, c_max)
         t += r
     if count:
         return (total_s * v - u) / count, float((total_s * vb[0] - ub[0]) / count), steps

@@ -34,6 +34,8 @@ Departures from the paper's pseudo-code, each for a stated reason:
   run is reproducible for a given seed.
 - L2 loss is the same update with U = inf and D_ii = 1/(2C) (LIBLINEAR's dual), and a
   bias is an extra constant feature 1 whose weight is regularised (liblinear -B 1).
+- Row weights c_i (LIBLINEAR's -wi) give each dual its own U_i = C c_i (l1) or
+  D_ii = 1/(2 C c_i) (l2); a cached row of weight 0 (U_i = 0) is evicted when drawn.
 
 Rows are read through a COFFIN feature map (features.py): the trainer's dot, add and the
 squared norms compute phi(x) on demand from a slot's stored row, and w has ``n_out(d)``
@@ -53,9 +55,9 @@ from numba import njit
 
 from ..data.hdf5 import read_header, read_rows
 from ..errors import InputError, PPackError
-from .checks import check_alpha0, check_block, check_common, check_options, check_start
+from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
 from .features import IDENTITY, MappedRows, _add, _dot, _sqnorm, as_feature_map
-from .problem import LinearSolution, dual_box, weights_from_dual
+from .problem import LinearSolution, dual_bounds, dual_box, weights_from_dual
 
 BETA = 0.9  # epsilon shrink factor while the cache is nearly full
 FULL_FRACTION = 0.9  # "the RAM is deemed full" above this fraction of Omega
@@ -201,14 +203,17 @@ def _insert_rows(data, indices, indptr, block, ys, first, bias, kind, params, n_
 
 @njit(cache=True, nogil=True)
 def _train_batch(vals, cols, dense_cols, slot_int, slot_f, act, free, in_cache, alpha, w, bias,
-                 kind, params, n_virtual, upper, diag, n_outer, n_steps, fstate, ctr, rng, meta_bytes):
+                 kind, params, n_virtual, upper, diag, n_outer, n_steps, fstate, ctr, rng, meta_bytes,
+                 uppers, diags):
     """Up to n_steps of Algorithm 2 on the cached rows; stops early if the cache empties.
 
     w (n_out + 1,) holds the weights with b last; a slot's (virtual) row is read through
     the map (kind, params) with shift id row % n_virtual. upper is C (l1) or inf (l2),
     diag is 0 (l1) or 1/(2C) (l2). A step that evicts its row counts as a step with
-    projected gradient 0, as in the paper's loop. Returns the number of steps made.
+    projected gradient 0, as in the paper's loop. uppers, diags (n_dual,): each dual's U and
+    D under row weights, or empty (upper and diag for all). Returns the number of steps made.
     """
+    weighted = uppers.shape[0] > 0
     omega = act.shape[0]
     dense = cols.shape[1] == 0
     entry_bytes = 8 if dense else 12
@@ -231,26 +236,29 @@ def _train_batch(vals, cols, dense_cols, slot_int, slot_f, act, free, in_cache, 
             for j in range(k):
                 dot += vals[s, j] * w[cols[s, j]]
         a = alpha[i]
-        g = yi * dot - 1.0 + diag * a
+        u, dg = upper, diag
+        if weighted:
+            u, dg = uppers[i], diags[i]
+        g = yi * dot - 1.0 + dg * a
         eps = fstate[EPS]
-        if (a == 0.0 and g > eps) or (a == upper and g < -eps):
+        if (a == 0.0 and g > eps) or (a == u and g < -eps) or u == 0.0:
             _evict(s, slot_int, act, free, in_cache, ctr, entry_bytes, meta_bytes)
             ctr[EVICT_TRAINER] += 1
             pg = 0.0
         else:
             if a == 0.0:
                 pg = min(g, 0.0)
-            elif a == upper:
+            elif a == u:
                 pg = max(g, 0.0)
             else:
                 pg = g
             fstate[EPS_NEW] = max(fstate[EPS_NEW], abs(pg))
             if pg != 0.0:
-                qbar = slot_f[QD, s] + diag
+                qbar = slot_f[QD, s] + dg
                 if qbar > 0.0:
-                    new = min(max(a - g / qbar, 0.0), upper)
+                    new = min(max(a - g / qbar, 0.0), u)
                 else:  # a zero row without bias under l1: D is linear in alpha_i
-                    new = upper if g < 0.0 else 0.0
+                    new = u if g < 0.0 else 0.0
                 step = (new - a) * yi
                 alpha[i] = new
                 if kind != IDENTITY:
@@ -364,13 +372,16 @@ class _Run:
     """Shared state of one solve: the cache, alpha and w, the lock and the stop flag."""
 
     def __init__(self, source, fmap, C, loss, bias, tol, max_epochs, seed, w, alpha, omega,
-                 chunk_rows, batch_updates, max_updates, updates_per_row):
+                 chunk_rows, batch_updates, max_updates, updates_per_row, weights=None):
         self.source = source
         self.n = source.n
         self.kind, self.params, self.n_virtual = fmap.kind, fmap.params(source.d), fmap.n_virtual
         self.n_dual = self.n * self.n_virtual
         self.tol, self.max_epochs = tol, max_epochs
         self.upper, self.diag = dual_box(C, loss)
+        self.uppers = self.diags = np.empty(0)
+        if weights is not None:
+            self.uppers, self.diags = dual_bounds(C, loss, weights, self.n_virtual)
         self.bias = 1.0 if bias else 0.0
         self.w, self.alpha = w, alpha
         self.cache = _Cache(omega, source.width, source.dense, self.n_dual)
@@ -483,7 +494,7 @@ class _Run:
                 _train_batch(c.vals, c.cols, c.dense_cols, c.slot_int, c.slot_f, c.act, c.free,
                              c.in_cache, self.alpha, self.w, self.bias, self.kind, self.params,
                              self.n_virtual, self.upper, self.diag, self.n_dual, steps, self.fstate,
-                             c.ctr, self.trainer_rng, c.META_BYTES)
+                             c.ctr, self.trainer_rng, c.META_BYTES, self.uppers, self.diags)
                 if self.max_updates is not None and c.ctr[UPDATES] >= self.max_updates:
                     self._halt("max_updates")
                 self.cond.notify_all()
@@ -555,16 +566,18 @@ def _cache_rows(cache_rows, cache_bytes, n, width, dense):
     return max(omega, 1)
 
 
-def _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=None):
+def _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=None, weights=None):
     """Check the warm start against the source's shape, run, and collect the solution.
 
     rebuild: the in-memory block (X, y), from which w = sum_r alpha0_r y_r phi~(x_r) is
-    computed when alpha0 comes without w0.
+    computed when alpha0 comes without w0. weights (source rows,) or None: row weights.
     """
     d, n_virtual = source.d, fmap.n_virtual
     n_out, n_dual = fmap.n_out(d), source.n * n_virtual
     w0, b0 = check_start(w0, b0, bias, n_out)
-    alpha = check_alpha0(alpha0, n_dual, dual_box(C, loss)[0])
+    weights = check_weights(weights, source.n)
+    bound = dual_box(C, loss)[0] if weights is None else dual_bounds(C, loss, weights, n_virtual)[0]
+    alpha = check_alpha0(alpha0, n_dual, bound)
     w = np.zeros(n_out + 1)
     if w0 is not None:
         w[:n_out] = w0
@@ -585,7 +598,7 @@ def _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=Non
         chunk_rows = max(1, max(256, min(4096, omega // 4)) // n_virtual)
     chunk_rows = min(chunk_rows, source.n)
     run = _Run(source, fmap, C, loss, bias, opts["tol"], opts["max_epochs"], opts["seed"], w, alpha, omega,
-               chunk_rows, opts["batch_updates"], opts["max_updates"], opts["updates_per_row"])
+               chunk_rows, opts["batch_updates"], opts["max_updates"], opts["updates_per_row"], weights)
     t0 = time.perf_counter()
     run.run()
     info = run.info(time.perf_counter() - t0)
@@ -600,8 +613,11 @@ def _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=Non
 def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=100, seed=0, w0=None,
           b0=0.0, alpha0=None, feature_map=None, cache_rows=None, cache_bytes=None, chunk_rows=None,
           batch_updates=DEFAULT_BATCH, max_updates=None,
-          updates_per_row=DEFAULT_UPDATES_PER_ROW, **options):
+          updates_per_row=DEFAULT_UPDATES_PER_ROW, weights=None, **options):
     """StreamSVM on an in-memory block: X (n rows by d features, CSR or dense), y (n,) +-1.
+
+    weights (n,) >= 0 or None: each row's loss weight (U_i = C weights_i, or D_ii =
+    1/(2 C weights_i) for l2).
 
     The reader streams X's rows into a cache of at most Omega rows: Omega is the most
     that cache_rows and cache_bytes (counted over the slot arrays, see info) allow; with
@@ -629,14 +645,17 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=100, seed=0, w0
     if X.shape[0] < 1 or X.shape[1] < 1:
         raise PPackError(f"X: must have at least one row and one column, got shape {X.shape}")
     fmap = as_feature_map(feature_map, X.shape[1])
-    return _solve_source(_ArraySource(X, y), fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=(X, y))
+    return _solve_source(_ArraySource(X, y), fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=(X, y),
+                         weights=weights)
 
 
 def solve_file(path, C, *, row_range=None, loss="l1", bias=True, tol=1e-3, max_epochs=100,
                seed=0, w0=None, b0=0.0, alpha0=None, feature_map=None, cache_rows=None, cache_bytes=None,
                chunk_rows=None, batch_updates=DEFAULT_BATCH, max_updates=None,
-               updates_per_row=DEFAULT_UPDATES_PER_ROW, **options):
+               updates_per_row=DEFAULT_UPDATES_PER_ROW, weights=None, **options):
     """StreamSVM on rows [start, stop) of a ppack HDF5 file, streamed in chunks.
+
+    weights (stop - start,) or None: the range's row weights, as in solve.
 
     row_range: (start, stop), default all rows; the block is never loaded whole: memory
     is the cache, one chunk, and alpha plus a flag byte per (virtual) row. Labels must
@@ -653,4 +672,4 @@ def solve_file(path, C, *, row_range=None, loss="l1", bias=True, tol=1e-3, max_e
                          "w = sum_r alpha0_r y_r phi(x_r) is not rebuilt from the file; got no w0")
     source = _FileSource(path, row_range)
     fmap = as_feature_map(feature_map, source.d)
-    return _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts)
+    return _solve_source(source, fmap, C, loss, bias, w0, b0, alpha0, opts, weights=weights)

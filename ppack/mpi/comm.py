@@ -52,7 +52,10 @@ def agree(comm, local_error):
             kind, message = item
             if issubclass(kind, PPackError):
                 raise PPackError(message, collective=True)
-            error = RuntimeError(message)
+            try:  # the same type where it takes a message (TypeError, ValueError, ...)
+                error = kind(message)
+            except Exception:  # noqa: BLE001 - a type that needs other arguments
+                error = RuntimeError(message)
             error.collective = True
             raise error
 

@@ -2,7 +2,7 @@
 import numpy as np
 from mpi4py import MPI
 
-from ..base import BaseSVC
+from ..base import BaseSVC, available_if
 from ..kernels import ops
 from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
@@ -77,7 +77,7 @@ class PackSVC(BaseSVC):
         """Check the parameters and build the kernel spec and the shard (raises the same on every rank)."""
         p = self.validate_params()
         self.class_weight_ = p["class_weight"]
-        shard = self._as_shard(X, y, sample_weight)
+        shard = self._as_shard(X, y, sample_weight, fitting=True)
         gamma = 1.0 / shard.n_features if p["gamma"] is None else p["gamma"]
         self.spec_ = KernelSpec(p["kernel"], gamma, p["degree"], p["coef0"], 1.0 if p["bias"] else 0.0)
         return shard
@@ -174,8 +174,10 @@ class PackSVC(BaseSVC):
         sigmoids = Collectives(comm).broadcast(sigmoids)
         return sigmoids[0], sigmoids[1], fitted_on, len(ids)
 
+    @available_if(lambda self: bool(self.probability) or getattr(self, "probability_", None) is not None)
     def predict_proba(self, X):
-        """Class probabilities (n, K) of data every rank holds, columns in ``classes_`` order."""
+        """Class probabilities (n, K) of data every rank holds, columns in ``classes_`` order
+        (only for ``probability=True``)."""
         return self.probabilities_of(self.decision_function(X))
 
     def probabilities_of(self, decisions):
@@ -221,6 +223,7 @@ class PackSVC(BaseSVC):
         model.n_support_per_class_ = comm.allreduce(np.count_nonzero(model.table_.coef, axis=0))
         model.training_ = header.training
         model.probability_ = header.probability
+        model.probability = header.probability is not None
         return model
 
 
