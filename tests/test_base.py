@@ -40,7 +40,7 @@ def test_load_model_refuses_an_unknown_model_type(tmp_path):
     fitted(*make_problem(60, 3, seed=81), iterations=50).save(path)
     with h5py.File(path, "r+") as f:
         f.attrs["model_type"] = "tree"
-    expected = r"m\.h5: attribute 'model_type': expected one of (kernel, linear|linear, kernel), got 'tree'"
+    expected = r"m\.h5: attribute 'model_type': expected one of [a-z, ]*kernel[a-z, ]*, got 'tree'"
     with pytest.raises(PPackError, match=expected):
         load_model(path, SELF)
 

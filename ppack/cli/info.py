@@ -9,12 +9,13 @@ from ..data.hdf5 import is_hdf5, read_header
 from ..data.libsvm import read_libsvm
 from ..errors import InputError
 from ..mpi.comm import on_rank0
-from ..model.format import read_classes
+from ..model.format import is_libsvm_model, read_classes
+from ..model.libsvm_file import read_libsvm_model_header
 
 
 def add_parser(sub):
     inf = sub.add_parser("info", help="describe a data, model or checkpoint file")
-    inf.add_argument("file", help="ppack HDF5 data, model or checkpoint file, or LIBSVM text")
+    inf.add_argument("file", help="ppack HDF5 data, model or checkpoint file, LIBSVM text or LIBSVM model")
 
 
 def run(comm, args):
@@ -26,6 +27,8 @@ def describe(path):
     path = str(path)
     if not Path(path).exists():
         raise InputError("No such file", path)
+    if is_libsvm_model(path):
+        return [f"{path}: LIBSVM model", f"  {read_libsvm_model_header(path).describe()}"]
     if not is_hdf5(path):
         return _describe_text(path)
     with h5py.File(path, "r") as f:

@@ -3,7 +3,8 @@
 Root attributes ``format`` = "ppack-model", ``format_version`` and ``model_type``
 ("kernel" or "linear"; files without it are kernel models) head every model file;
 ``training`` (JSON text) says how it was trained. The layouts of each type are in
-``kernel.py`` and ``linear.py``.
+``kernel.py`` and ``linear.py``. A LIBSVM model file (text that starts with ``svm_type``,
+see ``libsvm_file.py``) is recognised too: its type is "libsvm".
 """
 import json
 from pathlib import Path
@@ -15,6 +16,8 @@ from ..errors import InputError
 
 FORMAT = "ppack-model"
 FORMAT_VERSION = 1
+LIBSVM_TYPE = "libsvm"
+LIBSVM_MAGIC = b"svm_type"  # the first bytes of a model file LIBSVM's svm_save_model writes
 
 
 def header_attributes(model_type, training, **attributes):
@@ -70,8 +73,20 @@ def open_model(path, expected_type=None, datasets=()):
     return f
 
 
+def is_libsvm_model(path):
+    """Whether ``path`` is a LIBSVM model file (text that starts with ``svm_type``)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(LIBSVM_MAGIC)) == LIBSVM_MAGIC
+    except OSError:
+        return False
+
+
 def model_type(path):
-    """"kernel" or "linear" (files without the attribute are kernel models)."""
+    """"kernel" or "linear" (files without the attribute are kernel models), or "libsvm" for a
+    LIBSVM model file."""
+    if is_libsvm_model(path):
+        return LIBSVM_TYPE
     with open_model(path) as f:
         return str(f.attrs.get("model_type", "kernel"))
 

@@ -6,6 +6,7 @@ from ..base import BaseSVC, available_if
 from ..kernels import ops
 from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
+from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk, on_rank0, run_collectively
@@ -237,3 +238,66 @@ def _read_table_slice(path, header, rank, size):
 
 
 register_model_type("kernel", PackSVC)
+
+
+class LibsvmSVC(PackSVC):
+    """A binary model read from a LIBSVM model file (``model.libsvm_file``), for predictions on
+    any number of ranks: the table holds the support vectors (scale 1, offset 0) and LIBSVM's
+    -rho is ``intercept_``, added to every decision value. ``classes_`` is [second label, first
+    label], so a value >= 0 gives LIBSVM's first label. Its support vectors name only the
+    features they use: data with more features is read as it is, as LIBSVM does. Predicts
+    only: no fit, and no save (a ppack model file has no place for rho)."""
+
+    def summary(self):
+        return f"{self.n_support_} support vectors (LIBSVM model)"
+
+    def fit(self, *args, **kwargs):
+        raise PPackError("a model read from a LIBSVM model file predicts only; fit a new PackSVC to train")
+
+    def save(self, path):
+        raise PPackError(f"{path}: a model read from a LIBSVM model file is not saved as a ppack model "
+                         "(LIBSVM's rho has no place there); keep using the LIBSVM file")
+
+    def _widen(self, n_features):
+        if n_features > self.n_features_in_:  # the support vectors are 0 on the features beyond
+            self.n_features_in_ = self.table_.n_features = int(n_features)
+
+    def _as_shard(self, X, *args, **kwargs):
+        shape = (X.n_samples, X.n_features) if hasattr(X, "n_features") else np.shape(X)
+        if len(shape) == 2:
+            self._widen(shape[1])
+        return super()._as_shard(X, *args, **kwargs)
+
+    def decision_function_shard(self, shard):
+        self._widen(shard.n_features)
+        return super().decision_function_shard(shard)
+
+    def _decisions(self, shard):
+        decisions, labels = super()._decisions(shard)
+        return (None if decisions is None else decisions + self.intercept_), labels
+
+    @classmethod
+    def load(cls, path, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES):
+        """Collective: rank 0 checks the header, then every rank reads its slice of the support vectors."""
+        comm = MPI.COMM_WORLD if comm is None else comm
+        header = comm.bcast(on_rank0(comm, read_libsvm_model_header, path), root=0)
+        spec = header.spec
+        start, stop = chunk(header.total_sv, comm.Get_rank(), comm.Get_size())
+        coef, X, width = run_collectively(comm, read_libsvm_model_rows, path, header, start, stop)
+        n_features = max(1, comm.allreduce(width, op=MPI.MAX))
+        table = SupportVectorTable(n_features, True, np.float64, 1)
+        table.insert_many(np.arange(start, stop, dtype=np.int64), coef, X, ops.row_norms(X, spec))
+        model = cls(kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0, comm=comm,
+                    work_bytes=work_bytes, probability=header.probability is not None)
+        model.table_, model.spec_, model.scale_, model.intercept_ = table, spec, 1.0, -header.rho
+        model.classes_ = np.array([header.labels[1], header.labels[0]], dtype=np.float64)
+        model.n_features_in_, model.n_support_ = n_features, header.total_sv
+        model.n_support_per_class_ = comm.allreduce(np.count_nonzero(table.coef, axis=0))
+        model.sigma_ = model.C_ = None
+        model.training_ = {"libsvm_model": str(path)}
+        model.probability_ = header.probability
+        model.probability = header.probability is not None
+        return model
+
+
+register_model_type("libsvm", LibsvmSVC)

@@ -1,0 +1,130 @@
+"""LIBSVM model files: the header and support vectors svm_save_model writes, read back; errors
+naming the file and the field; the names and labels of a one-vs-rest export; slices."""
+import numpy as np
+import pytest
+from libsvm import svmutil
+
+from ppack.errors import InputError
+from ppack.model.format import is_libsvm_model, model_type
+from ppack.model.libsvm_file import (class_model_path, export_libsvm, read_libsvm_model_header,
+                                     read_libsvm_model_rows, rest_label)
+
+from conftest import fitted, make_multiclass, make_problem
+
+OPTIONS = {"rbf": "-t 2 -g 0.3 -c 2", "linear": "-t 0 -c 0.5", "poly": "-t 1 -d 2 -g 0.2 -r 1.5 -c 0.5"}
+
+
+def libsvm_model_file(path, kernel="rbf", n=120, labels=(7.0, 3.0), classes=2, seed=5):
+    """A model trained and saved by LIBSVM itself (first label: the first label of the data)."""
+    if classes == 2:
+        X, y = make_problem(n, 5, seed=seed, labels=labels)
+    else:
+        X, y = make_multiclass(n, 5, seed=seed)
+    problem = svmutil.svm_problem(y.tolist(), [dict(enumerate(row.tolist(), 1)) for row in X])
+    svmutil.svm_save_model(str(path), svmutil.svm_train(problem, OPTIONS[kernel] + " -q"))
+    return path
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])
+def test_header_and_support_vectors_are_read_as_libsvm_wrote_them(kernel, tmp_path):
+    path = libsvm_model_file(tmp_path / "m.model", kernel)
+    reference = svmutil.svm_load_model(str(path))
+    h = read_libsvm_model_header(path)
+    assert h.spec.name == kernel and h.spec.offset == 0.0
+    if kernel != "linear":
+        assert h.spec.gamma == pytest.approx(0.3 if kernel == "rbf" else 0.2)
+    if kernel == "poly":
+        assert (h.spec.degree, h.spec.coef0) == (2, 1.5)
+    assert list(h.labels) == reference.get_labels()
+    assert h.total_sv == reference.get_nr_sv() == sum(h.nr_sv)
+    assert h.rho == reference.rho[0]
+    assert h.probability is None
+    coef, X, width = read_libsvm_model_rows(path, h, 0, h.total_sv)
+    np.testing.assert_array_equal(coef, [c[0] for c in reference.get_sv_coef()])
+    expected = np.zeros((h.total_sv, 5))
+    for i, sv in enumerate(reference.get_SV()):
+        for j, v in sv.items():
+            if j > 0:
+                expected[i, j - 1] = v
+    np.testing.assert_array_equal(X.toarray()[:, :5], expected)
+    assert width == 5
+    # any slices, read apart, are the same rows
+    parts = [read_libsvm_model_rows(path, h, a, b) for a, b in [(0, 3), (3, h.total_sv // 2), (h.total_sv // 2,
+                                                                                                h.total_sv)]]
+    np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), coef)
+    np.testing.assert_array_equal(np.vstack([p[1][:, :5].toarray() for p in parts]), X.toarray()[:, :5])
+
+
+def test_model_type_tells_libsvm_model_files_from_ppack_models_and_data(tmp_path):
+    path = libsvm_model_file(tmp_path / "m.model")
+    assert is_libsvm_model(path) and model_type(path) == "libsvm"
+    (tmp_path / "data.txt").write_text("1 1:0.5 2:1\n-1 3:2\n")
+    assert not is_libsvm_model(tmp_path / "data.txt") and not is_libsvm_model(tmp_path / "missing")
+    with pytest.raises(InputError, match="not an HDF5 model file"):
+        model_type(tmp_path / "data.txt")
+
+
+def test_one_vs_rest_file_names_and_rest_label(tmp_path):
+    assert class_model_path(tmp_path / "out.model", 3.0) == tmp_path / "out.3.model"
+    assert class_model_path(tmp_path / "out", 11) == tmp_path / "out.11.model"
+    assert class_model_path(tmp_path / "a.b", -2.0) == tmp_path / "a.b.-2.model"
+    assert rest_label([0, 1, 2]) == -1
+    assert rest_label([-1.0, 0.0, 4.0]) == -2
+    assert rest_label([-3, -1, 5]) == -4
+
+
+def test_export_is_the_same_whatever_the_slices(tmp_path):
+    X, y = make_multiclass(150, 5, sparse=True, seed=9)
+    fitted(X, y, iterations=300, bias=True).save(tmp_path / "m.h5")
+    whole = export_libsvm(tmp_path / "m.h5", tmp_path / "a.model")
+    sliced = export_libsvm(tmp_path / "m.h5", tmp_path / "b.model", rows_per_slice=7)
+    assert [p.name for p, _ in whole] == ["a.3.model", "a.5.model", "a.7.model", "a.11.model"]
+    for (a, na), (b, nb) in zip(whole, sliced):
+        assert na == nb > 0 and a.read_bytes() == b.read_bytes()
+        h = read_libsvm_model_header(a)
+        assert h.labels[1] == -1 and h.total_sv == na
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["m.h5"] + [p.name for p, _ in whole] + [p.name for p, _ in sliced])  # no temporary left
+
+
+VALID = ("svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 2\ntotal_sv 3\nrho 0.25\nlabel 1 -1\n"
+         "nr_sv 2 1\nSV\n0.5 1:1 3:2\n0.25 2:-1\n-0.75 1:0.5\n")
+
+
+@pytest.mark.parametrize("change, message", [
+    (("c_svc", "one_class"), "field 'svm_type': one_class"),
+    (("c_svc", "c_svm"), "field 'svm_type': c_svm (not a LIBSVM type)"),
+    (("nr_class 2", "nr_class 3"), "field 'nr_class': 3 classes"),
+    (("kernel_type rbf", "kernel_type sigmoid"), "field 'kernel_type': sigmoid has no ppack kernel"),
+    (("kernel_type rbf", "kernel_type precomputed"), "field 'kernel_type': precomputed"),
+    (("gamma 0.5\n", ""), "field 'gamma': missing (the rbf kernel needs it)"),
+    (("gamma 0.5", "gamma -1"), "gamma"),
+    (("rho 0.25", "rho abc"), "line 6: field 'rho': expected a number, got 'abc'"),
+    (("rho 0.25", "rho 0.25 1"), "line 6: field 'rho': expected 1 value, got 2"),
+    (("nr_sv 2 1", "nr_sv 2 2"), "fields 'nr_sv' (2 2) and 'total_sv' (3) disagree"),
+    (("label 1 -1", "label 1 1"), "field 'label': the two labels are the same"),
+    (("label 1 -1\n", ""), "field 'label': missing"),
+    (("SV\n", ""), "the file ends before the line 'SV'"),
+    (("1:1 3:2", "1:1 3:x"), "line 10: expected a number after ':'"),
+    (("0.25 2:-1", "abc 2:-1"), "line 11: expected a numeric label, got 'abc'"),
+    (("-0.75 1:0.5\n", ""), "field 'total_sv': 3 support vectors, but the file has 2 lines after 'SV'"),
+    (("-0.75 1:0.5\n", "-0.75 1:0.5\n1 1:1\n"), "field 'total_sv': 3 support vectors, but the file has 4"),
+])
+def test_unsupported_or_malformed_files_are_refused_naming_the_file_and_field(change, message, tmp_path):
+    path = tmp_path / "bad.model"
+    path.write_text(VALID.replace(*change))
+    with pytest.raises(InputError) as info:
+        h = read_libsvm_model_header(path)
+        read_libsvm_model_rows(path, h, 0, h.total_sv)
+    assert str(info.value).startswith(str(path)) and message in str(info.value), str(info.value)
+
+
+def test_a_valid_hand_written_file_reads_in_slices(tmp_path):
+    path = tmp_path / "ok.model"
+    path.write_text(VALID)
+    h = read_libsvm_model_header(path)
+    assert (h.labels, h.nr_sv, h.rho, h.sv_line) == ((1, -1), (2, 1), 0.25, 10)
+    coef, X, width = read_libsvm_model_rows(path, h, 1, 2)  # a middle slice stops early
+    np.testing.assert_array_equal(coef, [0.25])
+    np.testing.assert_array_equal(X.toarray(), [[0.0, -1.0, 0.0]])
+    assert width == 3  # the largest index of the lines parsed (here the whole file, one chunk)
