@@ -78,6 +78,21 @@ class BaseSVC(ClassifierMixin, BaseEstimator):
                 raise PPackError(f"{pair[0]} and {pair[1]}: give one or the other, not both")
         return values
 
+    @property
+    def seed_(self):
+        """The seed in use: ``random_state`` (scikit-learn's name) when given, else ``seed``.
+        An int, or a numpy RandomState/Generator, which gives one."""
+        state = getattr(self, "random_state", None)
+        if state is None:
+            return int(self.seed)
+        if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
+            return int(state)
+        if isinstance(state, np.random.RandomState):
+            return int(state.randint(0, 2**31 - 1))
+        if isinstance(state, np.random.Generator):
+            return int(state.integers(0, 2**31 - 1))
+        raise PPackError(f"random_state: must be None, an int or a numpy RandomState/Generator, got {state!r}")
+
     def _comm(self):
         return MPI.COMM_WORLD if self.comm is None else self.comm
 

@@ -85,3 +85,15 @@ def test_unfitted_models_raise_not_fitted_errors():
 
     with pytest.raises(NotFittedError):
         PackSVC(comm=SELF).predict(np.ones((2, 3)))
+
+
+def test_random_state_is_the_seed_under_scikit_learns_name():
+    X, y = make_problem(200, 4, seed=72)
+    by_seed = PackSVC(seed=5, iterations=300, comm=SELF).fit(X, y)
+    by_state = PackSVC(random_state=5, iterations=300, comm=SELF).fit(X, y)
+    np.testing.assert_array_equal(by_state.decision_function(X), by_seed.decision_function(X))
+    assert by_state.training_["seed"] == 5
+    generator = PackSVC(random_state=np.random.RandomState(0), iterations=300, comm=SELF).fit(X, y)
+    assert generator.training_["seed"] == np.random.RandomState(0).randint(0, 2**31 - 1)
+    linear = BlockAveragedSVC(random_state=3, comm=SELF).fit(X, y)
+    np.testing.assert_array_equal(linear.w_, BlockAveragedSVC(seed=3, comm=SELF).fit(X, y).w_)

@@ -52,7 +52,7 @@ class BlockAveragedSVC(BaseSVC):
     def __init__(self, solver=_D["solver"], C=_D["C"], loss=_D["loss"], p=_D["p"], bias=_D["bias"],
                  averaging=_D["averaging"], rounds=_D["rounds"], rounds_tol=_D["rounds_tol"], features=_D["features"],
                  solver_options=None, shuffle=_D["shuffle"], seed=_D["seed"], class_weight=_D["class_weight"],
-                 comm=None):
+                 random_state=None, comm=None):
         self.solver = solver
         self.class_weight = class_weight
         self.C = C
@@ -66,6 +66,7 @@ class BlockAveragedSVC(BaseSVC):
         self.solver_options = solver_options
         self.shuffle = shuffle
         self.seed = seed
+        self.random_state = random_state
         self.comm = comm
 
     def validate_params(self):
@@ -112,7 +113,7 @@ class BlockAveragedSVC(BaseSVC):
         distributed_sgd = kind == "stochastic" and self.averaging == "iterative"
         block, block_labels, block_weights = self._block(shard), labels, weights
         if self.shuffle and not distributed_sgd:  # the distributed mode samples from every rank's rows
-            block, block_labels, *moved = random_blocks(comm, block, labels, self.seed, weights)
+            block, block_labels, *moved = random_blocks(comm, block, labels, self.seed_, weights)
             block_weights = moved[0] if moved else None
         options = dict(self.options_)
         if self.p is not None:

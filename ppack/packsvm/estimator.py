@@ -46,7 +46,7 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"],
-                 comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
+                 random_state=None, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -57,6 +57,7 @@ class PackSVC(BaseSVC):
         self.iterations = iterations
         self.pack = pack
         self.seed = seed
+        self.random_state = random_state
         self.dtype = dtype
         self.bias = bias
         self.tol = tol
@@ -112,14 +113,15 @@ class PackSVC(BaseSVC):
             self.sigma_ = 1.0 / (m * (1.0 if self.C is None else float(self.C)))
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
-        solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, self.seed,
+        seed = self.seed_
+        solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, seed,
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
                               max_weight=1.0 if weights is None else comm.allreduce(
                                   float(weights.max(initial=0.0)), op=MPI.MAX))
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
-                  "pack": int(self.pack), "seed": int(self.seed), "n_samples": m, "n_features": d,
+                  "pack": int(self.pack), "seed": seed, "n_samples": m, "n_features": d,
                   "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
         if weights is not None:  # part of the run's identity for checkpoints (unweighted runs as before)
             params.update(class_weight=repr(self.class_weight_), row_weights=shard.w is not None)
@@ -142,7 +144,7 @@ class PackSVC(BaseSVC):
         self.stats_ = stats
         self.training_ = {
             "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
-            "ranks": comm.Get_size(), "seed": int(self.seed), "packs": stats.packs,
+            "ranks": comm.Get_size(), "seed": seed, "packs": stats.packs,
             "projections": stats.projections, "converged": stats.converged,
             "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype,
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
@@ -161,7 +163,7 @@ class PackSVC(BaseSVC):
         """Collective: Platt's (A (K,), B (K,), fitted_on, rows) from the decision values of rows
         the training never sampled (see ``probability``), the same on every rank."""
         comm = self._comm()
-        ids, fitted_on = fit_rows(shard.n_samples, int(self.seed), iterations)
+        ids, fitted_on = fit_rows(shard.n_samples, self.training_["seed"], iterations)
         decisions, labels = distributed_decisions(comm, self.table_, self.scale_, self.spec_, shard,
                                                   self.n_features_in_, self.work_bytes, ids=ids)
         values = self._class_values
