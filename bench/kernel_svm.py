@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from figures import pyplot
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -191,13 +193,8 @@ def print_problem(name, result):
 
 
 def plot(results, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no figure (pip install -e '.[bench]')")
+    plt = pyplot()
+    if plt is None:
         return
     names = list(results["problems"])
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(5 * (len(names) + 1), 4))

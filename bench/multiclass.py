@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from figures import pyplot
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -270,13 +272,8 @@ def print_targets(targets):
 
 def plot(results, path):
     """Per data set: test accuracy against training seconds, and per-class support vectors."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no figure (pip install -e '.[bench]')")
+    plt = pyplot()
+    if plt is None:
         return
     names = list(results["datasets"])
     fig, axes = plt.subplots(2, len(names), figsize=(6 * len(names), 8), squeeze=False)

@@ -29,6 +29,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from figures import pyplot
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LATENT = 6  # dimensions of the latent variable that the pixels and the label depend on
@@ -319,14 +321,10 @@ def print_extrapolation(e):
     print(f"= total                 {_mb(e['total']):>9s} MB per rank")
     print("  The overhead is this machine's, at this run's rank count; MPI's share may grow with 512 ranks.")
 
-def plot(s, e, path):
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no figure (pip install -e '.[bench]')")
+def plot(s, e, path):
+    plt = pyplot()
+    if plt is None:
         return
     peaks = s["peak_rss_bytes"]
     phases = [p for p in ("after_read", "after_training", "after_save") if peaks[p]]

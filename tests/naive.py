@@ -519,3 +519,22 @@ class StreamCacheTwin:
             self.t += 1
             if self.t == n_outer:
                 self.eps, self.eps_new, self.t = self.eps_new, 0.0, 0
+
+
+def weighted_problem(spec, loss, C=0.5):
+    """A weighted linear problem and its optimum: (X, y, weights, feature map, p, optimum).
+
+    300 rows of ``product_problem`` with row weights in [0, 3), every ninth 0; the optimum is
+    the weighted primal objective dcd reaches at a duality gap of 1e-9 (``spec``: a feature
+    map, ``loss``: "l1" or "l2", p its power)."""
+    from ppack.linear import dcd
+    from ppack.linear.features import FeatureMap
+    from ppack.linear.problem import primal_objective
+
+    X, y = product_problem(n=300, d=6, seed=4)
+    weights = np.random.default_rng(7).uniform(0.0, 3.0, 300)
+    weights[::9] = 0.0
+    fmap = FeatureMap.parse(spec)
+    p = 1.0 if loss == "l1" else 2.0
+    ref = dcd.solve(X, y, C, loss=loss, tol=1e-9, max_epochs=100000, feature_map=fmap, weights=weights)
+    return X, y, weights, fmap, p, primal_objective(X, y, ref.w, ref.b, C, p, fmap, weights)

@@ -16,7 +16,7 @@ from ppack.linear.features import FeatureMap, _sqnorms, as_rows
 from ppack.linear.problem import dual_objective, primal_objective
 
 from conftest import SHARED_DATA
-from naive import llsvm_sweep, product_problem, tiny_image_rows
+from naive import llsvm_sweep, product_problem, tiny_image_rows, weighted_problem
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
@@ -477,13 +477,7 @@ def test_map_radius_and_warm_start(spec):
 def test_weighted_llsvm_reaches_the_weighted_optimum(spec, loss):
     """Row weights (some 0): llsvm's model is the weighted optimum dcd finds at a gap of
     1e-9; llsvm stops at a spread of 1e-6, which leaves its objective within 1e-6 relative."""
-    X, y = product_problem(n=300, d=6, seed=4)
-    weights = np.random.default_rng(7).uniform(0.0, 3.0, 300)
-    weights[::9] = 0.0
-    fmap = FeatureMap.parse(spec)
-    p = 1.0 if loss == "l1" else 2.0
-    ref = dcd.solve(X, y, 0.5, loss=loss, tol=1e-9, max_epochs=100000, feature_map=fmap, weights=weights)
-    optimum = primal_objective(X, y, ref.w, ref.b, 0.5, p, fmap, weights)
+    X, y, weights, fmap, p, optimum = weighted_problem(spec, loss)
     for block_rows in (None, 40):
         sol = llsvm.solve(X, y, 0.5, loss=loss, tol=1e-6, full_passes=20, max_block_rows=block_rows,
                           feature_map=fmap, weights=weights)

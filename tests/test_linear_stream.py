@@ -19,7 +19,7 @@ from ppack.linear import dcd, stream
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
 
-from naive import StreamCacheTwin, product_problem, tiny_image_rows
+from naive import StreamCacheTwin, product_problem, tiny_image_rows, weighted_problem
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
@@ -483,13 +483,7 @@ def test_weighted_stream_reaches_the_weighted_optimum(spec, loss):
     relative with every row cached. With a third of the rows cached the pass gap covers the
     cached rows only, and the run stops further off (unweighted 4e-5, here about 1e-3):
     within 1e-2, while the unweighted model is more than 1e-2 off the weighted optimum."""
-    X, y = product_problem(n=300, d=6, seed=4)
-    weights = np.random.default_rng(7).uniform(0.0, 3.0, 300)
-    weights[::9] = 0.0
-    fmap = FeatureMap.parse(spec)
-    p = 1.0 if loss == "l1" else 2.0
-    ref = dcd.solve(X, y, 0.5, loss=loss, tol=1e-9, max_epochs=100000, feature_map=fmap, weights=weights)
-    optimum = primal_objective(X, y, ref.w, ref.b, 0.5, p, fmap, weights)
+    X, y, weights, fmap, p, optimum = weighted_problem(spec, loss)
     for cache_rows, rel in ((300, 1e-7), (100, 1e-2)):
         sol = stream.solve(X, y, 0.5, loss=loss, tol=1e-5, max_epochs=2000, cache_rows=cache_rows,
                            feature_map=fmap, weights=weights)
