@@ -199,6 +199,9 @@ PACKSVM_PARAMS = {
     "probability": Param(BOOL, False,
                          "also fit Platt sigmoids (per class, on rows training never sampled) so the model "
                          "gives class probabilities (predict --proba)"),
+    "objective": Param(BOOL, False,
+                       "after training, take the primal objective's hinge part over every row (one prediction "
+                       "pass over the training set) instead of a sample of 2,000 rows"),
     "class_weight": Param(Rule("class_weight", none=True), None,
                           "weights on the hinge loss of each class's rows: balanced (n_samples / (K * rows of "
                           "the class)) or LABEL:WEIGHT,... (others 1); times the data's row weights 'w'"),

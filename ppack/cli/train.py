@@ -4,6 +4,7 @@ import re
 import signal
 import threading
 
+import numpy as np
 from mpi4py import MPI
 
 from ..errors import PPackError
@@ -105,7 +106,13 @@ def _fit_packsvm(args, model, shard, say):
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
+    objective = info.get("objective")
+    if objective is not None:
+        rows = "over every row" if objective["exact"] else f"estimated on {objective['rows']} rows"
+        say(f"primal objective {objective['value']:.6g} (sigma/2 ||w||^2 {np.mean(objective['norm_term']):.6g} "
+            f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
+            "objective": objective,
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": dict(info["seconds"])}

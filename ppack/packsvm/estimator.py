@@ -14,6 +14,7 @@ from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
+from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
 from .table import SupportVectorTable, shard_offsets, write_shard
 from .warmup import warm_kernels
@@ -45,7 +46,7 @@ class PackSVC(BaseSVC):
     def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
-                 class_weight=_D["class_weight"], probability=_D["probability"],
+                 class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
                  random_state=None, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
@@ -64,6 +65,7 @@ class PackSVC(BaseSVC):
         self.tol_window = tol_window
         self.class_weight = class_weight
         self.probability = probability
+        self.objective = objective
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -151,6 +153,11 @@ class PackSVC(BaseSVC):
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
         }
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
+        if not self.stopped_:
+            start = MPI.Wtime()
+            ids = objective_rows(m, seed, exact=bool(self.objective))
+            self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids)
+            self.training_["seconds"]["objective"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
         self.probability_ = None
         if self.probability and not self.stopped_:
             start = MPI.Wtime()
