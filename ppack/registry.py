@@ -199,6 +199,12 @@ PACKSVM_PARAMS = {
     "probability": Param(BOOL, False,
                          "also fit Platt sigmoids (per class, on rows training never sampled) so the model "
                          "gives class probabilities (predict --proba)"),
+    "validation": Param(real(0.0, 0.5, low_open=True, none=True), None,
+                        "hold out this fraction of the rows (never sampled) and stop when the accuracy on them "
+                        "has not improved for --patience evaluations (default: no hold-out)"),
+    "validation_every": Param(count(none=True), None,
+                              "packs between validation evaluations (default: a tenth of an epoch)"),
+    "patience": Param(count(), 5, "evaluations without improvement before --validation stops (default 5)"),
     "objective": Param(BOOL, False,
                        "after training, take the primal objective's hinge part over every row (one prediction "
                        "pass over the training set) instead of a sample of 2,000 rows"),

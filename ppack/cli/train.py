@@ -106,13 +106,19 @@ def _fit_packsvm(args, model, shard, say):
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
+    validation = info.get("validation")
+    if validation is not None:
+        ending = (f"stopped after {validation['patience']} evaluations without improvement"
+                  if validation["stopped_early"] else "ran to T")
+        say(f"validation: best accuracy {100 * validation['best_accuracy']:.2f}% on {validation['rows']} held-out "
+            f"rows over {len(validation['history'])} evaluations; {ending}")
     objective = info.get("objective")
     if objective is not None:
         rows = "over every row" if objective["exact"] else f"estimated on {objective['rows']} rows"
         say(f"primal objective {objective['value']:.6g} (sigma/2 ||w||^2 {np.mean(objective['norm_term']):.6g} "
             f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-            "objective": objective,
+            "objective": objective, "validation": validation,
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": dict(info["seconds"])}

@@ -16,6 +16,7 @@ from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
+from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, write_shard
 from .warmup import warm_kernels
 
@@ -47,6 +48,7 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
+                 validation=_D["validation"], validation_every=_D["validation_every"], patience=_D["patience"],
                  random_state=None, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
@@ -66,6 +68,9 @@ class PackSVC(BaseSVC):
         self.class_weight = class_weight
         self.probability = probability
         self.objective = objective
+        self.validation = validation
+        self.validation_every = validation_every
+        self.patience = patience
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -116,17 +121,23 @@ class PackSVC(BaseSVC):
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         seed = self.seed_
+        validation = None
+        if self.validation is not None:
+            every = self.validation_every or max(1, m // (10 * int(self.pack)))
+            validation = Validation(comm, self, shard, self.validation, seed, every, self.patience)
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, seed,
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
                               max_weight=1.0 if weights is None else comm.allreduce(
-                                  float(weights.max(initial=0.0)), op=MPI.MAX))
+                                  float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation)
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": seed, "n_samples": m, "n_features": d,
                   "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
         if weights is not None:  # part of the run's identity for checkpoints (unweighted runs as before)
             params.update(class_weight=repr(self.class_weight_), row_weights=shard.w is not None)
+        if validation is not None:  # the held-out rows change the sampled stream
+            params.update(validation=float(self.validation))
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
@@ -153,6 +164,8 @@ class PackSVC(BaseSVC):
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
         }
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
+        if validation is not None:
+            self.training_["validation"] = validation.report()
         if not self.stopped_:
             start = MPI.Wtime()
             ids = objective_rows(m, seed, exact=bool(self.objective))

@@ -57,7 +57,8 @@ class PackedSolver:
     {-1, +1}), or K one-vs-rest problems of K classes (labels are class codes 0..K-1), which
     share every delivered row, kernel value and table entry; each keeps its own scale,
     norm and projections. Still two Allreduce calls per pack: the second carries the K x r
-    partial predictions.
+    partial predictions. ``validation``: a ``validation.Validation`` (held-out rows the
+    sampler skips, measured between packs every ``validation.every`` packs), or None.
 
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
@@ -72,8 +73,9 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1, max_weight=1.0):
+                 n_columns=1, max_weight=1.0, validation=None):
         self.comm = comm
+        self.validation = validation
         self.max_weight = float(max_weight)
         self.n_columns = int(n_columns)
         self.spec = spec
@@ -106,7 +108,8 @@ class PackedSolver:
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
                                 loss_windows=LossWindows(self.tol_window))
             stats = SolverStats()
-            sampler = RowSampler(shard.n_samples, self.seed)
+            sampler = RowSampler(shard.n_samples, self.seed,
+                                 None if self.validation is None else self.validation.holdout)
         else:
             table, state, stats, sampler = resume
         seconds = stats.seconds
@@ -185,6 +188,9 @@ class PackedSolver:
             if self.tol is not None and state.loss_windows.add(mean_loss) and state.loss_windows.stable(self.tol):
                 stats.converged = True
                 limit = state.iteration
+            if self.validation is not None and stats.packs % self.validation.every == 0 and \
+                    state.iteration < limit and self.validation(table, state):
+                limit = state.iteration  # validation accuracy stopped improving (see validation.py)
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             stop = buf[-1] > 0
             seconds["total"] = total_before + MPI.Wtime() - run_start

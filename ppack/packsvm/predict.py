@@ -16,6 +16,11 @@ BLOCK_BYTES = 512 * 1024
 MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 2048
 
 
+def block_rows(n_features):
+    """Rows per block of a prediction pass over rows of ``n_features`` features."""
+    return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, BLOCK_BYTES // (8 * max(1, n_features))))
+
+
 def distributed_decisions(comm, table, scale, spec, shard, n_features, work_bytes=ops.DEFAULT_WORK_BYTES,
                           ids=None):
     """Collective: ``(decisions, labels)`` of every row of ``shard``'s data set (or of the
@@ -29,7 +34,7 @@ def distributed_decisions(comm, table, scale, spec, shard, n_features, work_byte
     root = collectives.rank == 0
     all_ids = np.arange(shard.n_samples, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     n = len(all_ids)
-    rows = min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, BLOCK_BYTES // (8 * max(1, n_features))))
+    rows = block_rows(n_features)
     Q = table.n_columns
     scale = np.reshape(scale, (Q, 1))
     decisions = np.empty((Q, n)) if root else None

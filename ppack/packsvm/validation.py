@@ -1,0 +1,59 @@
+"""Early stopping on held-out rows: ``--validation FRACTION`` and ``--patience``.
+
+A seeded hash picks the held-out rows (``data.sampler.held_out``): the sampler never draws
+them, and every ``every`` packs the model's accuracy on them is measured between packs (a
+prediction pass over them: per block of rows one delivery and one sum to rank 0, then one
+broadcast of the accuracy; counted in ``collectives``, none inside the pack's two
+Allreduce calls). Training stops when the accuracy has not improved for ``patience``
+evaluations in a row; the model returned is the last one.
+"""
+import numpy as np
+
+from ..data.sampler import held_out
+from .predict import block_rows, distributed_decisions
+
+
+class Validation:
+    """The held-out rows of ``shard`` and the accuracy history; call it with (table, state)."""
+
+    def __init__(self, comm, model, shard, fraction, seed, every, patience):
+        self.comm, self.model, self.shard = comm, model, shard
+        self.every, self.patience = int(every), int(patience)
+        self.holdout = (float(fraction), int(seed))
+        step = 1 << 20  # ids tested a million at a time
+        ids = [np.flatnonzero(held_out(np.arange(a, min(a + step, shard.n_samples)), *self.holdout)) + a
+               for a in range(0, shard.n_samples, step)]
+        self.ids = np.concatenate(ids).astype(np.int64)
+        self.history = []  # (iteration, accuracy)
+        self.best, self.since_best, self.collectives = -1.0, 0, 0
+        self.stopped = False
+
+    def __call__(self, table, state):
+        """Collective: measure the accuracy now; True when training should stop."""
+        model = self.model
+        decisions, raw = distributed_decisions(self.comm, table, state.scale, model.spec_, self.shard,
+                                               self.shard.n_features, model.work_bytes, ids=self.ids)
+        blocks = -(-len(self.ids) // block_rows(self.shard.n_features))
+        self.collectives += 2 * blocks + 1
+        accuracy = None
+        if self.comm.Get_rank() == 0:
+            values = model._class_values
+            if decisions.ndim == 1:
+                predicted = np.where(decisions >= 0, values[1], values[0])
+            else:
+                predicted = values[np.argmax(decisions, axis=1)]
+            accuracy = float(np.mean(predicted == raw))
+        accuracy = self.comm.bcast(accuracy, root=0)
+        self.history.append((int(state.iteration), accuracy))
+        if accuracy > self.best:
+            self.best, self.since_best = accuracy, 0
+        else:
+            self.since_best += 1
+        self.stopped = self.since_best >= self.patience
+        return self.stopped
+
+    def report(self):
+        return {"fraction": self.holdout[0], "rows": len(self.ids), "every_packs": self.every,
+                "patience": self.patience, "best_accuracy": self.best, "stopped_early": self.stopped,
+                "history": self.history, "collectives": self.collectives}
+

@@ -1,0 +1,43 @@
+"""Early stopping on held-out rows (--validation, --patience)."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack import PackSVC
+from ppack.data.sampler import RowSampler, held_out
+
+from conftest import make_multiclass, make_problem
+
+SELF = MPI.COMM_SELF
+WORLD = MPI.COMM_WORLD
+
+
+def test_held_out_rows_are_a_seeded_fraction_the_sampler_never_draws():
+    ids = np.arange(200_000)
+    chosen = held_out(ids, 0.1, 7)
+    assert 0.098 < chosen.mean() < 0.102
+    np.testing.assert_array_equal(chosen, held_out(ids, 0.1, 7))
+    assert np.mean(chosen == held_out(ids, 0.1, 8)) < 0.85  # another seed, other rows
+    drawn = RowSampler(200_000, 3, (0.1, 7)).take(100_000)
+    assert not held_out(drawn, 0.1, 7).any()
+    one_at_a_time = RowSampler(200_000, 3, (0.1, 7))
+    np.testing.assert_array_equal(np.concatenate([one_at_a_time.take(1) for _ in range(500)]), drawn[:500])
+
+
+@pytest.mark.parametrize("comm", [pytest.param(SELF, id="1rank"),
+                                  pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))])
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_validation_stops_when_held_out_accuracy_stops_improving(comm, multiclass):
+    X, y = make_multiclass(2000, 5, seed=91) if multiclass else make_problem(2000, 5, seed=91)
+    model = PackSVC(gamma=0.3, C=5.0, epochs=20, pack=50, validation=0.2, validation_every=4, patience=3,
+                    comm=comm).fit(X, y)
+    report = model.training_["validation"]
+    assert 350 < report["rows"] < 450 and report["stopped_early"]
+    done = model.training_["iterations_done"]
+    assert done < model.training_["iterations"] and done == report["history"][-1][0]
+    accuracies = [a for _, a in report["history"]]
+    assert max(accuracies[-3:]) <= report["best_accuracy"] == max(accuracies) > 0.75
+    assert model.training_["allreduce_calls"] == 2 * model.training_["packs"]  # no extra call in the packs
+    assert report["collectives"] > 0
+    held = held_out(np.arange(2000), 0.2, model.training_["seed"])
+    assert not np.isin(np.flatnonzero(held), model.table_.keys).any()  # never trained on
