@@ -28,19 +28,22 @@ def kernel_sums(A, B, coef, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
     return np.asarray(coef, dtype=np.float64).T @ kernel_matrix(A, B, name, gamma, degree, coef0, offset)
 
 
-def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0, weights=None):
+def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0, weights=None,
+                    average=False):
     """S-packSVM exactly as Figure 1 states it, with w kept as plain coefficients.
 
     No scale trick, no packing: w = sum_j alpha_j phi(x_j); every iteration predicts from
     scratch, scales, adds, then projects using ||w||^2 recomputed from the kernel matrix.
     ``weights`` (n,): row weights on the hinge loss: the step is weights[i] times larger and
-    the ball's squared radius is max(weights) / sigma.
+    the ball's squared radius is max(weights) / sigma. ``average``: return the averaged
+    iterate sum_t a_t alpha_t / sum_t a_t, a_t = t (t + 1) (t + 2), instead of the last.
     Returns (alpha by row id, list of the predictions each iteration tested).
     """
     weights = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
     radius2 = weights.max() / sigma
     K = kernel_matrix(X, X, name, gamma, degree, coef0, offset)
     alpha = np.zeros(len(y))
+    averaged, total = np.zeros(len(y)), 0.0
     tested = []
     for t, i in enumerate(ids, start=1):
         prediction = alpha @ K[:, i]
@@ -51,6 +54,10 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
         norm = alpha @ K @ alpha
         if norm > radius2:
             alpha *= np.sqrt(radius2 / norm)
+        averaged += t * (t + 1.0) * (t + 2.0) * alpha
+        total += t * (t + 1.0) * (t + 2.0)
+    if average:
+        alpha = averaged / total
     return {int(k): alpha[k] for k in np.flatnonzero(alpha)}, np.array(tested)
 
 

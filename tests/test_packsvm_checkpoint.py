@@ -233,13 +233,13 @@ def test_a_checkpoint_without_rank_offsets_still_resumes_exactly(tmp_path):
 
 @pytest.mark.parametrize("comm", [pytest.param(SELF, id="1rank"),
                                   pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))])
-def test_multiclass_and_weighted_runs_resume_exactly(comm, mpi_tmp_path):
-    """K classes (K scales and norms, (n, K) coefficients) and class weights come back from a
-    checkpoint bit for bit; a checkpoint of the binary problem is refused by the K-class run."""
+def test_multiclass_weighted_and_averaged_runs_resume_exactly(comm, mpi_tmp_path):
+    """K classes (K scales and norms, (n, K) coefficients), class weights and the lazy averages
+    come back from a checkpoint bit for bit; the binary problem's run refuses the K-class checkpoint."""
     from conftest import make_multiclass
 
     X, y = make_multiclass(400, 6, seed=45)
-    params = dict(PARAMS, class_weight="balanced")
+    params = dict(PARAMS, class_weight="balanced", average=True)
     path = mpi_tmp_path / f"multi{comm.Get_size()}.h5"
     full = PackSVC(comm=comm, **params).fit(X, y)
     PackSVC(comm=comm, **params).fit(X, y, checkpoint=path, stop_after_packs=4)

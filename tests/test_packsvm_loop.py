@@ -13,7 +13,7 @@ from ppack.data.sampler import RowSampler
 from ppack.errors import PPackError
 from ppack.packsvm.state import LossWindows, SolverState, replica_digest
 
-from conftest import CountingComm, fitted, make_problem
+from conftest import CountingComm, fitted, make_multiclass, make_problem
 from naive import kernel_matrix, spack_reference
 
 WORLD = MPI.COMM_WORLD
@@ -269,3 +269,28 @@ def test_balanced_class_weights_are_n_over_k_times_the_class_count():
         PackSVC(class_weight={2: 1.0}, iterations=10, comm=SELF).fit(X, y)
     with pytest.raises(PPackError, match="class_weight: must be 'balanced'"):
         PackSVC(class_weight="1:-3", iterations=10, comm=SELF).fit(X, y)
+
+
+@pytest.mark.parametrize("sigma,pack", [(0.02, 64), (1e-9, 300)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_averaged_iterate_equals_the_unpacked_references_average(sparse, sigma, pack):
+    """average=True returns sum_t a_t w_t / sum_t a_t, a_t = t (t+1) (t+2), of the unpacked
+    reference's iterates, kept lazily (through projections and, at sigma = 1e-9, scale folds)."""
+    X, y = make_problem(150, 6, sparse=sparse, seed=5)
+    model = fitted(X, y, sigma=sigma, iterations=450, pack=pack, average=True)
+    expected, _ = spack_reference(X, y, sigma, RowSampler(150, 3).take(450), "rbf", 0.2, average=True)
+    got = w_coefficients(model)
+    assert set(got) == set(expected)
+    keys = sorted(expected)
+    np.testing.assert_allclose([got[k] for k in keys], [expected[k] for k in keys], rtol=1e-9,
+                               atol=1e-12 * max(abs(v) for v in expected.values()))
+    assert model.stats_.projections > 0
+
+
+@pytest.mark.parametrize("comm", [pytest.param(SELF, id="1rank"),
+                                  pytest.param(MPI.COMM_WORLD, id="all", marks=pytest.mark.mpi(min_size=2))])
+def test_averaged_iterate_does_not_depend_on_the_pack_size_or_the_ranks(comm):
+    X, y = make_multiclass(300, 5, seed=6)
+    one = fitted(X, y, pack=1, iterations=600, average=True)
+    packed = fitted(X, y, comm=comm, pack=100, iterations=600, average=True)
+    np.testing.assert_allclose(packed.decision_function(X), one.decision_function(X), rtol=1e-9, atol=1e-9)

@@ -14,6 +14,7 @@ from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
+from .averaging import averaged_coefficients
 from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
@@ -48,7 +49,8 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
-                 validation=_D["validation"], validation_every=_D["validation_every"], patience=_D["patience"],
+                 average=_D["average"], validation=_D["validation"], validation_every=_D["validation_every"],
+                 patience=_D["patience"],
                  random_state=None, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
@@ -68,6 +70,7 @@ class PackSVC(BaseSVC):
         self.class_weight = class_weight
         self.probability = probability
         self.objective = objective
+        self.average = average
         self.validation = validation
         self.validation_every = validation_every
         self.patience = patience
@@ -129,11 +132,14 @@ class PackSVC(BaseSVC):
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
                               max_weight=1.0 if weights is None else comm.allreduce(
-                                  float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation)
+                                  float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation,
+                              average=self.average)
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": seed, "n_samples": m, "n_features": d,
                   "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
+        if self.average:  # an averaged run's checkpoints hold the averages too
+            params["average"] = True
         if weights is not None:  # part of the run's identity for checkpoints (unweighted runs as before)
             params.update(class_weight=repr(self.class_weight_), row_weights=shard.w is not None)
         if validation is not None:  # the held-out rows change the sampled stream
@@ -150,6 +156,10 @@ class PackSVC(BaseSVC):
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs, weights)
+        if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
+            self.table_.coef[:] = averaged_coefficients(self.table_, state)
+            state.scale = np.ones_like(state.scale)
+            state.norm = np.full_like(state.norm, np.nan)  # not tracked: --objective computes it
         self.scale_ = float(state.scale[0]) if n_classes == 2 else state.scale.copy()
         self.n_features_in_ = d
         self.n_support_ = int(state.occupancy.sum())

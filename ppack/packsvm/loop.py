@@ -30,6 +30,7 @@ from ..data.sampler import RowSampler
 from ..kernels import ops
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
+from . import averaging
 from .checkpoint import write_checkpoint
 from .replay import NonFinite, replay_pack
 from .state import LossWindows, SolverState, SolverStats, moving_average, replica_digest
@@ -73,8 +74,9 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1, max_weight=1.0, validation=None):
+                 n_columns=1, max_weight=1.0, validation=None, average=False):
         self.comm = comm
+        self.average = bool(average)
         self.validation = validation
         self.max_weight = float(max_weight)
         self.n_columns = int(n_columns)
@@ -104,9 +106,10 @@ class PackedSolver:
         rank, size = comm.Get_rank(), comm.Get_size()
         Q = self.n_columns
         if resume is None:
-            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, Q)
+            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, Q, averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
-                                loss_windows=LossWindows(self.tol_window))
+                                loss_windows=LossWindows(self.tol_window),
+                                avg_total=np.zeros(Q) if self.average else None)
             stats = SolverStats()
             sampler = RowSampler(shard.n_samples, self.seed,
                                  None if self.validation is None else self.validation.holdout)
@@ -166,18 +169,23 @@ class PackedSolver:
             owners = np.rint(buf[n_pred + n_pairs:slots]).astype(np.int64) - 1
             signs = problem_labels(block.y, Q)
             coef, loss, fold = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2))
+            average = np.empty((Q, r + 1)) if self.average else None
             for c in range(Q):
                 try:
                     state.scale[c], state.norm[c], projections = replay_pack(
                         signs[c], pred[c], pair, state.iteration, state.scale[c], state.norm[c], self.sigma,
-                        coef[c], loss[c], fold[c], block.weight, self.max_weight)
+                        coef[c], loss[c], fold[c], block.weight, self.max_weight,
+                        None if average is None else average[c])
                 except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                     raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
                 stats.projections += projections
+            if average is not None:
+                averaging.after_replay(table, state, average[:, r], fold)
+                state.avg_weight += averaging.weight_sum(state.iteration, r)
             state.iteration += r
             if np.any(fold[:, 0] != 1.0) or np.any(fold[:, 1] != 0.0):  # the folds, before the pack's coefficients
                 table.scale_coefficients(fold[:, 0], fold[:, 1].astype(np.int64))
-            self._update_table(table, state, ids, owners, coef, loss > 0.0, block, norms, rank)
+            self._update_table(table, state, ids, owners, coef, loss > 0.0, block, norms, rank, average)
             mean_loss = loss.mean(axis=0)  # the --tol test and the progress follow the mean over classes
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
@@ -227,23 +235,27 @@ class PackedSolver:
             f"order is the same on every rank)", collective=True)
 
     @staticmethod
-    def _update_table(table, state, ids, owners, coef, stepped, block, norms, rank):
+    def _update_table(table, state, ids, owners, coef, stepped, block, norms, rank, average=None):
         """Apply the pack's added coefficients: merge repeated keys, place new ones.
 
         coef (n_columns, r); stepped (n_columns, r): whether iteration k added a coefficient to
         a problem, decided by the hinge test, not by ``coef != 0``, which a coefficient folded
         many times in its pack may underflow to. A row any problem stepped on is an entry.
+        average (n_columns, r + 1) or None: the replay's weighted sums of the added coefficients.
         """
         added = {}
         for k in np.flatnonzero(stepped.any(axis=0)):
             key = int(ids[k])
+            part = None if average is None else average[:, k]
             if key in added:
                 added[key][0] = added[key][0] + coef[:, k]
+                if part is not None:
+                    added[key][2] = added[key][2] + part
             else:
-                added[key] = [coef[:, k], k]
+                added[key] = [coef[:, k], k, part]
         occupancy = state.occupancy
-        new_keys, new_coef, new_rows = [], [], []
-        for key, (value, k) in added.items():
+        new_keys, new_coef, new_rows, new_avg = [], [], [], []
+        for key, (value, k, part) in added.items():
             owner = owners[k]
             if owner < 0:
                 owner = int(np.argmin(occupancy))  # least occupied, lowest rank on ties
@@ -252,11 +264,18 @@ class PackedSolver:
                     new_keys.append(key)
                     new_coef.append(value)
                     new_rows.append(k)
+                    new_avg.append(part)
             elif owner == rank:
-                table.add_to(table.slot_of(key), value)
+                slot = table.slot_of(key)
+                if part is not None:  # its old coefficient's share first, then the pack's
+                    averaging.bring_up_to_date(table, state.avg_total, slot)
+                    table.avg[slot] += part
+                table.add_to(slot, value)
         if new_keys:
+            avg = None if average is None else np.array(new_avg)
+            mark = None if average is None else np.tile(state.avg_total, (len(new_keys), 1))
             table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows),
-                              norms[new_rows])
+                              norms[new_rows], avg, mark)
 
 
 def problem_labels(y, n_columns):

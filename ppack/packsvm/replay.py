@@ -41,7 +41,8 @@ class NonFinite(ArithmeticError):
         self.iteration, self.what, self.value = iteration, what, value
 
 
-def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0):
+def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0,
+                average_out=None):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
@@ -57,11 +58,19 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     multiplied by it (``SupportVectorTable.scale_coefficients``) before the pack's
     coefficients are added. Raises ``NonFinite`` on a non-finite prediction, norm,
     coefficient or scale; the outputs are then meaningless.
+
+    average_out (r + 1,), if given, receives what the pack adds to the averaged iterate
+    sum_t a_t w_t with a_t = t (t + 1) (t + 2) (``averaging.py``): [k] for k < r, the part of
+    the coefficient added at iteration k, in true units (coefficient times scale); [r], the
+    factor by which the coefficients v held on entry contribute (sum_t a_t s_t times the folds
+    so far, in the units of v on entry).
     """
     info = np.zeros(4)
+    if average_out is None:
+        average_out = np.empty(0)
     weight = np.ones(len(y)) if weight is None else weight
     s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
-                                   float(max_weight))
+                                   float(max_weight), average_out)
     if info[2] != 0.0:
         k, code = int(info[2]) - 1, int(info[3])
         value = {1: pred[k], 2: norm, 3: coef_out[k], 4: s}[code]
@@ -72,9 +81,12 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
 
 
 @njit(cache=True)
-def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight):
+def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out):
     """The kernel of ``replay_pack``; info (4,) receives the fold's mantissa and exponent, and
-    (k + 1, code) of the first non-finite value (0, 0 if none)."""
+    (k + 1, code) of the first non-finite value (0, 0 if none); average_out: (r + 1,) or empty."""
+    averaging = average_out.shape[0] > 0
+    for k in range(average_out.shape[0]):
+        average_out[k] = 0.0
     r = y.shape[0]
     projections = 0
     limit = max_weight / sigma  # the squared radius (1 / sigma without weights)
@@ -127,5 +139,10 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
             m, e = math.frexp(fold_m * s)
             fold_m, fold_e = m, fold_e + e
             s = 1.0
+        if averaging:  # w_t's weight in the average; coef_out[j] * s is coefficient j's true value
+            a = float(t) * (t + 1.0) * (t + 2.0)
+            for j in range(k + 1):
+                average_out[j] += a * coef_out[j] * s
+            average_out[r] += a * s * math.ldexp(fold_m, int(fold_e))
     info[0], info[1] = fold_m, fold_e
     return s, norm, projections

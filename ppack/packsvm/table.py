@@ -20,16 +20,21 @@ class SupportVectorTable:
     rows' norms as the kernel needs them (``kernels.ops.row_norms``), given on insertion.
     """
 
-    def __init__(self, n_features, sparse, dtype=np.float64, n_columns=1):
+    def __init__(self, n_features, sparse, dtype=np.float64, n_columns=1, averaged=False):
         self.n_features = int(n_features)
         self.sparse = bool(sparse)
         self.dtype = np.dtype(dtype)
         self.n_columns = int(n_columns)
+        self.averaged = bool(averaged)
         self.n = 0
         self._slots = {}
         cap = 64
         self._keys = np.empty(cap, dtype=np.int64)
         self._coef = np.empty((cap, self.n_columns))
+        # averaged tables: the running weighted sum of each coefficient and the replicated sum
+        # it was last brought up to (``averaging.py``), (n, n_columns) each
+        self._avg = np.empty((cap if averaged else 0, self.n_columns))
+        self._mark = np.empty((cap if averaged else 0, self.n_columns))
         self._norms = np.empty(cap)
         if self.sparse:
             self._indptr = np.zeros(cap + 1, dtype=np.int64)
@@ -44,7 +49,7 @@ class SupportVectorTable:
     @property
     def nbytes(self):
         """Bytes allocated for the entries (capacity, not just the live ones), the key map aside."""
-        arrays = [self._keys, self._coef, self._norms]
+        arrays = [self._keys, self._coef, self._norms, self._avg, self._mark]
         arrays += [self._indptr, self._indices, self._values] if self.sparse else [self._features]
         return int(sum(a.nbytes for a in arrays))
 
@@ -57,6 +62,16 @@ class SupportVectorTable:
     def coef(self):
         """(n, n_columns)."""
         return self._coef[:self.n]
+
+    @property
+    def avg(self):
+        """(n, n_columns) running weighted sums of the coefficients (averaged tables)."""
+        return self._avg[:self.n]
+
+    @property
+    def mark(self):
+        """(n, n_columns) the replicated sum each ``avg`` entry was last brought up to."""
+        return self._mark[:self.n]
 
     @property
     def norms(self):
@@ -79,9 +94,9 @@ class SupportVectorTable:
         """Add ``delta`` (a number, or one per column) to the coefficients of ``slot``."""
         self._coef[slot] += delta
 
-    def insert_many(self, keys, coef, X, norms):
+    def insert_many(self, keys, coef, X, norms, avg=None, mark=None):
         """New entries: keys and norms (k,), coef (k,) or (k, n_columns), X dense (k, d) or
-        scipy CSR with k rows."""
+        scipy CSR with k rows; for averaged tables ``avg`` and ``mark`` as coef (zeros if None)."""
         k = len(keys)
         if self.sparse:
             indptr, indices, values = X.indptr, X.indices, X.data
@@ -96,6 +111,9 @@ class SupportVectorTable:
         sl = slice(self.n, self.n + k)
         self._keys[sl] = keys
         self._coef[sl] = np.reshape(coef, (k, self.n_columns))
+        if self.averaged:
+            self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
+            self._mark[sl] = 0.0 if mark is None else np.reshape(mark, (k, self.n_columns))
         self._norms[sl] = norms
         for i, key in enumerate(keys):
             if int(key) in self._slots:
@@ -119,6 +137,9 @@ class SupportVectorTable:
             new = max(n_entries, 2 * cap)
             self._keys = _resized(self._keys, new)
             self._coef = _resized(self._coef, new)
+            if self.averaged:
+                self._avg = _resized(self._avg, new)
+                self._mark = _resized(self._mark, new)
             self._norms = _resized(self._norms, new)
             if self.sparse:
                 self._indptr = _resized(self._indptr, new + 1)
