@@ -26,11 +26,14 @@ def naive_objective(model, X, y, weights=None):
     return 0.5 * model.sigma_ * norm + hinge.mean(axis=0)
 
 
+@pytest.mark.parametrize("average", [False, True])
 @pytest.mark.parametrize("multiclass", [False, True])
-def test_objective_is_the_primal_of_the_returned_model(multiclass):
+def test_objective_is_the_primal_of_the_returned_model(multiclass, average):
+    """The tracked norm (or, averaged, the norm from the support vectors' decision values) plus
+    the hinge part equal the naive a'Ka + hinge."""
     X, y = make_multiclass(400, 5, seed=81) if multiclass else make_problem(400, 5, seed=81)
     weights = np.random.default_rng(2).uniform(0.5, 2.0, 400)
-    model = PackSVC(gamma=0.3, C=5.0, epochs=1, comm=SELF).fit(X, y, sample_weight=weights)
+    model = PackSVC(gamma=0.3, C=5.0, epochs=1, average=average, comm=SELF).fit(X, y, sample_weight=weights)
     got = model.training_["objective"]
     expected = naive_objective(model, X, y, weights)
     assert got["exact"] and got["rows"] == 400
@@ -41,8 +44,8 @@ def test_objective_is_the_primal_of_the_returned_model(multiclass):
 @pytest.mark.mpi(min_size=2)
 def test_objective_on_all_ranks_equals_one_rank():
     X, y = make_problem(300, 5, seed=82)
-    one = PackSVC(gamma=0.3, C=5.0, epochs=1, comm=SELF).fit(X, y).training_["objective"]
-    every = PackSVC(gamma=0.3, C=5.0, epochs=1, comm=WORLD).fit(X, y).training_["objective"]
+    one = PackSVC(gamma=0.3, C=5.0, epochs=1, average=True, comm=SELF).fit(X, y).training_["objective"]
+    every = PackSVC(gamma=0.3, C=5.0, epochs=1, average=True, comm=WORLD).fit(X, y).training_["objective"]
     assert every["value"] == pytest.approx(one["value"], rel=1e-9)
 
 

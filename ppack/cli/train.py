@@ -115,8 +115,12 @@ def _fit_packsvm(args, model, shard, say):
     objective = info.get("objective")
     if objective is not None:
         rows = "over every row" if objective["exact"] else f"estimated on {objective['rows']} rows"
-        say(f"primal objective {objective['value']:.6g} (sigma/2 ||w||^2 {np.mean(objective['norm_term']):.6g} "
-            f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
+        if objective["value"] is None:
+            say(f"hinge part of the objective {np.mean(objective['hinge_term']):.6g}, {rows} (the averaged "
+                "model's norm is computed with --objective)")
+        else:
+            say(f"primal objective {objective['value']:.6g} (sigma/2 ||w||^2 {np.mean(objective['norm_term']):.6g} "
+                f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
             "objective": objective, "validation": validation,
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],

@@ -2,7 +2,9 @@
 
 P(w) = sigma/2 ||w||^2 + 1/m sum_i weight_i max(0, 1 - y_i <w, phi(x_i)>), per binary problem.
 ||w||^2 is the replicated norm the replay keeps exactly up to rounding (no kernel between
-support vectors is needed for the returned iterate). The hinge part is estimated on a fixed,
+support vectors is needed for the returned iterate); an averaged model's is not tracked: it
+is sum_j a_j f(x_j) over its support vectors, one prediction pass over them, taken only when
+asked (``exact``), else reported as NaN. The hinge part is estimated on a fixed,
 seeded sample of ``SAMPLE_ROWS`` rows by default, or taken over every row when asked (one
 prediction pass over the training set: as costly as predicting it).
 """
@@ -22,6 +24,21 @@ def objective_rows(n_samples, seed, exact=False):
     return np.sort(chosen).astype(np.int64)
 
 
+def support_vector_norms(comm, model, shard):
+    """Collective: ||w||^2 per coefficient column, sum_j coef_j f(x_j), from the decision values
+    f of the support vectors (their keys are training rows): (n_columns,) on every rank."""
+    collectives = Collectives(comm)
+    keys = np.unique(np.concatenate(comm.allgather(model.table_.keys)))
+    decisions, _ = distributed_decisions(comm, model.table_, model.scale_, model.spec_, shard,
+                                         model.n_features_in_, model.work_bytes, ids=keys)
+    columns = model.table_.n_columns
+    f = collectives.broadcast(decisions.reshape(len(keys), columns) if collectives.rank == 0
+                              else np.empty((len(keys), columns)))
+    own = f[np.searchsorted(keys, model.table_.keys)]
+    local = np.sum(model.table_.coef * np.reshape(model.scale_, (1, -1)) * own, axis=0)
+    return collectives.sum(np.ascontiguousarray(local, dtype=np.float64))
+
+
 def primal_objective(comm, model, shard, norms, weights, ids):
     """Collective: the objective of ``model`` (a fitted PackSVC) on the rows ``ids`` of the
     training ``shard``, as a dict the same on every rank: ``value`` (the mean over the binary
@@ -29,6 +46,8 @@ def primal_objective(comm, model, shard, norms, weights, ids):
 
     norms (n_columns,): ||w||^2 of each problem; weights: the shard rows' weights, or None."""
     collectives = Collectives(comm)
+    if np.isnan(norms).any() and len(ids) == shard.n_samples:  # an averaged model, exact asked
+        norms = support_vector_norms(comm, model, shard)
     decisions, raw = distributed_decisions(comm, model.table_, model.scale_, model.spec_, shard,
                                            model.n_features_in_, model.work_bytes, ids=ids)
     row_weights = None
@@ -50,6 +69,8 @@ def primal_objective(comm, model, shard, norms, weights, ids):
             hinge *= row_weights[:, None]
         hinge_term = hinge.mean(axis=0)
         norm_term = 0.5 * model.sigma_ * np.asarray(norms, dtype=np.float64)
-        result = {"value": float(np.mean(norm_term + hinge_term)), "norm_term": norm_term.tolist(),
-                  "hinge_term": hinge_term.tolist(), "rows": len(ids), "exact": len(ids) == shard.n_samples}
+        known = not np.isnan(norm_term).any()  # an averaged model's norm is taken only when exact
+        result = {"value": float(np.mean(norm_term + hinge_term)) if known else None,
+                  "norm_term": norm_term.tolist() if known else None, "hinge_term": hinge_term.tolist(),
+                  "rows": len(ids), "exact": len(ids) == shard.n_samples}
     return comm.bcast(result, root=0)
