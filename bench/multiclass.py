@@ -118,7 +118,7 @@ def fit_ppack(comm, X, y, params, epochs, dtype):
     from ppack import PackSVC
 
     model = PackSVC(kernel="rbf", gamma=params["gamma"], C=params["C"], epochs=epochs, pack=100, seed=0,
-                    dtype=dtype, comm=comm)
+                    dtype=dtype, average=params.get("average", False), comm=comm)
     comm.Barrier()
     start = time.perf_counter()
     model.fit(X, y)
@@ -186,7 +186,7 @@ def run_sklearn(X, y, Xt, yt, params):
 # -- one data set ----------------------------------------------------------------------
 def run_dataset(comm, name, args):
     """Collective: every run on one data set; the results (on every rank)."""
-    params = DATASETS[name]
+    params = dict(DATASETS[name], average=args.average)
     X, y, Xt, yt = load(name, args.data_dir, args.max_train)
     X, Xt = X.astype(args.dtype), Xt.astype(args.dtype)
     result = {**params, "n_train": len(y), "n_test": len(yt), "n_features": X.shape[1],
@@ -316,6 +316,7 @@ def parse_args():
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                         help="ppack's feature storage (the peers use float64)")
     parser.add_argument("--max-train", type=int, default=None, help="keep the first N training rows (quick runs)")
+    parser.add_argument("--average", action="store_true", help="ppack returns the averaged iterate")
     parser.add_argument("--skip-libsvm", action="store_true")
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))

@@ -271,14 +271,15 @@ def test_balanced_class_weights_are_n_over_k_times_the_class_count():
         PackSVC(class_weight="1:-3", iterations=10, comm=SELF).fit(X, y)
 
 
-@pytest.mark.parametrize("sigma,pack", [(0.02, 64), (1e-9, 300)])
+@pytest.mark.parametrize("sigma,pack,T", [(0.02, 64, 450), (1e-9, 300, 450), (1e-5, 100, 4000)])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_averaged_iterate_equals_the_unpacked_references_average(sparse, sigma, pack):
+def test_averaged_iterate_equals_the_unpacked_references_average(sparse, sigma, pack, T):
     """average=True returns sum_t a_t w_t / sum_t a_t, a_t = t (t+1) (t+2), of the unpacked
-    reference's iterates, kept lazily (through projections and, at sigma = 1e-9, scale folds)."""
+    reference's iterates: through projections, scale folds (sigma = 1e-9), and a scale that
+    falls by many orders of magnitude without a fold (sigma = 1e-5, T = 4000)."""
     X, y = make_problem(150, 6, sparse=sparse, seed=5)
-    model = fitted(X, y, sigma=sigma, iterations=450, pack=pack, average=True)
-    expected, _ = spack_reference(X, y, sigma, RowSampler(150, 3).take(450), "rbf", 0.2, average=True)
+    model = fitted(X, y, sigma=sigma, iterations=T, pack=pack, average=True)
+    expected, _ = spack_reference(X, y, sigma, RowSampler(150, 3).take(T), "rbf", 0.2, average=True)
     got = w_coefficients(model)
     assert set(got) == set(expected)
     keys = sorted(expected)

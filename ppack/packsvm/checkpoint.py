@@ -54,10 +54,9 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         f.create_dataset("owner", shape=(n,), dtype=np.int32)
         f.create_dataset("keys", shape=(n,), dtype=np.int64)
         f.create_dataset("coef", shape=(n,) if table.n_columns == 1 else (n, table.n_columns), dtype=np.float64)
-        if table.averaged:  # the lazy averages (averaging.py)
-            f.attrs.update(avg_total=state.avg_total, avg_weight=state.avg_weight)
+        if table.averaged:  # the weighted sums of the averaged iterate (averaging.py)
+            f.attrs["avg_weight"] = state.avg_weight
             f.create_dataset("avg", shape=(n, table.n_columns), dtype=np.float64)
-            f.create_dataset("mark", shape=(n, table.n_columns), dtype=np.float64)
         if table.sparse:
             f.create_dataset("indptr", shape=(n + 1,), dtype=np.int64)
             f.create_dataset("indices", shape=(nnz,), dtype=np.int32)
@@ -74,7 +73,6 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
             f["owner"][entries[rank]:entries[rank + 1]] = rank
             if table.averaged:
                 f["avg"][entries[rank]:entries[rank + 1]] = table.avg
-                f["mark"][entries[rank]:entries[rank + 1]] = table.mark
 
     collective_h5_write(comm, path, create, write_own, finish)
 
@@ -112,17 +110,16 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
             table = SupportVectorTable(n_features, a["storage"] == "csr", dtype, len(scale), averaged)
             keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
-            avg = mark = None
+            avg = None
             if averaged:  # this rank's rows only (a contiguous range, as written)
                 lo, hi = (int(mine[0]), int(mine[-1]) + 1) if len(mine) else (0, 0)
-                avg, mark = (f[name][lo:hi][mine - lo] for name in ("avg", "mark"))
-            table.insert_many(keys, coef, X, row_norms(X, spec), avg, mark)
+                avg = f["avg"][lo:hi][mine - lo]
+            table.insert_many(keys, coef, X, row_norms(X, spec), avg)
             windows = json.loads(a["loss_windows"]) if "loss_windows" in a else {}  # absent in older files
             if windows.get("size") != tol_window:
                 windows = {"size": tol_window}
             state = SolverState(int(a["iteration"]), scale, norm, occupancy.astype(np.int64), LossWindows(**windows),
-                                np.atleast_1d(a["avg_total"]).astype(np.float64) if averaged else None,
-                                float(a["avg_weight"]) if averaged else 0.0)
+                                float(a["avg_weight"]) if averaged else None)
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
                                 saved_stats["hinge_moving_average"], saved_stats["seconds"])

@@ -109,7 +109,7 @@ class PackedSolver:
             table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, Q, averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
                                 loss_windows=LossWindows(self.tol_window),
-                                avg_total=np.zeros(Q) if self.average else None)
+                                avg_weight=0.0 if self.average else None)
             stats = SolverStats()
             sampler = RowSampler(shard.n_samples, self.seed,
                                  None if self.validation is None else self.validation.holdout)
@@ -180,7 +180,7 @@ class PackedSolver:
                     raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
                 stats.projections += projections
             if average is not None:
-                averaging.after_replay(table, state, average[:, r], fold)
+                averaging.after_replay(table, average[:, r])
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
             state.iteration += r
             if np.any(fold[:, 0] != 1.0) or np.any(fold[:, 1] != 0.0):  # the folds, before the pack's coefficients
@@ -267,15 +267,13 @@ class PackedSolver:
                     new_avg.append(part)
             elif owner == rank:
                 slot = table.slot_of(key)
-                if part is not None:  # its old coefficient's share first, then the pack's
-                    averaging.bring_up_to_date(table, state.avg_total, slot)
+                if part is not None:  # the added coefficient's share of the pack's average
                     table.avg[slot] += part
                 table.add_to(slot, value)
         if new_keys:
             avg = None if average is None else np.array(new_avg)
-            mark = None if average is None else np.tile(state.avg_total, (len(new_keys), 1))
             table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows),
-                              norms[new_rows], avg, mark)
+                              norms[new_rows], avg)
 
 
 def problem_labels(y, n_columns):

@@ -50,8 +50,7 @@ class SolverState:
     norm: np.ndarray = field(default_factory=lambda: np.zeros(1))
     occupancy: np.ndarray = None
     loss_windows: LossWindows = None
-    avg_total: np.ndarray = None  # averaged runs: running sum of a_t s_t per column (averaging.py)
-    avg_weight: float = 0.0  # averaged runs: sum of a_t so far
+    avg_weight: float = None  # averaged runs: sum of a_t so far (averaging.py)
 
 
 @dataclass
@@ -90,8 +89,8 @@ def replica_digest(state, coef=(), loss=()):
     if windows is not None:
         h.update(np.array([windows.size, windows.count, len(windows.means)], dtype=np.int64).tobytes())
         h.update(np.array([windows.total, *windows.means], dtype=np.float64).tobytes())
-    if state.avg_total is not None:
-        h.update(np.append(state.avg_total, state.avg_weight).astype(np.float64).tobytes())
+    if state.avg_weight is not None:
+        h.update(np.array([state.avg_weight], dtype=np.float64).tobytes())
     h.update(np.array([len(coef), len(loss)], dtype=np.int64).tobytes())
     h.update(np.ascontiguousarray(coef, dtype=np.float64).tobytes())
     h.update(np.ascontiguousarray(loss, dtype=np.float64).tobytes())

@@ -31,10 +31,8 @@ class SupportVectorTable:
         cap = 64
         self._keys = np.empty(cap, dtype=np.int64)
         self._coef = np.empty((cap, self.n_columns))
-        # averaged tables: the running weighted sum of each coefficient and the replicated sum
-        # it was last brought up to (``averaging.py``), (n, n_columns) each
+        # averaged tables: the weighted sum of each coefficient so far (``averaging.py``)
         self._avg = np.empty((cap if averaged else 0, self.n_columns))
-        self._mark = np.empty((cap if averaged else 0, self.n_columns))
         self._norms = np.empty(cap)
         if self.sparse:
             self._indptr = np.zeros(cap + 1, dtype=np.int64)
@@ -49,7 +47,7 @@ class SupportVectorTable:
     @property
     def nbytes(self):
         """Bytes allocated for the entries (capacity, not just the live ones), the key map aside."""
-        arrays = [self._keys, self._coef, self._norms, self._avg, self._mark]
+        arrays = [self._keys, self._coef, self._norms, self._avg]
         arrays += [self._indptr, self._indices, self._values] if self.sparse else [self._features]
         return int(sum(a.nbytes for a in arrays))
 
@@ -67,11 +65,6 @@ class SupportVectorTable:
     def avg(self):
         """(n, n_columns) running weighted sums of the coefficients (averaged tables)."""
         return self._avg[:self.n]
-
-    @property
-    def mark(self):
-        """(n, n_columns) the replicated sum each ``avg`` entry was last brought up to."""
-        return self._mark[:self.n]
 
     @property
     def norms(self):
@@ -94,9 +87,9 @@ class SupportVectorTable:
         """Add ``delta`` (a number, or one per column) to the coefficients of ``slot``."""
         self._coef[slot] += delta
 
-    def insert_many(self, keys, coef, X, norms, avg=None, mark=None):
+    def insert_many(self, keys, coef, X, norms, avg=None):
         """New entries: keys and norms (k,), coef (k,) or (k, n_columns), X dense (k, d) or
-        scipy CSR with k rows; for averaged tables ``avg`` and ``mark`` as coef (zeros if None)."""
+        scipy CSR with k rows; for averaged tables ``avg`` as coef (zeros if None)."""
         k = len(keys)
         if self.sparse:
             indptr, indices, values = X.indptr, X.indices, X.data
@@ -113,7 +106,6 @@ class SupportVectorTable:
         self._coef[sl] = np.reshape(coef, (k, self.n_columns))
         if self.averaged:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
-            self._mark[sl] = 0.0 if mark is None else np.reshape(mark, (k, self.n_columns))
         self._norms[sl] = norms
         for i, key in enumerate(keys):
             if int(key) in self._slots:
@@ -139,7 +131,6 @@ class SupportVectorTable:
             self._coef = _resized(self._coef, new)
             if self.averaged:
                 self._avg = _resized(self._avg, new)
-                self._mark = _resized(self._mark, new)
             self._norms = _resized(self._norms, new)
             if self.sparse:
                 self._indptr = _resized(self._indptr, new + 1)

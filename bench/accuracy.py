@@ -1,0 +1,120 @@
+"""Accuracy per second against LIBSVM: averaged iterates and the bias, by epochs.
+
+Run from the repository root:
+
+    .venv/bin/python bench/accuracy.py                        # ijcnn1, a9a, w8a, MNIST 2-vs-rest
+    .venv/bin/python bench/accuracy.py --sets ijcnn1 --epochs 1,3,5 --skip-libsvm
+
+For every set, at the same C and gamma: ppack (one process, every core, in-process
+PackSVC) with the last iterate and with the averaged iterate (--average), each with and
+without the regularised bias (--bias), at each number of epochs; and LIBSVM (one thread)
+side by side in the same run. ppack's seconds are its metrics' ``seconds.total``. Prints a
+table per set and the gap to LIBSVM, and saves JSON to bench/results/.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mpi4py import MPI  # noqa: E402
+
+from ppack import PackSVC  # noqa: E402
+from ppack.data.libsvm import read_libsvm  # noqa: E402
+
+from multiclass import load_mnist  # noqa: E402
+
+# name -> (train file, test file, C, gamma); LIBSVM text under --data-dir
+SETS = {
+    "ijcnn1": ("ijcnn1/ijcnn1.tr.bz2", "ijcnn1/ijcnn1.t.bz2", 1.0, 1.0),
+    "a9a": ("a9a/a9a.bz2", "a9a/a9a.t.bz2", 0.307, 1.0),
+    "w8a": ("w8a/w8a.bz2", "w8a/w8a.t.bz2", 2.01, 1.0),
+    "mnist2": (None, None, 16.7, 0.02),  # MNIST, class 2 against the rest (official IDX files)
+}
+VARIANTS = {"last": {}, "average": {"average": True}, "bias": {"bias": True},
+            "average+bias": {"average": True, "bias": True}}
+
+
+def load(name, data_dir):
+    """(X, y, Xt, yt) of a set: CSR from LIBSVM text, or dense MNIST with labels +-1."""
+    if name == "mnist2":
+        X, y, Xt, yt = load_mnist(data_dir)
+        return X, np.where(y == 2, 1.0, -1.0), Xt, np.where(yt == 2, 1.0, -1.0)
+    train, test, _, _ = SETS[name]
+    X, y, info = read_libsvm(Path(data_dir) / train)
+    Xt, yt, _ = read_libsvm(Path(data_dir) / test, n_features=max(info.n_features, 1))
+    if Xt.shape[1] > X.shape[1]:
+        X.resize((X.shape[0], Xt.shape[1]))
+    return X, y, Xt[:, :X.shape[1]], yt
+
+
+def run_ppack(X, y, Xt, yt, C, gamma, epochs, variant):
+    """One ppack fit: training seconds, test accuracy, support vectors."""
+    model = PackSVC(gamma=gamma, C=C, epochs=epochs, comm=MPI.COMM_SELF, **VARIANTS[variant]).fit(X, y)
+    return {"seconds": model.training_["seconds"]["total"], "test_accuracy": model.score(Xt, yt),
+            "support_vectors": model.n_support_}
+
+
+def run_libsvm(X, y, Xt, yt, C, gamma):
+    """LIBSVM (one thread, 1000 MB cache) on the same rows: seconds, test accuracy, SVs."""
+    import scipy.sparse as sp
+    from libsvm import svmutil
+
+    X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+    start = time.perf_counter()
+    model = svmutil.svm_train(y, X, f"-c {C} -g {gamma} -m 1000 -q")
+    seconds = time.perf_counter() - start
+    labels, _, _ = svmutil.svm_predict(yt, Xt, model, "-q")
+    return {"seconds": seconds, "test_accuracy": float(np.mean(np.asarray(labels) == yt)),
+            "support_vectors": int(model.get_nr_sv())}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sets", default="ijcnn1,a9a,w8a,mnist2")
+    p.add_argument("--epochs", default="1,3,5", help="comma-separated epochs values")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--skip-libsvm", action="store_true")
+    p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
+    p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = p.parse_args()
+    epochs = [float(e) for e in args.epochs.split(",")]
+    results = {}
+    for name in args.sets.split(","):
+        _, _, C, gamma = SETS[name]
+        X, y, Xt, yt = load(name, args.data_dir)
+        rows = {}
+        for variant in args.variants.split(","):
+            for e in epochs:
+                rows[f"{variant} E={e:g}"] = run_ppack(X, y, Xt, yt, C, gamma, e, variant)
+        libsvm = None if args.skip_libsvm else run_libsvm(X, y, Xt, yt, C, gamma)
+        results[name] = {"C": C, "gamma": gamma, "rows": X.shape[0], "ppack": rows, "libsvm": libsvm}
+        print_set(name, results[name])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"accuracy-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results: {path}")
+
+
+def print_set(name, r):
+    print(f"\n{name}: {r['rows']} rows, C = {r['C']:g}, gamma = {r['gamma']:g}")
+    print(f"  {'ppack':<24s} {'train s':>8s} {'test acc':>9s} {'SVs':>7s}")
+    lib = r["libsvm"]
+    for label, run in r["ppack"].items():
+        gap = "" if lib is None else (f"   {100 * (run['test_accuracy'] - lib['test_accuracy']):+.2f} pts, "
+                                      f"{run['seconds'] / lib['seconds']:.2f} of LIBSVM's time")
+        print(f"  {label:<24s} {run['seconds']:8.2f} {100 * run['test_accuracy']:8.2f}% "
+              f"{run['support_vectors']:7d}{gap}")
+    if lib is not None:
+        print(f"  {'LIBSVM (1 thread)':<24s} {lib['seconds']:8.2f} {100 * lib['test_accuracy']:8.2f}% "
+              f"{lib['support_vectors']:7d}")
+
+
+if __name__ == "__main__":
+    main()
