@@ -27,7 +27,7 @@ from mpi4py import MPI  # noqa: E402
 from ppack import PackSVC  # noqa: E402
 from ppack.data.libsvm import read_libsvm  # noqa: E402
 
-from multiclass import load_mnist  # noqa: E402
+from multiclass import load_mnist, run_libsvm  # noqa: E402
 
 # name -> (train file, test file, C, gamma); LIBSVM text under --data-dir
 SETS = {
@@ -60,20 +60,6 @@ def run_ppack(X, y, Xt, yt, C, gamma, epochs, variant):
             "support_vectors": model.n_support_}
 
 
-def run_libsvm(X, y, Xt, yt, C, gamma):
-    """LIBSVM (one thread, 1000 MB cache) on the same rows: seconds, test accuracy, SVs."""
-    import scipy.sparse as sp
-    from libsvm import svmutil
-
-    X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
-    start = time.perf_counter()
-    model = svmutil.svm_train(y, X, f"-c {C} -g {gamma} -m 1000 -q")
-    seconds = time.perf_counter() - start
-    labels, _, _ = svmutil.svm_predict(yt, Xt, model, "-q")
-    return {"seconds": seconds, "test_accuracy": float(np.mean(np.asarray(labels) == yt)),
-            "support_vectors": int(model.get_nr_sv())}
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="ijcnn1,a9a,w8a,mnist2")
@@ -92,7 +78,7 @@ def main():
         for variant in args.variants.split(","):
             for e in epochs:
                 rows[f"{variant} E={e:g}"] = run_ppack(X, y, Xt, yt, C, gamma, e, variant)
-        libsvm = None if args.skip_libsvm else run_libsvm(X, y, Xt, yt, C, gamma)
+        libsvm = None if args.skip_libsvm else run_libsvm(X, y, Xt, yt, {"C": C, "gamma": gamma})
         results[name] = {"C": C, "gamma": gamma, "rows": X.shape[0], "ppack": rows, "libsvm": libsvm}
         print_set(name, results[name])
     out = Path(args.out)
