@@ -156,6 +156,14 @@ class PackSVC(BaseSVC):
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs, weights)
+        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
+        return self
+
+    def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds):
+        """Collective: the fitted attributes and ``training_`` report from the solver's end state;
+        the averaged model, the objective and the probabilities when asked (outside the packs)."""
+        m, d = shard.n_samples, shard.n_features
+        n_classes = len(self.classes_)
         if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
             self.table_.coef[:] = averaged_coefficients(self.table_, state)
             state.scale = np.ones_like(state.scale)
@@ -187,7 +195,6 @@ class PackSVC(BaseSVC):
             self.probability_ = self._fit_probabilities(shard, state.iteration)
             self.training_["probability"] = {"fitted_on": self.probability_[2], "rows": self.probability_[3]}
             self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
-        return self
 
     def _fit_probabilities(self, shard, iterations):
         """Collective: Platt's (A (K,), B (K,), fitted_on, rows) from the decision values of rows
