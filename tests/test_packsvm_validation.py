@@ -41,3 +41,16 @@ def test_validation_stops_when_held_out_accuracy_stops_improving(comm, multiclas
     assert report["collectives"] > 0
     held = held_out(np.arange(2000), 0.2, model.training_["seed"])
     assert not np.isin(np.flatnonzero(held), model.table_.keys).any()  # never trained on
+
+
+def test_validation_measures_the_averaged_model_when_averaging():
+    """With average=True the held-out accuracy is that of the averaged iterate, the model returned."""
+    X, y = make_problem(1000, 5, seed=92)
+    params = dict(gamma=0.3, C=5.0, pack=50, validation=0.2, validation_every=10, patience=50, average=True,
+                  comm=SELF)
+    model = PackSVC(iterations=1000, **params).fit(X, y)
+    iteration, accuracy = model.training_["validation"]["history"][-1]
+    assert iteration == 500  # the evaluation after pack 10; the average does not depend on T
+    at_500 = PackSVC(iterations=500, **params).fit(X, y)
+    held = np.flatnonzero(held_out(np.arange(1000), 0.2, model.training_["seed"]))
+    assert accuracy == np.mean(at_500.predict(X[held]) == y[held])

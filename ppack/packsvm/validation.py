@@ -5,11 +5,15 @@ them, and every ``every`` packs the model's accuracy on them is measured between
 prediction pass over them: per block of rows one delivery and one sum to rank 0, then one
 broadcast of the accuracy; counted in ``collectives``, none inside the pack's two
 Allreduce calls). Training stops when the accuracy has not improved for ``patience``
-evaluations in a row; the model returned is the last one.
+evaluations in a row; the model returned is the last one (the averaged iterate, with
+``average=True``, is the one measured).
 """
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..data.sampler import held_out
+from .averaging import averaged_coefficients
 from .predict import block_rows, distributed_decisions
 
 
@@ -31,7 +35,12 @@ class Validation:
     def __call__(self, table, state):
         """Collective: measure the accuracy now; True when training should stop."""
         model = self.model
-        decisions, raw = distributed_decisions(self.comm, table, state.scale, model.spec_, self.shard,
+        scale = state.scale
+        if table.averaged:  # the model being trained is the averaged iterate: measure that one
+            table = SimpleNamespace(features=table.features, norms=table.norms, n_columns=table.n_columns,
+                                    coef=averaged_coefficients(table, state))
+            scale = np.ones_like(scale)
+        decisions, raw = distributed_decisions(self.comm, table, scale, model.spec_, self.shard,
                                                self.shard.n_features, model.work_bytes, ids=self.ids)
         blocks = -(-len(self.ids) // block_rows(self.shard.n_features))
         self.collectives += 2 * blocks + 1
