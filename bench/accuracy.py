@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python bench/accuracy.py                        # ijcnn1, a9a, w8a, MNIST 2-vs-rest
     .venv/bin/python bench/accuracy.py --sets ijcnn1 --epochs 1,3,5 --skip-libsvm
+    .venv/bin/python bench/accuracy.py --sets dense,sparse,imbalanced --epochs 5
 
 For every set, at the same C and gamma: ppack (one process, every core, in-process
 PackSVC) with the last iterate and with the averaged iterate (--average), each with and
@@ -35,13 +36,41 @@ SETS = {
     "a9a": ("a9a/a9a.bz2", "a9a/a9a.t.bz2", 0.307, 1.0),
     "w8a": ("w8a/w8a.bz2", "w8a/w8a.t.bz2", 2.01, 1.0),
     "mnist2": (None, None, 16.7, 0.02),  # MNIST, class 2 against the rest (official IDX files)
+    # generated (see ``generated``): dense at high C, sparse, imbalanced
+    "dense": (None, None, 10.0, 0.05),
+    "sparse": (None, None, 1.0, 0.5),
+    "imbalanced": (None, None, 1.0, 0.1),
 }
 VARIANTS = {"last": {}, "average": {"average": True}, "bias": {"bias": True},
             "average+bias": {"average": True, "bias": True}}
 
 
+def generated(name, seed=0):
+    """(X, y, Xt, yt) of a generated problem with a nonlinear boundary and 10% label noise:
+    "dense" 10,000 x 20; "sparse" 20,000 x 2,000 at 1% nonzeros (CSR); "imbalanced" 10,000 x
+    10 with 10% positives. The test set is 5,000 more rows of the same distribution."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    n, d = {"dense": (15000, 20), "sparse": (25000, 2000), "imbalanced": (15000, 10)}[name]
+    if name == "sparse":
+        X = sp.random(n, d, density=0.01, format="csr", random_state=seed, data_rvs=rng.random)
+        informative = np.asarray(X[:, :50].sum(axis=1)).ravel() - np.asarray(X[:, 50:100].sum(axis=1)).ravel()
+        score = np.sin(3 * informative) + informative
+    else:
+        X = rng.normal(size=(n, d))
+        score = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2]) + 0.5 * X[:, 3] ** 2
+    threshold = np.quantile(score, 0.9) if name == "imbalanced" else np.median(score)
+    y = np.where(score > threshold, 1.0, -1.0)
+    flip = rng.random(n) < 0.1
+    y[flip] = -y[flip]
+    return X[:-5000], y[:-5000], X[-5000:], y[-5000:]
+
+
 def load(name, data_dir):
-    """(X, y, Xt, yt) of a set: CSR from LIBSVM text, or dense MNIST with labels +-1."""
+    """(X, y, Xt, yt) of a set: CSR from LIBSVM text, dense MNIST with labels +-1, or generated."""
+    if name in ("dense", "sparse", "imbalanced"):
+        return generated(name)
     if name == "mnist2":
         X, y, Xt, yt = load_mnist(data_dir)
         return X, np.where(y == 2, 1.0, -1.0), Xt, np.where(yt == 2, 1.0, -1.0)
