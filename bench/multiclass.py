@@ -316,7 +316,8 @@ def parse_args():
     parser.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                         help="ppack's feature storage (the peers use float64)")
     parser.add_argument("--max-train", type=int, default=None, help="keep the first N training rows (quick runs)")
-    parser.add_argument("--average", action="store_true", help="ppack returns the averaged iterate")
+    parser.add_argument("--average", action="store_true",
+                        help="ppack returns the averaged iterate (its default); without it the last iterate")
     parser.add_argument("--skip-libsvm", action="store_true")
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))

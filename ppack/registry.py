@@ -205,9 +205,9 @@ PACKSVM_PARAMS = {
     "validation_every": Param(count(none=True), None,
                               "packs between validation evaluations (default: a tenth of an epoch)"),
     "patience": Param(count(), 5, "evaluations without improvement before --validation stops (default 5)"),
-    "average": Param(BOOL, False,
-                     "return the averaged iterate sum_t a_t w_t / sum_t a_t, a_t = t (t+1) (t+2) (polynomial-decay "
-                     "averaging, kept lazily: no communication)"),
+    "average": Param(BOOL, True,
+                     "the model is the averaged iterate sum_t a_t w_t / sum_t a_t, a_t = t (t+1) (t+2) (default "
+                     "on; --no-average: the last iterate w_T)"),
     "objective": Param(BOOL, False,
                        "after training, take the primal objective's hinge part over every row (one prediction "
                        "pass over the training set) instead of a sample of 2,000 rows"),

@@ -9,6 +9,7 @@ from ..registry import EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, 
 
 # the kernel trainer's parameters, each under --NAME; C, seed and class_weight serve both trainers
 PACKSVM_FLAGS = {name: "--" + name.replace("_", "-") for name in PACKSVM_PARAMS}
+PACKSVM_FLAGS["average"] = "--no-average"  # on by default: the flag turns it off
 SHARED = ("C", "seed", "class_weight")
 KERNEL_OPTIONS = ("kernel", "gamma", "degree", "coef0", "bias")
 # the linear trainer's own parameters and their flags
@@ -44,7 +45,7 @@ def add_packsvm_options(p):
         group_of.update(dict.fromkeys(pair, exclusive))
     for name, param in PACKSVM_PARAMS.items():
         group = group_of.get(name, kernel if name in KERNEL_OPTIONS else other)
-        _argument(group, PACKSVM_FLAGS[name], name, param)
+        _argument(group, PACKSVM_FLAGS[name], name, param, negate=PACKSVM_FLAGS[name].startswith("--no-"))
 
 
 def add_linear_options(p):
