@@ -238,7 +238,7 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
     dtype: float64, float32, float16 or uint8 for the stored X values.
     value_scale: stored value = X / value_scale (None: 1/255 for uint8 when X lies
     in [0, 1], else 1); a value the dtype cannot hold is an error naming its row.
-    compression: None, "gzip", "lzf" or a gzip level 0-9. w: optional row weights (n_samples,) > 0.
+    compression: None, "gzip", "lzf" or a gzip level 0-9. w: optional row weights (n_samples,) >= 0.
     Returns the H5Header of the written file. An existing file at path is
     replaced only once the new one is complete.
     """
@@ -261,6 +261,9 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
         values = X
     if value_scale is None:
         value_scale = default_value_scale(dtype, float(values.max()) if values.size else 0.0)
+    weights = None if w is None else np.asarray(w, dtype=np.float64)
+    if weights is not None and (weights.shape != (n,) or not (np.isfinite(weights).all() and (weights >= 0).all())):
+        raise InputError(f"w must hold {n} finite weights >= 0 (one per row), got shape {weights.shape}")
     stored, bad = quantize(values, dtype, value_scale)
     if bad is not None:
         row = bad // d if storage == "dense" else int(np.searchsorted(X.indptr, bad, side="right")) - 1
@@ -276,13 +279,9 @@ def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None
             ds["indptr"][...] = X.indptr
         else:
             ds["X"][...] = stored
-        if w is not None:
+        if weights is not None:
             f.create_dataset("w", data=weights)
 
-    if w is not None:
-        weights = np.asarray(w, dtype=np.float64)
-        if weights.shape != (n,) or not (np.isfinite(weights).all() and (weights >= 0).all()):
-            raise InputError(f"w must hold {n} finite weights >= 0 (one per row), got shape {weights.shape}")
     atomic_h5_write(os.fspath(path), write)
     return H5Header(n, d, storage, max_row_nnz, dtype, float(value_scale))
 

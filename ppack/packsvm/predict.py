@@ -22,15 +22,16 @@ def block_rows(n_features):
 
 
 def distributed_decisions(comm, table, scale, spec, shard, n_features, work_bytes=ops.DEFAULT_WORK_BYTES,
-                          ids=None):
+                          ids=None, collectives=None):
     """Collective: ``(decisions, labels)`` of every row of ``shard``'s data set (or of the
     global row ids ``ids``, the same on every rank) on rank 0.
 
     decisions (n_samples,) = scale * sum_j beta_j (K(sv_j, x) + offset) for a one-column
     table, (n_samples, K) with each column's own scale (``scale`` (K,)) for K columns; labels
     (n_samples,) the raw labels as stored (NaN when absent). Other ranks get ``(None, None)``.
+    ``collectives``: the ``Collectives`` to count the calls on (a new one if None).
     """
-    collectives = Collectives(comm)
+    collectives = Collectives(comm) if collectives is None else collectives
     root = collectives.rank == 0
     all_ids = np.arange(shard.n_samples, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     n = len(all_ids)

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..data.sampler import held_out
 from .averaging import averaged_coefficients
-from .predict import block_rows, distributed_decisions
+from ..mpi.collectives import Collectives
+from .predict import distributed_decisions
 
 
 class Validation:
@@ -29,7 +30,8 @@ class Validation:
                for a in range(0, shard.n_samples, step)]
         self.ids = np.concatenate(ids).astype(np.int64)
         self.history = []  # (iteration, accuracy)
-        self.best, self.since_best, self.collectives = -1.0, 0, 0
+        self.best, self.since_best = -1.0, 0
+        self.collectives = Collectives(comm)  # counts the calls the evaluations make
         self.stopped = False
 
     def __call__(self, table, state):
@@ -41,18 +43,17 @@ class Validation:
                                     coef=averaged_coefficients(table, state))
             scale = np.ones_like(scale)
         decisions, raw = distributed_decisions(self.comm, table, scale, model.spec_, self.shard,
-                                               self.shard.n_features, model.work_bytes, ids=self.ids)
-        blocks = -(-len(self.ids) // block_rows(self.shard.n_features))
-        self.collectives += 2 * blocks + 1
-        accuracy = None
+                                               self.shard.n_features, model.work_bytes, ids=self.ids,
+                                               collectives=self.collectives)
+        accuracy = np.zeros(1)
         if self.comm.Get_rank() == 0:
             values = model._class_values
             if decisions.ndim == 1:
                 predicted = np.where(decisions >= 0, values[1], values[0])
             else:
                 predicted = values[np.argmax(decisions, axis=1)]
-            accuracy = float(np.mean(predicted == raw))
-        accuracy = self.comm.bcast(accuracy, root=0)
+            accuracy[0] = np.mean(predicted == raw)
+        accuracy = float(self.collectives.broadcast(accuracy)[0])
         self.history.append((int(state.iteration), accuracy))
         if accuracy > self.best:
             self.best, self.since_best = accuracy, 0
@@ -64,5 +65,5 @@ class Validation:
     def report(self):
         return {"fraction": self.holdout[0], "rows": len(self.ids), "every_packs": self.every,
                 "patience": self.patience, "best_accuracy": self.best, "stopped_early": self.stopped,
-                "history": self.history, "collectives": self.collectives}
+                "history": self.history, "collectives": sum(self.collectives.calls.values())}
 
