@@ -137,3 +137,24 @@ def test_dense_rbf_near_rows_within_dot_product_bound(dtype, gamma, work_bytes):
     if dtype == np.float32 and gamma == 1.0:
         assert (bound / expected).max() < 0.05  # the bound is far from vacuous here
     np.testing.assert_array_less(np.abs(out - expected), bound)
+
+
+def test_dense_kernel_sums_run_with_single_threaded_blas(monkeypatch):
+    """The GEMM path calls BLAS from numba's parallel loop: BLAS must be held at one thread
+    there (two pools spinning against each other ran 20x slower) and given back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    spec, table, block, sv, rows, coef = _table_and_block(False, np.float64, "rbf", {})
+    seen = []
+
+    def recording_gemm(*args):
+        seen.append({lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
+
+    monkeypatch.setattr(ops.BACKEND, "gemm_partial_sums", recording_gemm)
+    with threadpool_limits(2, user_api="blas"):
+        before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+        ops.partial_sums(table.features, table.norms, coef, block, ops.row_norms(block, spec), spec,
+                         np.zeros(block.n_rows))
+        after = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert len(seen) == 1 and seen[0] and set(seen[0].values()) == {1}
+    assert after == before

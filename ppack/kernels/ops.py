@@ -8,6 +8,8 @@ value is then evaluated once for all K columns. The work is done by a backend mo
 the numba cores' names; ``BACKEND`` is the one place it is chosen (CPU today; a GPU
 backend would be a sibling of ``cpu.py``).
 """
+import functools
+
 import numpy as np
 
 from . import cpu as BACKEND
@@ -19,6 +21,23 @@ DEFAULT_WORK_BYTES = 64 * 2**20
 # Support vectors per GEMM tile on the dense path: small enough that the tile of dot
 # products is still in cache when the fused kernel pass reads it.
 MAX_TILE_ROWS = 512
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_pools():
+    """The loaded BLAS libraries' thread pools (found once: a lookup costs milliseconds,
+    a limit through the cached controller about ten microseconds)."""
+    import scipy.linalg.cython_blas  # noqa: F401 - the BLAS numba's np.dot calls
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """Context: BLAS single-threaded for a kernel-sum pass that calls it from numba's
+    parallel loops, where BLAS's own threads would spin against numba's (dense data in a
+    process that left BLAS at its default of every core ran 20 times slower)."""
+    return _blas_pools().limit(limits=1, user_api="blas")
 
 
 def dense_row_norms(X, l1):
@@ -93,7 +112,8 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
     X = block.dense if block.dense is not None else block.transposed(0, r).T
     XT = np.ascontiguousarray(X.T, dtype=stored.dtype)
     tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
-    BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *spec.params(), out2)
+    with single_threaded_blas():
+        BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *spec.params(), out2)
 
 
 def pair_kernels(block, block_norms, left, right, spec, out):
