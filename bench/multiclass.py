@@ -21,7 +21,6 @@ binary runs' total, and accuracy within 0.5 points of LIBSVM's at T = m (otherwi
 epochs value reaches it, and when). Results go to bench/results/ as JSON and PNG.
 """
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -44,28 +43,14 @@ ACCURACY_TARGET = 0.5  # points below LIBSVM's test accuracy at T = m
 
 
 # -- data ------------------------------------------------------------------------------
-def read_idx(path):
-    """A numpy array from an IDX file (gzip or raw): unsigned bytes, big-endian dimensions."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    if raw[:2] != b"\x00\x00" or raw[2] != 0x08:
-        raise ValueError(f"{path}: not an IDX file of unsigned bytes (magic {raw[:4].hex()})")
-    ndim = raw[3]
-    shape = tuple(int(n) for n in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
 def load_mnist(data_dir):
     """MNIST as dense (X, y, Xt, yt): rows of 784 pixels scaled to [0, 1], labels 0..9."""
+    from ppack.data.mnist import read_split
+
     folder = Path(data_dir) / "mnist"
-
-    def split(prefix):
-        images = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz")
-        labels = read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz")
-        return images.reshape(len(images), -1) / 255.0, labels.astype(np.float64)
-
-    return (*split("train"), *split("t10k"))
+    X, y = read_split(folder, "train")
+    Xt, yt = read_split(folder, "test")
+    return X / 255.0, y.astype(np.float64), Xt / 255.0, yt.astype(np.float64)
 
 
 def load_usps(data_dir):

@@ -16,7 +16,7 @@ def atomic_write(path, write, mode="w"):
     temporary file is removed, so no half-written output is left.
     """
     path = Path(path)
-    tmp = _temporary(path)
+    tmp = temporary_path(path)
     try:
         if mode == "h5":
             with h5py.File(tmp, "w") as f:
@@ -48,7 +48,7 @@ def collective_h5_write(comm, path, create, write_own, finish=None, poll=0.01):
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     path = Path(path)
-    tmp = Path(comm.bcast(str(_temporary(path)) if rank == 0 else None, root=0))
+    tmp = Path(comm.bcast(str(temporary_path(path)) if rank == 0 else None, root=0))
 
     def attempt(func):
         try:
@@ -94,5 +94,6 @@ def collective_h5_write(comm, path, create, write_own, finish=None, poll=0.01):
 _TURN_TAG = 7301
 
 
-def _temporary(path):
+def temporary_path(path):
+    """A hidden file name beside ``path`` for writing it before the rename."""
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")

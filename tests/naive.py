@@ -545,3 +545,22 @@ def weighted_problem(spec, loss, C=0.5):
     p = 1.0 if loss == "l1" else 2.0
     ref = dcd.solve(X, y, C, loss=loss, tol=1e-9, max_epochs=100000, feature_map=fmap, weights=weights)
     return X, y, weights, fmap, p, primal_objective(X, y, ref.w, ref.b, C, p, fmap, weights)
+
+
+def bilinear_resample(images, fields, side=28):
+    """``deform.resample``'s twin: each output pixel (i, j) straight from the bilinear formula
+    at (i + fields[b, 0, i, j], j + fields[b, 1, i, j]), zero outside, rounded half to even."""
+    images = np.asarray(images, dtype=np.float64).reshape(len(images), side, side)
+    out = np.zeros(images.shape)
+    for b in range(len(images)):
+        for i in range(side):
+            for j in range(side):
+                y, x = i + fields[b, 0, i, j], j + fields[b, 1, i, j]
+                y0, x0 = int(np.floor(y)), int(np.floor(x))
+                total = 0.0
+                for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
+                    for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
+                        if 0 <= yy < side and 0 <= xx < side:
+                            total += wy * wx * images[b, yy, xx]
+                out[b, i, j] = total
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8).reshape(len(images), side * side)

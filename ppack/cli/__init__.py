@@ -1,14 +1,14 @@
-"""Command line: ``python -m ppack {convert,train,predict,info,plan,export}``; run it under mpiexec/srun.
+"""Command line: ``python -m ppack {convert,data,train,predict,info,plan,export}``; run it under mpiexec/srun.
 
 One module per command, each with ``add_parser(subparsers)`` and ``run(comm, args)``.
 Options are parsed and validated identically on every rank before the first collective.
 A problem found on any rank ends every rank with status 1 and one message from rank 0;
 an unexpected failure on one rank aborts the whole MPI job (never a hang).
 """
-from . import convert, export, info, plan, predict, train
+from . import convert, data, export, info, plan, predict, train
 from .common import Parser
 
-COMMANDS = {"convert": convert, "plan": plan, "train": train, "info": info, "predict": predict,
+COMMANDS = {"convert": convert, "data": data, "plan": plan, "train": train, "info": info, "predict": predict,
             "export": export}
 
 
