@@ -52,3 +52,51 @@ def test_plan_counts_compact_shards_as_stored_and_a_coefficient_per_class(mpi_tm
         assert "10 classes (one-vs-rest in one pass)" in out
         assert 7 < sizes["f64"][0] / sizes["u8"][0] < 8.5  # 8 bytes against 1, plus the labels
         assert sizes["k10"][1] > sizes["f64"][1]  # nine more coefficients per support vector
+
+
+def test_plan_scales_a_measured_run_to_more_rows_and_ranks(mpi_tmp_path, capsys):
+    """--rows and --from-run: the kernel sums of the planned run follow from the measured
+    seconds per support vector and row, with the table growing as it did in the run."""
+    import json
+
+    import numpy as np
+    import pytest
+
+    from ppack.data.hdf5 import write_dataset
+    from ppack.errors import PPackError
+    from ppack.packsvm.plan import make_plan, rates_of_run
+
+    d = mpi_tmp_path
+    if WORLD.Get_rank() == 0:
+        write_dataset(d / "small.h5", np.random.default_rng(0).random((500, 20)), np.arange(500) % 2)
+    WORLD.Barrier()
+    # 10 packs of 100 on 2 ranks, 500 support vectors at the end: growth 0.5 per iteration;
+    # per rank sum over packs of (support vectors x rows) = 0.5 * 100 * 55 * 100 / 2 = 137,500
+    run = {"n_samples": 1000, "iterations": 1000, "pack": 100, "packs": 10, "ranks": 2, "support_vectors": 500,
+           "seconds": {"kernel_sums": 0.55, "sequential_updates": 0.08, "delivery": 0.02},
+           "memory": {"peak_rss_bytes": {"after_training": [300e6, 310e6]}, "shard_bytes": [50e6, 50e6],
+                      "table_bytes": [10e6, 10e6]}}
+    rates = rates_of_run(run)
+    assert rates.per_sv_row == pytest.approx(0.55 / 137500) and rates.growth == 0.5
+    assert rates.fixed_per_pack == pytest.approx(0.01)
+    # 10,000 rows, T = m: 100 packs on 4 ranks: 0.5 * 100 * 5050 * 100 * 4e-6 / 4 = 25.25 s of kernel sums
+    plan = make_plan(d / "small.h5", 4, {"epochs": 1.0}, mem_per_rank=2**30, rows=10000, from_run=run,
+                     allreduce_latency=0.0, bandwidth=float("inf"))
+    text = "\n".join(plan.lines)
+    assert "scaled: 10000 rows" in text and "(2500 rows)" in text
+    import re
+
+    assert float(re.search(r"kernel sums ([\d.]+) s \+", text)[1]) == pytest.approx(25.25, abs=0.051)
+    assert "replay and delivery 1.0 s" in text
+    assert "the process" in text and "238.4 MiB" in text  # 310e6 - 50e6 - 10e6 bytes
+    with pytest.raises(PPackError, match="--from-run: not the metrics of a packsvm train run"):
+        rates_of_run({"seconds": {}})
+    main(["plan", "--data", str(d / "small.h5"), "--ranks", "8", "--rows", "20000", "--no-calibration"])
+    if WORLD.Get_rank() == 0:
+        assert "scaled: 20000 rows" in capsys.readouterr().out
+        (d / "run.json").write_text(json.dumps(run))
+    WORLD.Barrier()
+    main(["plan", "--data", str(d / "small.h5"), "--ranks", "8", "--from-run", str(d / "run.json")])
+    if WORLD.Get_rank() == 0:
+        assert "measured in a run of 1000 rows" in capsys.readouterr().out
+    WORLD.Barrier()

@@ -1,4 +1,8 @@
 """`plan --data FILE --ranks P`: memory per rank and run time of a packsvm run, before running it."""
+import json
+from pathlib import Path
+
+from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from ..packsvm.plan import make_plan
 from .options import add_packsvm_options, packsvm_params
@@ -10,8 +14,15 @@ def add_parser(sub):
     pl.add_argument("--ranks", type=int, required=True, help="number of MPI ranks of the planned run")
     pl.add_argument("--mem-per-rank", type=float, default=None, metavar="GIB",
                     help="memory each rank may use, GiB (default: this machine's memory over its ranks)")
+    pl.add_argument("--rows", type=int, default=None, metavar="N",
+                    help="plan for a data set of N rows like DATA's (e.g. the full set, from a sample of it)")
+    pl.add_argument("--from-run", default=None, metavar="METRICS_JSON",
+                    help="take the time per support vector, replay and growth from a real run's metrics "
+                         "(train --metrics-json) instead of a calibration run here")
     pl.add_argument("--allreduce-latency", type=float, default=50e-6, metavar="SECONDS",
                     help="assumed latency of one Allreduce at 2 ranks (default 50e-6; grows with log2(ranks))")
+    pl.add_argument("--bandwidth", type=float, default=5e9, metavar="BYTES_PER_S",
+                    help="assumed link bandwidth for the Allreduce model (default 5e9)")
     pl.add_argument("--no-calibration", action="store_true", help="memory only, no calibration run")
     add_packsvm_options(pl)
 
@@ -20,8 +31,14 @@ def run(comm, args):
     mem = None if args.mem_per_rank is None else args.mem_per_rank * 2**30
 
     def plan():
+        run = None
+        if args.from_run is not None:
+            try:
+                run = json.loads(Path(args.from_run).read_text())
+            except (OSError, ValueError) as exc:
+                raise PPackError(f"--from-run {args.from_run}: cannot read a metrics JSON file ({exc})") from None
         result = make_plan(args.data, args.ranks, packsvm_params(args), mem, args.allreduce_latency,
-                           not args.no_calibration)
+                           not args.no_calibration, args.rows, run, args.bandwidth)
         print("\n".join(result.lines + result.warnings), flush=True)
 
     on_rank0(comm, plan)

@@ -3,12 +3,19 @@
 Memory is counted from the data file's header (no rows are read for HDF5): each rank's
 data shard, its support-vector table at its worst case for T (every drawn row becomes a
 support vector, so min(T, rows) entries spread evenly, arrays grown by doubling), and
-the pack's working arrays. Time comes from a short calibration run of the real solver on
-this machine (one process, a sample of the rows), extrapolated with the measured growth
-of the table: per pack, the kernel sums cost (support vectors / ranks) x the measured
-seconds per support vector, plus the measured fixed cost of a pack. Communication at
-scale is not measured here; the estimate adds a latency term per Allreduce that you can
-set. Both figures are estimates: the report says which inputs they rest on.
+the pack's working arrays. ``rows`` plans for a set of that many rows like the file's
+(a sample of a larger set, or a generated one).
+
+Time comes from measured rates: a short calibration run of the real solver on this
+machine (one process, a sample of the rows), or the metrics file of a real run
+(``from_run``: its kernel-sum, replay and delivery seconds, packs, ranks and support
+vectors). Per pack, the kernel sums cost (support vectors / ranks) x the seconds per
+support vector and row, with the table growing as measured (support vectors per
+iteration); replay and delivery cost their measured time per pack whatever the rank count.
+Communication on the cluster is modelled, not measured: each of the pack's two Allreduce
+calls costs ``latency x log2(ranks)`` plus ``2 x bytes / bandwidth`` (the bandwidth term of
+a reduce-scatter + allgather Allreduce). Waiting for the slowest rank is not modelled.
+Both figures are estimates: the report says which inputs they rest on.
 """
 import math
 import os
@@ -55,14 +62,33 @@ def _header(path, dtype):
             np.dtype(dtype).itemsize, len(np.unique(y)))
 
 
-def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, calibrate=True):
+@dataclass
+class Rates:
+    """Measured costs a time estimate scales: seconds per (support vector x row) of the
+    kernel sums on one rank, seconds per pack of replay and delivery, support vectors per
+    iteration, and where they come from."""
+    per_sv_row: float
+    fixed_per_pack: float
+    growth: float
+    source: str
+
+
+def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, calibrate=True, rows=None,
+              from_run=None, bandwidth=5e9):
     """A ``Plan`` for training PackSVC(**params) on ``path`` with ``ranks`` ranks (parameters
-    not in ``params`` take their defaults)."""
+    not in ``params`` take their defaults); ``rows``: plan for that many rows like the file's;
+    ``from_run``: a train metrics dict whose measured rates replace the calibration run;
+    ``bandwidth``: bytes per second of the cluster's links, for the communication model."""
     params = PackSVC(**params).validate_params()
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
+    if rows is not None and rows < 1:
+        raise PPackError(f"--rows: must be >= 1, got {rows}")
     item = np.dtype(params["dtype"]).itemsize
     n, d, per_row, sparse, longest, held, K = _header(str(path), params["dtype"])
+    scaled = rows is not None
+    if scaled:
+        n = int(rows)
     columns = 1 if K <= 2 else K
     T = int(params["iterations"]) if params["iterations"] is not None else max(1, int(round(params["epochs"] * n)))
     r = int(params["pack"])
@@ -73,15 +99,20 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, c
     table = entries * (2 * (row_bytes + 16 + 8 * columns) + DICT_BYTES_PER_ENTRY)
     xt = d * r * 8 if sparse else 0
     work = min(DEFAULT_WORK_BYTES, xt) + r * (2 * longest + 2) * 8 * 2 + r * r * 8 * 2 + r * columns * 8 * 4
-    total = shard + table + work
-    lines = [f"data {path}: {n} rows, {d} features, {'csr' if sparse else 'dense'}, "
+    process = _process_bytes(from_run)
+    total = shard + table + work + (process or 0)
+    lines = [f"data {path}{' scaled' if scaled else ''}: {n} rows, {d} features, "
+             f"{'csr' if sparse else 'dense'}, "
              f"{per_row:.1f} stored values per row, {K} classes"
              f"{' (one-vs-rest in one pass)' if K > 2 else ''}; T = {T}, r = {r}, {ranks} ranks",
              "memory per rank (worst case at T):",
              f"  data shard        {_size(shard)}  ({rows} rows)",
              f"  support vectors   {_size(table)}  (up to {entries} per rank)",
-             f"  pack work arrays  {_size(work)}",
-             f"  total             {_size(total)}"]
+             f"  pack work arrays  {_size(work)}"]
+    if process is not None:
+        lines.append(f"  the process       {_size(process)}  (Python, numpy, numba, MPI, buffers: measured in the run)")
+    lines.append(f"  total             {_size(total)}" + ("" if process is not None else
+                                                           "  (plus the Python process itself; see --from-run)"))
     warnings = []
     if mem_per_rank is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -93,13 +124,58 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, c
     if total > 0.9 * mem_per_rank:
         warnings.append(f"WARNING: {_size(total)} per rank may not fit in {_size(mem_per_rank)}: use more ranks, "
                         "--dtype float32, or fewer iterations")
-    if calibrate:
-        lines += _time_estimate(path, params, n, T, r, ranks, allreduce_latency)
+    if from_run is not None:
+        rates = rates_of_run(from_run)
+    elif calibrate:
+        rates = _calibrate(path, params, n, T, r)
+    else:
+        return Plan(lines, warnings)
+    pack_bytes = _pack_bytes(r, d, longest, sparse, columns, ranks)
+    lines += _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, pack_bytes)
     return Plan(lines, warnings)
 
 
-def _time_estimate(path, params, n, T, r, ranks, latency):
-    """Lines estimating the run time from a short single-process run on this machine."""
+def _process_bytes(metrics):
+    """A rank's memory besides its shard and table at the end of a measured run (the largest
+    over its ranks), from train metrics; None without them."""
+    try:
+        memory = metrics["memory"]
+        return max(p - s - t for p, s, t in zip(memory["peak_rss_bytes"]["after_training"], memory["shard_bytes"],
+                                                 memory["table_bytes"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _pack_bytes(r, d, longest, sparse, columns, ranks):
+    """Bytes of the pack's two Allreduce buffers (float64): the r drawn rows with labels,
+    then the K x r partial sums, the r(r-1)/2 pair kernels, the r owner slots, one digest
+    slot per rank and two control votes."""
+    rows = r + (r + 2 * r * longest if sparse else r * d)
+    return 8 * rows, 8 * (columns * r + r * (r - 1) // 2 + r + ranks + 2)
+
+
+def rates_of_run(metrics):
+    """``Rates`` from a train metrics dict (``train --metrics-json``), with the table taken to
+    grow linearly from 0 to its final size over the run's packs."""
+    try:
+        seconds, packs, ranks = metrics["seconds"], int(metrics["packs"]), int(metrics["ranks"])
+        r, T, n_sv, m = int(metrics["pack"]), int(metrics["iterations"]), int(metrics["support_vectors"]), \
+            int(metrics["n_samples"])
+        kernel, fixed = float(seconds["kernel_sums"]), float(seconds["sequential_updates"] + seconds["delivery"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PPackError(f"--from-run: not the metrics of a packsvm train run (train --metrics-json): "
+                         f"missing or bad {exc}") from None
+    if packs < 1 or T < 1:
+        raise PPackError(f"--from-run: the run did no packs ({packs}); use a completed training run")
+    growth = n_sv / T
+    sv_rows = sum(min(growth * k * r, m) for k in range(1, packs + 1)) * r / ranks
+    return Rates(kernel / max(sv_rows, 1.0), fixed / packs, growth,
+                 f"measured in a run of {m} rows, T = {T}, {packs} packs on {ranks} ranks "
+                 f"({metrics.get('threads_per_rank', '?')} thread(s) each)")
+
+
+def _calibrate(path, params, n, T, r):
+    """``Rates`` from a short single-process run on this machine."""
     shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(params["dtype"]))
     m = min(n, CALIBRATION_ROWS)
     X, y = shard.float_rows(0, m), shard.y[:m]
@@ -114,21 +190,31 @@ def _time_estimate(path, params, n, T, r, ranks, latency):
     seconds = time.perf_counter() - start
     info = calibration.training_
     kernel = info["seconds"]["kernel_sums"]
-    packs = info["packs"]
-    sv_packs = sum(min(calibration.n_support_ * k / packs, m) for k in range(1, packs + 1))
-    per_sv = kernel / max(sv_packs, 1.0)
-    fixed = (seconds - kernel) / packs
-    growth = calibration.n_support_ / info["iterations"]  # support vectors per iteration
-    total_packs = math.ceil(T / r)
-    kernel_total = sum(min(growth * k * r, n) for k in range(1, total_packs + 1)) * per_sv / ranks
-    comm_total = total_packs * 2 * latency * max(1.0, math.log2(ranks))
-    estimate = kernel_total + total_packs * fixed + comm_total
-    return [f"time (calibrated on {m} rows, {info['iterations']} iterations on this machine):",
-            f"  {per_sv * 1e9:.0f} ns per support vector per pack, {fixed * 1e3:.2f} ms fixed per pack, "
-            f"{growth:.2f} new support vectors per iteration",
-            f"  estimate {_seconds(estimate)} = kernel sums {_seconds(kernel_total)} + pack overhead "
-            f"{_seconds(total_packs * fixed)} + communication {_seconds(comm_total)} "
-            f"({latency * 1e6:.0f} us per Allreduce x log2(ranks))"]
+    packs, r_run = info["packs"], int(sample.get("pack", r))
+    sv_rows = sum(min(calibration.n_support_ * k / packs, m) for k in range(1, packs + 1)) * r_run
+    return Rates(kernel / max(sv_rows, 1.0), (seconds - kernel) / packs, calibration.n_support_ / info["iterations"],
+                 f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
+
+
+def _time_lines(rates, n, T, r, ranks, latency, bandwidth, pack_bytes):
+    """Lines estimating a run's time per pack and in total from measured ``rates``."""
+    packs = math.ceil(T / r)
+    kernel_total = sum(min(rates.growth * k * r, n) for k in range(1, packs + 1)) * r * rates.per_sv_row / ranks
+    hops = max(1.0, math.log2(ranks))
+    per_pack_comm = sum(latency * hops + 2 * b / bandwidth for b in pack_bytes)
+    comm_total = packs * per_pack_comm
+    estimate = kernel_total + packs * rates.fixed_per_pack + comm_total
+    last_pack_kernel = min(rates.growth * T, n) / ranks * r * rates.per_sv_row
+    return [f"time ({rates.source}):",
+            f"  {rates.per_sv_row * 1e9:.2f} ns per support vector and row, {rates.fixed_per_pack * 1e3:.2f} ms "
+            f"of replay and delivery per pack, {rates.growth:.3f} new support vectors per iteration "
+            f"(about {min(rates.growth * T, n):.0f} at the end)",
+            f"  per pack: kernel sums up to {_seconds(last_pack_kernel)} (the last pack), replay and delivery "
+            f"{_seconds(rates.fixed_per_pack)}, communication {_seconds(per_pack_comm)} "
+            f"(2 Allreduce of {pack_bytes[0] / 1e3:.0f} + {pack_bytes[1] / 1e3:.0f} kB)",
+            f"  estimate {_seconds(estimate)} for {packs} packs = kernel sums {_seconds(kernel_total)} + replay and "
+            f"delivery {_seconds(packs * rates.fixed_per_pack)} + communication {_seconds(comm_total)} "
+            f"({latency * 1e6:.0f} us x log2(ranks) + 2 x bytes / {bandwidth / 1e9:g} GB/s per Allreduce)"]
 
 
 def _physical_memory():
@@ -146,4 +232,6 @@ def _size(n):
 
 
 def _seconds(s):
+    if s < 0.1:
+        return f"{s * 1e3:.2f} ms"
     return f"{s / 3600:.1f} h" if s >= 3600 else (f"{s / 60:.1f} min" if s >= 60 else f"{s:.1f} s")
