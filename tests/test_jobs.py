@@ -6,6 +6,7 @@ plays one outcome (model written, stopped by SIGTERM, killed, failed, or the rea
 command on one rank), so the requeue logic is tested too. Neither SLURM nor an MPI
 launcher is needed.
 """
+import gzip
 import json
 import re
 import shlex
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once und
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 SCRIPTS = sorted(JOBS.glob("*.sbatch"))
 JOB_ID = "4242"
-TRAINING = ["mnist8m_class_vs_rest.sbatch", "sweep_array.sbatch", "two_node_example.sbatch"]
+TRAINING = ["mnist8m.sbatch", "sweep_array.sbatch", "two_node_example.sbatch"]
 
 # What the stand-ins do; STUB_MODE picks srun's outcome.
 STUB = r'''
@@ -46,6 +47,7 @@ def value(flag):
 
 
 mode = os.environ.get("STUB_MODE", "done")
+at = next(i for i in range(len(argv) - 1) if argv[i:i + 2] == ["-m", "ppack"])
 if mode == "run":  # the real command, on one rank, with the package's own numba cache
     command = argv[next(i for i, a in enumerate(argv) if not a.startswith("-")):]
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
@@ -53,7 +55,12 @@ if mode == "run":  # the real command, on one rank, with the package's own numba
 if mode == "usr1":  # SLURM's --signal=B:USR1 reaches the batch shell while srun runs
     os.kill(os.getppid(), signal.SIGUSR1)
 if mode in ("done", "usr1"):
-    if value("--output"):  # predict: decision = the +-1 label of the row, so the vote is exact
+    if argv[at + 2] == "data":  # data KIND OUTPUT... --options: placeholder output files
+        for path in argv[at + 4:]:
+            if path.startswith("--"):
+                break
+            open(path, "w").write("data")
+    elif value("--output"):  # predict: decision = the +-1 label of the row, so the vote is exact
         import h5py, numpy as np
         with h5py.File(value("--data"), "r") as f:
             y = f["y"][...]
@@ -67,6 +74,25 @@ elif mode == "killed":
 elif mode == "fail":
     sys.exit(1)
 '''
+
+
+def write_idx_source(folder, n_train, n_test, seed):
+    """A folder with tiny stand-ins for the official MNIST IDX files (gzipped): images of a
+    bright square whose place is the digit, labels 0..9. Returns the training labels."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(10, size=n).astype(np.uint8)
+        images = np.zeros((n, 28, 28), dtype=np.uint8)
+        for image, label in zip(images, labels):
+            i, j = 4 + 7 * (label % 3), 4 + 6 * (label // 3)
+            image[i:i + 6, j:j + 5] = 255
+        for kind, array in (("images-idx3-ubyte", images), ("labels-idx1-ubyte", labels)):
+            header = bytes([0, 0, 8, array.ndim]) + np.array(array.shape, dtype=">u4").tobytes()
+            (folder / f"{prefix}-{kind}.gz").write_bytes(gzip.compress(header + array.tobytes()))
+        if prefix == "train":
+            train_labels = labels
+    return train_labels
 
 
 def make_digits(path, n, labels, seed):
@@ -107,12 +133,21 @@ def job(tmp_path):
     return run
 
 
-def ppack_args(call):
-    """The arguments after ``python -m ppack`` in a recorded srun command line."""
+def python_at(call):
     argv = call["argv"]
     at = next(i for i in range(len(argv) - 1) if argv[i:i + 2] == ["-m", "ppack"])
     assert argv[at - 1] == sys.executable, argv  # $PYTHON, as the job sets it
-    return argv[at + 2:]
+    return at - 1
+
+
+def ppack_args(call):
+    """The arguments after ``python -m ppack`` in a recorded srun command line."""
+    return call["argv"][python_at(call) + 3:]
+
+
+def srun_options(call):
+    """srun's own options in a recorded srun command line."""
+    return call["argv"][:python_at(call)]
 
 
 def array_range(script):
@@ -128,11 +163,11 @@ def function_text(script, name):
 
 
 def test_every_ppack_command_site_is_exercised_below():
-    """The tests below run each script's one ppack command line (``"$PYTHON" -m ppack``;
-    ``python -m ppack`` appears only in comments and messages); a new script or a second
+    """The tests below run each of the scripts' ppack command lines (``"$PYTHON" -m ppack``;
+    ``python -m ppack`` appears only in comments and messages); a new script or another
     command line in one must come with its own test."""
-    sites = {p.name: re.findall(r'"\$PYTHON" -m ppack (\w+)', p.read_text()) for p in SCRIPTS}
-    assert sites == {"mnist8m_class_vs_rest.sbatch": ["train"], "predict.sbatch": ["predict"],
+    sites = {p.name: re.findall(r'"\$PYTHON" -m ppack (data \w+|\w+)', p.read_text()) for p in SCRIPTS}
+    assert sites == {"mnist8m.sbatch": ["data mnist8m", "data mnist", "train"], "predict.sbatch": ["predict"],
                      "sweep_array.sbatch": ["train"], "two_node_example.sbatch": ["train"]}
 
 
@@ -159,8 +194,9 @@ def check_calls(calls, threads="3"):
     for call in calls:
         args = ppack_args(call)
         parsed = build_parser().parse_args(args)  # SystemExit (status 2) if argparse rejects it
-        assert call["argv"][0] == f"--cpus-per-task={threads}"
-        assert parsed.threads == int(threads)
+        assert f"--cpus-per-task={threads}" in srun_options(call)
+        if parsed.command != "data":  # data has no --threads; numba reads NUMBA_NUM_THREADS
+            assert parsed.threads == int(threads)
         assert call["env"]["NUMBA_NUM_THREADS"] == call["env"]["OMP_NUM_THREADS"] == threads
         assert Path(call["env"]["NUMBA_CACHE_DIR"]).name == f"numba-cache-{JOB_ID}"
         if parsed.command == "train":
@@ -194,33 +230,102 @@ def test_sweep_rows_and_array_range_agree(rank0_only, job):
     assert proc.returncode == 2 and f"rows 0..{last}" in proc.stderr and not calls
 
 
-def test_mnist8m_commands_and_label_files(rank0_only, job, tmp_path):
-    assert array_range("mnist8m_class_vs_rest.sbatch") == (0, 9)
+def test_mnist8m_command_and_early_exit(rank0_only, job, tmp_path):
+    """The ten-class job with the default paths: DATA and TEST go to train unchanged."""
+    data = tmp_path / "home" / "ppack-data"
+    data.mkdir(parents=True)
+    for name in ("mnist8m.h5", "mnist.t.h5"):  # the stand-in srun reads neither
+        (data / name).write_text("data")
+    proc, calls, requeues = job("mnist8m.sbatch")
+    assert proc.returncode == 0, proc.stderr
+    (args,) = check_calls(calls)
+    out = tmp_path / "home" / "ppack-runs" / "mnist8m"
+    assert (args.data, args.test) == (str(data / "mnist8m.h5"), str(data / "mnist.t.h5"))
+    assert (args.model, args.checkpoint) == (str(out / "mnist8m.model.h5"), str(out / "mnist8m.checkpoint.h5"))
+    assert (args.kernel, args.gamma, args.sigma, args.epochs, args.pack) == ("rbf", 0.02, 1e-6, 0.125, 100)
+    assert srun_options(calls[0]) == ["--cpus-per-task=3", "--kill-on-bad-exit=1"]  # the whole allocation
+    assert requeues == [] and "model written to" in proc.stdout
+    assert list((out / "data").iterdir()) == []  # no label files without DIGIT
+    proc, calls, _ = job("mnist8m.sbatch")
+    assert proc.returncode == 0 and "is done" in proc.stdout and not calls  # model exists: nothing to run
+
+
+def test_mnist8m_generates_missing_data(rank0_only, job, tmp_path):
+    source, out = tmp_path / "mnist-idx", tmp_path / "runs"
+    data, test = tmp_path / "new" / "mnist8m.h5", tmp_path / "new-test" / "mnist.t.h5"  # folders absent too
+    proc, calls, requeues = job("mnist8m.sbatch", DATA=str(data), TEST=str(test), OUT=str(out),
+                                MNIST_SOURCE=str(source), ROWS="1234", DATA_SEED="7")
+    assert proc.returncode == 0, proc.stderr
+    generate, originals, train = check_calls(calls)
+    assert (generate.command, generate.kind) == ("data", "mnist8m")
+    assert (generate.output, generate.rows, generate.seed, generate.source) == (str(data), 1234, 7, str(source))
+    assert "--ntasks=1" not in srun_options(calls[0])  # every rank of the allocation generates its share
+    assert (originals.command, originals.kind, originals.source) == ("data", "mnist", str(source))
+    assert (originals.train_output, originals.test_output) == (str(out / "data" / "mnist.train.h5"), str(test))
+    assert {"--nodes=1", "--ntasks=1"} <= set(srun_options(calls[1]))
+    assert (train.command, train.data, train.test) == ("train", str(data), str(test))
+    assert requeues == []
+    # TEST exists now; a new DATA with the defaults: 8,100,000 rows, seed 0
+    data = tmp_path / "new" / "other.h5"
+    proc, calls, _ = job("mnist8m.sbatch", DATA=str(data), TEST=str(test), OUT=str(tmp_path / "runs2"),
+                         MNIST_SOURCE=str(source))
+    assert proc.returncode == 0, proc.stderr
+    generate, train = check_calls(calls)
+    assert (generate.kind, generate.output, generate.rows, generate.seed) == ("mnist8m", str(data), 8100000, 0)
+    assert (train.data, train.test) == (str(data), str(test))
+
+
+def test_mnist8m_without_data_or_source_says_how_to_make_it(rank0_only, job, tmp_path):
+    data, test = tmp_path / "mnist8m.h5", tmp_path / "mnist.t.h5"
+    proc, calls, _ = job("mnist8m.sbatch", DATA=str(data), TEST=str(test), OUT=str(tmp_path / "runs"),
+                         MNIST_SOURCE="")
+    assert proc.returncode == 2 and not calls
+    assert f"DATA={data} does not exist" in proc.stderr and f"TEST={test} does not exist" in proc.stderr
+    assert "python -m ppack convert mnist8m.scale.bz2" in proc.stderr and "--dtype uint8" in proc.stderr
+    assert "set MNIST_SOURCE" in proc.stderr
+    make_digits(test, 10, [1, 2], seed=0)  # only DATA missing
+    proc, calls, _ = job("mnist8m.sbatch", DATA=str(data), TEST=str(test), OUT=str(tmp_path / "runs"))
+    assert proc.returncode == 2 and not calls
+    assert f"DATA={data} does not exist" in proc.stderr and "TEST=" not in proc.stderr
+
+
+def test_mnist8m_digit_mode_label_files(rank0_only, job, tmp_path):
     X, y = make_digits(tmp_path / "train.h5", 120, [0, 3, 9], seed=1)
     make_digits(tmp_path / "test.h5", 40, [0, 3, 9], seed=2)
     out = tmp_path / "runs"
+    common = dict(DATA=str(tmp_path / "train.h5"), TEST=str(tmp_path / "test.h5"), OUT=str(out))
     for digit in (0, 9):
-        proc, calls, requeues = job("mnist8m_class_vs_rest.sbatch", SLURM_ARRAY_TASK_ID=str(digit),
-                                    DATA=str(tmp_path / "train.h5"), TEST=str(tmp_path / "test.h5"), OUT=str(out))
+        proc, calls, requeues = job("mnist8m.sbatch", DIGIT=str(digit), **common)
         assert proc.returncode == 0, proc.stderr
         (args,) = check_calls(calls)
-        assert args.data == f"{out}/data/train.class{digit}.h5" and args.model == f"{out}/class{digit}.model.h5"
-        assert (args.gamma, args.sigma, args.epochs) == (1.0, 1e-6, 0.5)
+        assert args.data == f"{out}/data/train.class{digit}.h5" and args.test == f"{out}/data/test.class{digit}.h5"
+        assert args.model == f"{out}/class{digit}.model.h5" and args.checkpoint == f"{out}/class{digit}.checkpoint.h5"
+        assert (args.gamma, args.sigma, args.epochs) == (0.02, 1e-6, 0.125)
         assert requeues == []
         # the label file: X read through the link equals the source, y is +1 for the digit
         Xb, yb = read_rows(args.data, 0, 120)
         np.testing.assert_array_equal(Xb, X)
         np.testing.assert_array_equal(yb, np.where(y == digit, 1.0, -1.0))
-    proc, calls, _ = job("mnist8m_class_vs_rest.sbatch", SLURM_ARRAY_TASK_ID="0", DATA=str(tmp_path / "train.h5"),
-                         TEST=str(tmp_path / "test.h5"), OUT=str(out))
+    proc, calls, _ = job("mnist8m.sbatch", DIGIT="0", **common)
     assert proc.returncode == 0 and "is done" in proc.stdout and not calls  # model exists: nothing to run
-    proc, calls, _ = job("mnist8m_class_vs_rest.sbatch", SLURM_ARRAY_TASK_ID="5", DATA=str(tmp_path / "train.h5"),
-                         TEST=str(tmp_path / "test.h5"), OUT=str(out))
+    proc, calls, _ = job("mnist8m.sbatch", DIGIT="5", **common)
     assert proc.returncode != 0 and "label 5 is on 0 of 120 rows" in proc.stderr and not calls
+    for bad in ("10", "x", "-1"):
+        proc, calls, _ = job("mnist8m.sbatch", DIGIT=bad, **common)
+        assert proc.returncode == 2 and "DIGIT: expected a digit 0..9" in proc.stderr and not calls
 
 
 def test_predict_commands_and_class_vs_rest_vote(rank0_only, job, tmp_path):
     _, y = make_digits(tmp_path / "test.h5", 50, [1, 3, 7], seed=3)
+    proc, calls, _ = job("predict.sbatch", DATA=str(tmp_path / "test.h5"))  # the ten-class model
+    assert proc.returncode == 0, proc.stderr
+    (args,) = check_calls(calls)
+    runs = tmp_path / "home" / "ppack-runs" / "mnist8m"
+    assert (args.model, args.output) == (str(runs / "mnist8m.model.h5"),
+                                         str(runs / "predict" / "mnist8m.model.decisions.npy"))
+    proc, calls, _ = job("predict.sbatch", MODEL=str(tmp_path / "m.h5"), MODEL_DIR=str(tmp_path / "models"))
+    assert proc.returncode == 2 and "not both" in proc.stderr and not calls
+
     proc, calls, _ = job("predict.sbatch", MODEL=str(tmp_path / "m.h5"), DATA=str(tmp_path / "test.h5"),
                          OUT=str(tmp_path / "single"))
     assert proc.returncode == 0, proc.stderr
@@ -256,7 +361,7 @@ def test_predict_requeues_after_usr1_and_resumes(rank0_only, job, tmp_path):
 def test_requeue_logic_is_the_same_in_every_training_script():
     first = function_text(TRAINING[0], "requeue_unless_done")
     assert all(function_text(s, "requeue_unless_done") == first for s in TRAINING[1:])
-    assert function_text("predict.sbatch", "binarise") == function_text("mnist8m_class_vs_rest.sbatch", "binarise")
+    assert function_text("predict.sbatch", "binarise") == function_text("mnist8m.sbatch", "binarise")
 
 
 @pytest.mark.parametrize("mode, restarts, scontrol_status, status, requeued, message", [
@@ -277,16 +382,55 @@ def test_requeue_decision(rank0_only, job, tmp_path, mode, restarts, scontrol_st
     assert message in proc.stdout + proc.stderr
 
 
-def test_class_vs_rest_end_to_end_with_real_ppack(rank0_only, job, tmp_path):
-    """Train two digits with the mnist8m job and vote with the predict job, running ppack itself."""
+def test_ten_class_job_end_to_end_with_real_ppack(rank0_only, job, tmp_path):
+    """Train one K-class model with the mnist8m job and predict with it, running ppack itself."""
+    make_digits(tmp_path / "train.h5", 240, [1, 4, 8], seed=7)
+    _, y = make_digits(tmp_path / "test.h5", 60, [1, 4, 8], seed=8)
+    out = tmp_path / "runs"
+    proc, calls, requeues = job("mnist8m.sbatch", mode="run", DATA=str(tmp_path / "train.h5"),
+                                TEST=str(tmp_path / "test.h5"), OUT=str(out), SLURM_CPUS_PER_TASK="1",
+                                GAMMA="0.5", SIGMA="1e-2", EPOCHS="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "model written to" in proc.stdout and requeues == []
+    assert (out / "mnist8m.model.h5").is_file() and not list((out / "data").glob("*class*"))
+    proc, calls, _ = job("predict.sbatch", mode="run", SLURM_CPUS_PER_TASK="1", MODEL=str(out / "mnist8m.model.h5"),
+                         DATA=str(tmp_path / "test.h5"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (args,) = check_calls(calls, threads="1")
+    decisions = np.load(out / "predict" / "mnist8m.model.decisions.npy")  # a column per class, then the label
+    assert decisions.shape == (60, 4)
+    np.testing.assert_array_equal(decisions[:, 3], np.array([1.0, 4.0, 8.0])[np.argmax(decisions[:, :3], axis=1)])
+    accuracy = np.mean(decisions[:, 3] == y)
+    assert f"accuracy {100 * accuracy:.2f}%" in proc.stdout
+    assert accuracy > 0.9  # three clusters 3 sigma apart
+
+
+def test_mnist8m_job_generates_its_data_with_real_ppack(rank0_only, job, tmp_path):
+    """MNIST_SOURCE with tiny IDX files: the job writes DATA (originals, then deformed copies)
+    and TEST with ppack itself, then trains on them."""
+    labels = write_idx_source(tmp_path / "idx", n_train=30, n_test=20, seed=9)
+    data, test, out = tmp_path / "data" / "mnist8m.h5", tmp_path / "data" / "mnist.t.h5", tmp_path / "runs"
+    proc, calls, requeues = job("mnist8m.sbatch", mode="run", DATA=str(data), TEST=str(test), OUT=str(out),
+                                MNIST_SOURCE=str(tmp_path / "idx"), ROWS="75", SLURM_CPUS_PER_TASK="1",
+                                EPOCHS="0.5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(calls) == 3 and "model written to" in proc.stdout and requeues == []
+    X, y = read_rows(data, 0, 75)
+    assert X.shape == (75, 784) and 0 <= X.min() and X.max() <= 1
+    np.testing.assert_array_equal(y, labels[np.arange(75) % 30])
+    assert not np.array_equal(X[30:60], X[:30])  # rows past the originals are deformed copies
+    assert read_rows(test, 0, 20)[0].shape == (20, 784)
+
+
+def test_digit_jobs_and_vote_end_to_end_with_real_ppack(rank0_only, job, tmp_path):
+    """Train two digits with DIGIT=k runs of the mnist8m job and vote with the predict job."""
     make_digits(tmp_path / "train.h5", 200, [3, 7], seed=5)
     _, y = make_digits(tmp_path / "test.h5", 60, [3, 7], seed=6)
     out = tmp_path / "runs"
     common = dict(DATA=str(tmp_path / "train.h5"), TEST=str(tmp_path / "test.h5"), OUT=str(out),
                   SLURM_CPUS_PER_TASK="1", GAMMA="0.5", SIGMA="1e-2", EPOCHS="1")
     for digit in (3, 7):
-        proc, calls, requeues = job("mnist8m_class_vs_rest.sbatch", mode="run", SLURM_ARRAY_TASK_ID=str(digit),
-                                    **common)
+        proc, calls, requeues = job("mnist8m.sbatch", mode="run", DIGIT=str(digit), **common)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "model written to" in proc.stdout and requeues == []
     proc, calls, _ = job("predict.sbatch", mode="run", SLURM_CPUS_PER_TASK="1", MODEL_DIR=str(out), CLASSES="3 7",
