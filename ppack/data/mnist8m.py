@@ -24,6 +24,7 @@ from .mnist import PIXEL_SCALE, SIDE, read_split
 ROUND_BYTES = 32 * 2**20
 MAX_ROWS_PER_RANK = 4096
 ROW_BYTES = SIDE * SIDE
+DEFORM_BATCH = 512
 
 
 def generated_rows(images, labels, seed, start, stop):
@@ -32,9 +33,11 @@ def generated_rows(images, labels, seed, start, stop):
     ids = np.arange(start, stop, dtype=np.int64)
     source = ids % len(images)
     X = images[source]
-    fresh = ids >= len(images)
-    if fresh.any():
-        X[fresh] = deformed(X[fresh], seed, ids[fresh])
+    for b0 in range(0, len(ids), DEFORM_BATCH):  # the fields take 12.5 kB a row: a batch at a time
+        batch = slice(b0, b0 + DEFORM_BATCH)
+        fresh = np.flatnonzero(ids[batch] >= len(images)) + b0
+        if len(fresh):
+            X[fresh] = deformed(X[fresh], seed, ids[fresh])
     return X, labels[source].astype(np.float64)
 
 
