@@ -4,6 +4,7 @@ from pathlib import Path
 
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
+from ..packsvm.comm_model import INFINIBAND_EDR
 from ..packsvm.plan import make_plan
 from .options import add_packsvm_options, packsvm_params
 
@@ -19,10 +20,13 @@ def add_parser(sub):
     pl.add_argument("--from-run", default=None, metavar="METRICS_JSON",
                     help="take the time per support vector, replay and growth from a real run's metrics "
                          "(train --metrics-json) instead of a calibration run here")
-    pl.add_argument("--allreduce-latency", type=float, default=50e-6, metavar="SECONDS",
-                    help="assumed latency of one Allreduce at 2 ranks (default 50e-6; grows with log2(ranks))")
-    pl.add_argument("--bandwidth", type=float, default=5e9, metavar="BYTES_PER_S",
-                    help="assumed link bandwidth for the Allreduce model (default 5e9)")
+    pl.add_argument("--allreduce-latency", type=float, default=INFINIBAND_EDR.latency, metavar="SECONDS",
+                    help="latency of one message (alpha) in the Allreduce model: recursive doubling, "
+                         "Rabenseifner or ring, whichever is fastest (default 1e-6, a typical MPI latency "
+                         "on InfiniBand EDR; about 50e-6 for MPI over Gigabit Ethernet)")
+    pl.add_argument("--bandwidth", type=float, default=1 / INFINIBAND_EDR.seconds_per_byte, metavar="BYTES_PER_S",
+                    help="link bandwidth in the Allreduce model, beta = 1 / BANDWIDTH (default 12.5e9, "
+                         "InfiniBand EDR's 100 Gb/s)")
     pl.add_argument("--no-calibration", action="store_true", help="memory only, no calibration run")
     add_packsvm_options(pl)
 

@@ -13,8 +13,10 @@ vectors). Per pack, the kernel sums cost (support vectors / ranks) x the seconds
 support vector and row, with the table growing as measured (support vectors per
 iteration); replay and delivery cost their measured time per pack whatever the rank count.
 Communication on the cluster is modelled, not measured: each of the pack's two Allreduce
-calls costs ``latency x log2(ranks)`` plus ``2 x bytes / bandwidth`` (the bandwidth term of
-a reduce-scatter + allgather Allreduce). Waiting for the slowest rank is not modelled.
+calls costs what ``comm_model.allreduce_seconds`` gives for its bytes on that many ranks,
+with ``allreduce_latency`` the latency of one message (alpha) and ``bandwidth`` the link's
+bytes per second (beta = 1 / bandwidth): the fastest of recursive doubling, Rabenseifner's
+reduce-scatter + allgather and the ring. Waiting for the slowest rank is not modelled.
 Both figures are estimates: the report says which inputs they rest on.
 """
 import math
@@ -32,6 +34,7 @@ from ..data.shard import load_shard
 from ..errors import PPackError
 from ..kernels.ops import DEFAULT_WORK_BYTES
 from ..registry import PACKSVM_PARAMS
+from .comm_model import INFINIBAND_EDR, best_algorithm, pack_bytes, pack_seconds
 from .estimator import PackSVC
 
 # Python dict entry + key object per support vector (bytes), measured on CPython 3.11.
@@ -73,12 +76,13 @@ class Rates:
     source: str
 
 
-def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, calibrate=True, rows=None,
-              from_run=None, bandwidth=5e9):
+def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBAND_EDR.latency, calibrate=True,
+              rows=None, from_run=None, bandwidth=1 / INFINIBAND_EDR.seconds_per_byte):
     """A ``Plan`` for training PackSVC(**params) on ``path`` with ``ranks`` ranks (parameters
     not in ``params`` take their defaults); ``rows``: plan for that many rows like the file's;
     ``from_run``: a train metrics dict whose measured rates replace the calibration run;
-    ``bandwidth``: bytes per second of the cluster's links, for the communication model."""
+    ``allreduce_latency`` (seconds per message) and ``bandwidth`` (bytes per second): the
+    cluster's network, for the communication model (default: ``comm_model.INFINIBAND_EDR``)."""
     params = PackSVC(**params).validate_params()
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
@@ -130,8 +134,8 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=50e-6, c
         rates = _calibrate(path, params, n, T, r)
     else:
         return Plan(lines, warnings)
-    pack_bytes = _pack_bytes(r, d, longest, sparse, columns, ranks)
-    lines += _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, pack_bytes)
+    buffers = pack_bytes(r, d, longest, sparse, columns, ranks)
+    lines += _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers)
     return Plan(lines, warnings)
 
 
@@ -144,14 +148,6 @@ def _process_bytes(metrics):
                                                  memory["table_bytes"]))
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _pack_bytes(r, d, longest, sparse, columns, ranks):
-    """Bytes of the pack's two Allreduce buffers (float64): the r drawn rows with labels,
-    then the K x r partial sums, the r(r-1)/2 pair kernels, the r owner slots, one digest
-    slot per rank and two control votes."""
-    rows = r + (r + 2 * r * longest if sparse else r * d)
-    return 8 * rows, 8 * (columns * r + r * (r - 1) // 2 + r + ranks + 2)
 
 
 def rates_of_run(metrics):
@@ -196,12 +192,14 @@ def _calibrate(path, params, n, T, r):
                  f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
 
 
-def _time_lines(rates, n, T, r, ranks, latency, bandwidth, pack_bytes):
+def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers):
     """Lines estimating a run's time per pack and in total from measured ``rates``."""
     packs = math.ceil(T / r)
     kernel_total = sum(min(rates.growth * k * r, n) for k in range(1, packs + 1)) * r * rates.per_sv_row / ranks
-    hops = max(1.0, math.log2(ranks))
-    per_pack_comm = sum(latency * hops + 2 * b / bandwidth for b in pack_bytes)
+    per_byte = 1.0 / bandwidth
+    per_pack_comm = pack_seconds(buffers, ranks, latency, per_byte)
+    algorithms = " and ".join(best_algorithm(b, ranks, latency, per_byte) for b in buffers) + f" on {ranks} ranks" \
+        if ranks > 1 else "none on 1 rank"
     comm_total = packs * per_pack_comm
     estimate = kernel_total + packs * rates.fixed_per_pack + comm_total
     last_pack_kernel = min(rates.growth * T, n) / ranks * r * rates.per_sv_row
@@ -211,10 +209,11 @@ def _time_lines(rates, n, T, r, ranks, latency, bandwidth, pack_bytes):
             f"(about {min(rates.growth * T, n):.0f} at the end)",
             f"  per pack: kernel sums up to {_seconds(last_pack_kernel)} (the last pack), replay and delivery "
             f"{_seconds(rates.fixed_per_pack)}, communication {_seconds(per_pack_comm)} "
-            f"(2 Allreduce of {pack_bytes[0] / 1e3:.0f} + {pack_bytes[1] / 1e3:.0f} kB)",
+            f"(2 Allreduce of {buffers[0] / 1e3:.0f} + {buffers[1] / 1e3:.0f} kB)",
             f"  estimate {_seconds(estimate)} for {packs} packs = kernel sums {_seconds(kernel_total)} + replay and "
             f"delivery {_seconds(packs * rates.fixed_per_pack)} + communication {_seconds(comm_total)} "
-            f"({latency * 1e6:.0f} us x log2(ranks) + 2 x bytes / {bandwidth / 1e9:g} GB/s per Allreduce)"]
+            f"(Allreduce model: {latency * 1e6:g} us per message, {bandwidth / 1e9:g} GB/s; "
+            f"{algorithms})"]
 
 
 def _physical_memory():
