@@ -40,6 +40,9 @@ with open(os.environ["STUB_LOG"], "a") as log:
     log.write(json.dumps({"tool": tool, "argv": argv, "env": env}) + "\n")
 if tool == "scontrol":
     sys.exit(int(os.environ.get("STUB_SCONTROL_STATUS", "0")))
+if tool == "squeue":  # squeue -h -j ID -o %L: the job's time left
+    print(os.environ.get("STUB_TIME_LEFT", "1:30"))
+    sys.exit(0)
 
 
 def value(flag):
@@ -112,7 +115,7 @@ def job(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "stub.py").write_text(STUB)
-    for tool in ("srun", "scontrol"):
+    for tool in ("srun", "scontrol", "squeue"):
         wrapper = bin_dir / tool
         wrapper.write_text(f'#!/bin/bash\nexec {shlex.quote(sys.executable)} {shlex.quote(str(bin_dir / "stub.py"))} '
                            f'{tool} "$@"\n')
@@ -361,21 +364,29 @@ def test_predict_requeues_after_usr1_and_resumes(rank0_only, job, tmp_path):
 def test_requeue_logic_is_the_same_in_every_training_script():
     first = function_text(TRAINING[0], "requeue_unless_done")
     assert all(function_text(s, "requeue_unless_done") == first for s in TRAINING[1:])
+    left = function_text(TRAINING[0], "seconds_left")
+    assert all(function_text(s, "seconds_left") == left for s in TRAINING[1:])
     assert function_text("predict.sbatch", "binarise") == function_text("mnist8m.sbatch", "binarise")
 
 
-@pytest.mark.parametrize("mode, restarts, scontrol_status, status, requeued, message", [
-    ("done", "0", "0", 0, False, "model written to"),
-    ("stopped", "0", "0", 0, True, "stopped by SIGTERM"),
-    ("killed", "0", "0", 0, True, "killed by SIGTERM"),
-    ("fail", "0", "0", 1, False, "failed with status 1; not requeueing"),
-    ("stopped", "5", "0", 1, False, "already restarted 5 times"),
-    ("stopped", "0", "1", 1, True, "scontrol requeue failed"),
+@pytest.mark.parametrize("mode, restarts, scontrol_status, time_left, status, requeued, message", [
+    ("done", "0", "0", "1:30", 0, False, "model written to"),
+    ("stopped", "0", "0", "1:30", 0, True, "stopped by SIGTERM"),
+    ("killed", "0", "0", "1:30", 0, True, "killed by SIGTERM near the time limit"),
+    ("killed", "0", "0", "04:59", 0, True, "killed by SIGTERM near the time limit"),
+    # far from the limit, 143 is srun ending the ranks after another one failed: no requeue loop
+    ("killed", "0", "0", "05:01", 143, False, "failed with status 143; not requeueing"),
+    ("killed", "0", "0", "1-02:00:00", 143, False, "failed with status 143; not requeueing"),
+    ("killed", "0", "0", "UNLIMITED", 143, False, "failed with status 143; not requeueing"),
+    ("fail", "0", "0", "1:30", 1, False, "failed with status 1; not requeueing"),
+    ("stopped", "5", "0", "1:30", 1, False, "already restarted 5 times"),
+    ("stopped", "0", "1", "1:30", 1, True, "scontrol requeue failed"),
 ])
-def test_requeue_decision(rank0_only, job, tmp_path, mode, restarts, scontrol_status, status, requeued,
+def test_requeue_decision(rank0_only, job, tmp_path, mode, restarts, scontrol_status, time_left, status, requeued,
                           message):
     proc, calls, requeues = job("two_node_example.sbatch", mode=mode, SLURM_RESTART_COUNT=restarts,
-                                STUB_SCONTROL_STATUS=scontrol_status, OUT=str(tmp_path / "out"))
+                                STUB_SCONTROL_STATUS=scontrol_status, STUB_TIME_LEFT=time_left,
+                                OUT=str(tmp_path / "out"))
     assert proc.returncode == status, proc.stderr
     assert len(calls) == 1
     assert requeues == ([["requeue", JOB_ID]] if requeued else [])

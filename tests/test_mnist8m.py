@@ -175,9 +175,10 @@ def test_data_command_writes_a_file_training_reads(tmp_path, rank0_only):  # noq
     out = tmp_path / "m8.h5"
     done = run_ppack(["data", "mnist8m", out, "--rows", "500", "--seed", "2", "--source", source], ranks=2)
     assert done.returncode == 0, done.stderr
-    assert "wrote" in done.stdout and "500 rows" in done.stdout
+    assert "wrote" in done.stdout and "500 rows (the first 40 original)" in done.stdout
     originals = run_ppack(["data", "mnist", tmp_path / "tr.h5", tmp_path / "te.h5", "--source", source], ranks=1)
     assert originals.returncode == 0, originals.stderr
+    assert f"{tmp_path / 'tr.h5'} (40 rows) and {tmp_path / 'te.h5'} (40 rows)" in originals.stdout
     trained = run_ppack(["train", "--data", out, "--test", tmp_path / "te.h5", "--model", tmp_path / "m.h5",
                          "--gamma", "0.02", "--epochs", "1", "--quiet"], ranks=2)
     assert trained.returncode == 0, trained.stderr

@@ -34,9 +34,10 @@ def run(comm, args):
     start = time.perf_counter()
     if args.kind == "mnist":
         check_outputs(comm, {"train_output": args.train_output, "test_output": args.test_output})
-        on_rank0(comm, write_originals, args.train_output, args.test_output, args.source, compression)
-        say(f"wrote {args.train_output} (60000 rows) and {args.test_output} (10000 rows), "
-            f"uint8 pixels with value_scale 1/255, {time.perf_counter() - start:.1f} s")
+        rows = on_rank0(comm, write_originals, args.train_output, args.test_output, args.source, compression)
+        if rows is not None:  # rank 0
+            say(f"wrote {args.train_output} ({rows[0]} rows) and {args.test_output} ({rows[1]} rows), "
+                f"uint8 pixels with value_scale 1/255, {time.perf_counter() - start:.1f} s")
         return
     check_outputs(comm, {"output": args.output})
     last = [start]
@@ -49,7 +50,7 @@ def run(comm, args):
             print(f"  {done}/{args.rows} rows ({100 * done / args.rows:.0f}%), {rate:.0f} rows/s, "
                   f"ETA {(args.rows - done) / rate:.0f} s", flush=True)
 
-    n = write_mnist8m(comm, args.source, args.output, args.rows, args.seed, compression, progress)
+    n, originals = write_mnist8m(comm, args.source, args.output, args.rows, args.seed, compression, progress)
     seconds = time.perf_counter() - start
-    say(f"wrote {args.output}: {n} rows (the first {min(n, 60000)} original), 784 features, uint8 with "
+    say(f"wrote {args.output}: {n} rows (the first {originals} original), 784 features, uint8 with "
         f"value_scale 1/255, seed {args.seed}; {seconds:.1f} s on {comm.Get_size()} ranks ({n / seconds:.0f} rows/s)")

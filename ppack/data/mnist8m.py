@@ -48,17 +48,20 @@ def rows_per_rank(size):
 
 def write_originals(train_path, test_path, source, compression="gzip"):
     """Write the MNIST training and test splits of ``source`` as two data files (uint8 pixels
-    with value_scale 1/255, labels 0..9)."""
+    with value_scale 1/255, labels 0..9). Returns the rows of each: (train, test)."""
+    rows = []
     for split, out in (("train", train_path), ("test", test_path)):
         images, labels = read_split(source, split)
         write_dataset(out, images * PIXEL_SCALE, labels, storage="dense", dtype=np.uint8,
                       compression=compression, value_scale=PIXEL_SCALE)
+        rows.append(len(images))
+    return tuple(rows)
 
 
 def write_mnist8m(comm, source, path, n_rows, seed=0, compression="gzip", on_round=None):
     """Collective: write an ``n_rows``-row mnist8m-style set to ``path`` (atomically) from the
     MNIST training files in the folder ``source``. ``on_round(rows_done)`` is called on
-    rank 0 after each round. Returns the number of rows written."""
+    rank 0 after each round. Returns (rows written, of which originals)."""
     if isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 1:
         raise InputError(f"--rows: expected a whole number >= 1, got {n_rows!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
@@ -109,4 +112,4 @@ def write_mnist8m(comm, source, path, n_rows, seed=0, compression="gzip", on_rou
                 f.close()
             tmp.unlink(missing_ok=True)
         raise
-    return n_rows
+    return n_rows, min(n_rows, len(images))
