@@ -16,6 +16,7 @@ import numpy as np
 
 from ..atomic import temporary_path
 from ..errors import InputError
+from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, chunk, on_rank0, run_collectively
 from .deform import deformed
 from .hdf5 import create_layout, write_dataset
@@ -69,6 +70,7 @@ def write_mnist8m(comm, source, path, n_rows, seed=0, compression="gzip", on_rou
     images, labels = run_collectively(comm, read_split, source, "train")
     rank, size = comm.Get_rank(), comm.Get_size()
     per_round = rows_per_rank(size) * size
+    collectives = Collectives(comm)
     path = Path(path)
     tmp = temporary_path(path)
     opened = []  # rank 0: the open temporary file
@@ -88,17 +90,14 @@ def write_mnist8m(comm, source, path, n_rows, seed=0, compression="gzip", on_rou
         datasets = on_rank0(comm, create)
         for r0 in range(0, n_rows, per_round):
             r1 = min(n_rows, r0 + per_round)
-            counts = [hi - lo for lo, hi in (chunk(r1 - r0, k, size) for k in range(size))]
             lo, hi = chunk(r1 - r0, rank, size)
             X, y = generated_rows(images, labels, seed, r0 + lo, r0 + hi)
-            block_X = np.empty((r1 - r0, ROW_BYTES), dtype=np.uint8) if rank == 0 else None
-            block_y = np.empty(r1 - r0) if rank == 0 else None
-            comm.Gatherv(X, [block_X, [c * ROW_BYTES for c in counts]] if rank == 0 else None, root=0)
-            comm.Gatherv(y, [block_y, counts] if rank == 0 else None, root=0)
+            block_X = collectives.gather_to_root(X.ravel())
+            block_y = collectives.gather_to_root(y)
             error = None
             if rank == 0:
                 try:
-                    datasets["X"][r0:r1] = block_X
+                    datasets["X"][r0:r1] = block_X.reshape(r1 - r0, ROW_BYTES)
                     datasets["y"][r0:r1] = block_y
                     if on_round is not None:
                         on_round(r1)
