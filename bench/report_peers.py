@@ -289,7 +289,7 @@ ppack at T = E m for E in {', '.join(next(iter(second.values()))['ppack'])}, wit
 objective sigma/2 ||w||^2 + mean hinge taken exactly (`objective=True`: the averaged model's
 norm and the hinge over every training row). LIBSVM's line is its optimum of the same
 objective with a bias term (its printed dual objective, scaled by 1/(C m)), so it is a lower
-reference, not the same problem. Nystroem points are those of experiment 1's maps.
+reference, not the same problem. Nystroem points: experiment 1's maps, fitted again here.
 
 {curves_markdown(second)}
 

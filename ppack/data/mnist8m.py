@@ -12,6 +12,7 @@ of rows whatever N is, and every other rank one slice.
 """
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from ..atomic import temporary_path
@@ -76,8 +77,6 @@ def write_mnist8m(comm, source, path, n_rows, seed=0, compression="gzip", on_rou
     opened = []  # rank 0: the open temporary file
 
     def create():
-        import h5py
-
         opened.append(h5py.File(tmp, "w"))
         return create_layout(opened[0], n_rows, ROW_BYTES, "dense", np.uint8, value_scale=PIXEL_SCALE,
                              compression=compression)
