@@ -35,7 +35,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import clean_mpi_env, make_problem, run_ppack
+from conftest import WORLD, clean_mpi_env, make_problem, run_ppack
 
 pytestmark = pytest.mark.usefixtures("rank0_only")  # serial, minutes long, one SLURM: once under MPI
 
@@ -66,6 +66,12 @@ def _slurm_unavailable():
     if nodes.returncode != 0 or not states & {"idle", "mixed", "allocated", "completing"}:
         return f"SLURM has no usable node (sinfo: {' '.join(states) or nodes.stderr.strip()}); {hint}"
     return None
+
+
+# Asked once, by world rank 0 for every rank (so that all ranks skip or run alike): the
+# module's tests run where a controller answers and are skipped with the reason elsewhere.
+UNAVAILABLE = WORLD.bcast(_slurm_unavailable() if WORLD.Get_rank() == 0 else None, root=0)
+pytestmark = [pytestmark, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
 
 class Slurm:
@@ -176,11 +182,7 @@ def restarts(job):
 
 @pytest.fixture
 def slurm(rank0_only, tmp_path_factory):
-    """The SLURM to submit to (skips without one); cancels the test's unfinished jobs after it."""
-    if "unavailable" not in _memo:
-        _memo["unavailable"] = _slurm_unavailable()
-    if _memo["unavailable"]:
-        pytest.skip(_memo["unavailable"])
+    """The SLURM to submit to; cancels the test's unfinished jobs after it."""
     if "slurm" not in _memo:
         _memo["slurm"] = Slurm(tmp_path_factory.mktemp("real-slurm"))
     cluster = _memo["slurm"]
