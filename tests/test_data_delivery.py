@@ -55,7 +55,19 @@ def test_rows_are_padded_to_a_models_width(sparse):
     block, X, _, ids, _ = delivered(MPI.COMM_SELF, sparse, np.float64, n_features=10)
     assert block.n_features == 10
     taken = block.take(list(range(block.n_rows)))
-    taken = taken.toarray() if sp.issparse(taken) else taken
+    if isinstance(taken, tuple):  # a CSR triple
+        taken = sp.csr_matrix(taken[::-1], shape=(block.n_rows, 10)).toarray()
     expected = np.zeros((len(ids), 10))
     expected[:, :X.shape[1]] = X.toarray()[ids] if sparse else X[ids]
     np.testing.assert_array_equal(taken, expected)
+
+
+@pytest.mark.parametrize("rows", [[3, 0, 3], [], [5]])
+def test_take_of_a_sparse_block_gives_the_rows_as_csr(rows):
+    """``take`` builds the CSR triple of the chosen rows (repeats and none included) with numpy alone."""
+    block, X, _, ids, _ = delivered(MPI.COMM_SELF, True, np.float64)
+    indptr, indices, values = block.take(rows)
+    expected = sp.csr_matrix(X)[ids][rows] if rows else sp.csr_matrix((0, X.shape[1]))
+    np.testing.assert_array_equal(indptr, expected.indptr)
+    np.testing.assert_array_equal(indices, expected.indices)
+    np.testing.assert_array_equal(values, expected.data)

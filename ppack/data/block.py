@@ -40,10 +40,18 @@ class RowBlock:
         return indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
 
     def take(self, rows):
-        """Rows ``rows`` (list of positions) as a dense array or a scipy CSR matrix."""
+        """Rows ``rows`` (list of positions) as a dense array or a CSR triple
+        ``(indptr, indices, values)`` (built with numpy alone: it runs once per pack)."""
         if self.dense is not None:
             return self.dense[rows]
-        return sp.csr_matrix(self.csr[::-1], shape=(self.n_rows, self.n_features))[rows]
+        indptr, indices, values = self.csr
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, lengths = indptr[rows], indptr[rows + 1] - indptr[rows]
+        out_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=out_indptr[1:])
+        # position of every taken nonzero in the block: its row's start plus its rank in the row
+        at = np.repeat(starts - out_indptr[:-1], lengths) + np.arange(out_indptr[-1])
+        return out_indptr, indices[at], values[at]
 
     def transposed(self, start, stop):
         """Dense float64 array (n_features, stop - start): rows start..stop-1 as columns."""

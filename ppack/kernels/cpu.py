@@ -328,19 +328,41 @@ def csr_pair_kernels(indptr, indices, values, norms, left, right,
 
 
 @njit(cache=True)
-def dense_pair_kernels(X, norms, left, right, kind, gamma, coef0, degree, offset, out):
-    """out[q] = K(X[left[q]], X[right[q]]) + offset for rows of a small dense block X (r, d)."""
+def dense_pair_kernels(X, XT, norms, left, right, kind, gamma, coef0, degree, offset, out):
+    """out[q] = K(X[left[q]], X[right[q]]) + offset for rows of a small dense block X (r, d).
+
+    XT (d, r): X transposed, contiguous. For each run of equal ``left`` (the upper
+    triangle's order) the reductions against every ``right`` of the run are accumulated
+    together, one feature at a time, vectorised over the right rows; each pair still sums
+    its features in order 0..d-1 with separate multiplies and adds, so a pair's value does
+    not depend on which pairs it was computed with (nor on how ranks split the pairs).
+    """
     d = X.shape[1]
-    for q in range(left.shape[0]):
-        a, b = left[q], right[q]
-        z = 0.0
-        if kind == LAPLACIAN:
-            for f in range(d):
-                va, vb = X[a, f], X[b, f]
-                z += abs(va) + abs(vb) - abs(va - vb)
-        else:
-            for f in range(d):
-                z += X[a, f] * X[b, f]
-        out[q] = _kernel_scalar(kind, z, norms[a], norms[b], gamma, coef0, degree) + offset
+    n = left.shape[0]
+    acc = np.empty(X.shape[0])
+    q0 = 0
+    while q0 < n:
+        a = left[q0]
+        q1 = q0
+        lo = hi = right[q0]
+        while q1 < n and left[q1] == a:
+            lo, hi = min(lo, right[q1]), max(hi, right[q1])
+            q1 += 1
+        z = acc[lo:hi + 1]  # z[k] is the reduction of row a with row lo + k
+        z[:] = 0.0
+        m = z.shape[0]
+        for f in range(d):
+            va = X[a, f]
+            xt = XT[f, lo:hi + 1]
+            if kind == LAPLACIAN:
+                for k in range(m):  # indices from range(m) are known >= 0: the loop vectorises
+                    z[k] += abs(va) + abs(xt[k]) - abs(va - xt[k])
+            else:
+                for k in range(m):
+                    z[k] += va * xt[k]
+        for q in range(q0, q1):
+            b = right[q]
+            out[q] = _kernel_scalar(kind, z[b - lo], norms[a], norms[b], gamma, coef0, degree) + offset
+        q0 = q1
 
 

@@ -21,6 +21,9 @@ DEFAULT_WORK_BYTES = 64 * 2**20
 # Support vectors per GEMM tile on the dense path: small enough that the tile of dot
 # products is still in cache when the fused kernel pass reads it.
 MAX_TILE_ROWS = 512
+# Pair kernels of a CSR block take the dense path when the block, densified, holds at most
+# this many times its nonzeros.
+DENSE_PAIRS_FILL = 4
 
 
 @functools.lru_cache(maxsize=1)
@@ -119,6 +122,14 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
 def pair_kernels(block, block_norms, left, right, spec, out):
     """out[q] = K(row left[q], row right[q]) + offset for rows of the block."""
     if block.dense is not None:
-        BACKEND.dense_pair_kernels(block.dense, block_norms, left, right, *spec.params(), out)
+        X = block.dense
+        BACKEND.dense_pair_kernels(X, np.ascontiguousarray(X.T), block_norms, left, right, *spec.params(), out)
+        return
+    values = block.csr[2]
+    if block.n_rows * block.n_features <= DENSE_PAIRS_FILL * len(values):
+        # dense enough that the vectorised dense path wins; it adds only exact zeros where a
+        # row has no entry, so the values equal the sparse path's bit for bit
+        XT = block.transposed(0, block.n_rows).astype(values.dtype)
+        BACKEND.dense_pair_kernels(np.ascontiguousarray(XT.T), XT, block_norms, left, right, *spec.params(), out)
     else:
         BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *spec.params(), out)

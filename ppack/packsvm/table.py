@@ -89,10 +89,10 @@ class SupportVectorTable:
 
     def insert_many(self, keys, coef, X, norms, avg=None):
         """New entries: keys and norms (k,), coef (k,) or (k, n_columns), X dense (k, d) or
-        scipy CSR with k rows; for averaged tables ``avg`` as coef (zeros if None)."""
+        scipy CSR or a CSR triple with k rows; for averaged tables ``avg`` as coef (zeros if None)."""
         k = len(keys)
         if self.sparse:
-            indptr, indices, values = X.indptr, X.indices, X.data
+            indptr, indices, values = X if isinstance(X, tuple) else (X.indptr, X.indices, X.data)
             self._grow(self.n + k, len(indices))
             a = self._indptr[self.n]
             self._indices[a:a + len(indices)] = indices
