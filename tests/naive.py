@@ -29,7 +29,7 @@ def kernel_sums(A, B, coef, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
 
 
 def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0, weights=None,
-                    average=False):
+                    average=False, step=1.0):
     """S-packSVM exactly as Figure 1 states it, with w kept as plain coefficients.
 
     No scale trick, no packing: w = sum_j alpha_j phi(x_j); every iteration predicts from
@@ -37,6 +37,7 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
     ``weights`` (n,): row weights on the hinge loss: the step is weights[i] times larger and
     the ball's squared radius is max(weights) / sigma. ``average``: return the averaged
     iterate sum_t a_t alpha_t / sum_t a_t, a_t = t (t + 1) (t + 2), instead of the last.
+    ``step``: c of the step c / (sigma (t + c - 1)) (1: Figure 1's 1 / (sigma t)).
     Returns (alpha by row id, list of the predictions each iteration tested).
     """
     weights = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
@@ -48,9 +49,9 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
     for t, i in enumerate(ids, start=1):
         prediction = alpha @ K[:, i]
         tested.append(prediction)
-        alpha *= 1.0 - 1.0 / t
+        alpha *= 1.0 - step / (t + step - 1.0)
         if y[i] * prediction < 1:
-            alpha[i] += weights[i] * y[i] / (sigma * t)
+            alpha[i] += step * weights[i] * y[i] / (sigma * (t + step - 1.0))
         norm = alpha @ K @ alpha
         if norm > radius2:
             alpha *= np.sqrt(radius2 / norm)

@@ -28,13 +28,14 @@ def w_coefficients(model):
 
 @pytest.mark.parametrize("name", ["rbf", "laplacian", "poly", "linear"])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_packed_equals_unpacked_reference(name, sparse):
+@pytest.mark.parametrize("step", [1.0, 0.5, 0.1])
+def test_packed_equals_unpacked_reference(name, sparse, step):
     X, y = make_problem(120, 6, sparse=sparse, seed=1)
     params = {"kernel": name, "gamma": 0.3, "degree": 2, "coef0": 1.0, "sigma": 0.02, "iterations": 450,
-              "pack": 64}
+              "pack": 64, "step": step}
     model = fitted(X, y, **params)
     ids = RowSampler(120, 3).take(450)
-    expected, _ = spack_reference(X, y, 0.02, ids, name, 0.3, 2, 1.0)
+    expected, _ = spack_reference(X, y, 0.02, ids, name, 0.3, 2, 1.0, step=step)
     got = w_coefficients(model)
     assert set(got) == set(expected)
     keys = sorted(expected)
@@ -117,9 +118,9 @@ def test_exactly_two_allreduce_calls_per_pack(sparse):
     assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 5}
 
 
-def reference_decisions(X, y, sigma, ids, gamma):
+def reference_decisions(X, y, sigma, ids, gamma, step):
     """Decision values on X of the unpacked reference after the iterations ``ids`` (rbf kernel)."""
-    alpha, tested = spack_reference(X, y, sigma, ids, "rbf", gamma)
+    alpha, tested = spack_reference(X, y, sigma, ids, "rbf", gamma, step=step)
     assert np.isfinite(tested).all() and np.isfinite(list(alpha.values())).all()
     keys = sorted(alpha)
     return kernel_matrix(X, X[keys], "rbf", gamma) @ np.array([alpha[k] for k in keys])
@@ -136,7 +137,7 @@ def test_tiny_sigma_packed_equals_unpacked_reference(sigma, pack, rank0_only):
     X, y = make_problem(300, 6, seed=5)
     iterations = pack + pack // 2  # a full pack, then a partial one on top of the folded table
     model = fitted(X, y, sigma=sigma, iterations=iterations, pack=pack, seed=8)
-    expected = reference_decisions(X, y, sigma, RowSampler(300, 8).take(iterations), 0.2)
+    expected = reference_decisions(X, y, sigma, RowSampler(300, 8).take(iterations), 0.2, model.step)
     got = model.decision_function(X)
     assert np.isfinite(got).all() and np.isfinite(model.table_.coef).all() and np.isfinite(model.scale_)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
@@ -240,7 +241,8 @@ def test_weighted_rows_equal_the_unpacked_weighted_reference(sparse):
     sample = np.random.default_rng(3).uniform(0.5, 2.0, size=150)
     model = fitted(X, y, sigma=0.02, iterations=450, pack=64, class_weight={1: 3.0}, sample_weight=sample)
     weights = sample * np.where(y == 1, 3.0, 1.0)
-    expected, _ = spack_reference(X, y, 0.02, RowSampler(150, 3).take(450), "rbf", 0.2, weights=weights)
+    expected, _ = spack_reference(X, y, 0.02, RowSampler(150, 3).take(450), "rbf", 0.2, weights=weights,
+                                  step=model.step)
     got = w_coefficients(model)
     assert set(got) == set(expected)
     keys = sorted(expected)
@@ -279,7 +281,8 @@ def test_averaged_iterate_equals_the_unpacked_references_average(sparse, sigma, 
     falls by many orders of magnitude without a fold (sigma = 1e-5, T = 4000)."""
     X, y = make_problem(150, 6, sparse=sparse, seed=5)
     model = fitted(X, y, sigma=sigma, iterations=T, pack=pack, average=True)
-    expected, _ = spack_reference(X, y, sigma, RowSampler(150, 3).take(T), "rbf", 0.2, average=True)
+    expected, _ = spack_reference(X, y, sigma, RowSampler(150, 3).take(T), "rbf", 0.2, average=True,
+                                  step=model.step)
     got = w_coefficients(model)
     assert set(got) == set(expected)
     keys = sorted(expected)

@@ -9,7 +9,8 @@ from conftest import make_problem
 from naive import kernel_matrix, spack_reference
 
 
-def test_replay_tests_the_same_predictions_as_the_reference():
+@pytest.mark.parametrize("step", [1.0, 0.5])
+def test_replay_tests_the_same_predictions_as_the_reference(step):
     """Each iteration's hinge test sees the prediction the unpacked algorithm computes from scratch.
 
     With this small sigma most steps project, so a missing or wrong rescale of the pack's
@@ -18,11 +19,11 @@ def test_replay_tests_the_same_predictions_as_the_reference():
     X, y = make_problem(60, 5, seed=2)
     sigma, r = 1e-3, 60
     ids = RowSampler(60, 0).take(r)
-    _, tested = spack_reference(X, y, sigma, ids, "rbf", 0.4)
+    _, tested = spack_reference(X, y, sigma, ids, "rbf", 0.4, step=step)
     K = kernel_matrix(X[ids], X[ids], "rbf", 0.4)
     pred = np.zeros(r)
     coef, loss = np.empty(r), np.empty(r)
-    _, _, projections = replay_pack(y[ids], pred, K, 0, 1.0, 0.0, sigma, coef, loss)
+    _, _, projections = replay_pack(y[ids], pred, K, 0, 1.0, 0.0, sigma, coef, loss, step=step)
     assert projections > r // 2
     np.testing.assert_allclose(pred, tested, rtol=1e-10, atol=1e-12)
 
@@ -59,16 +60,17 @@ def test_first_iteration_resets_w():
 
 
 @pytest.mark.parametrize("sigma", [1e-7, 1e-9, 1e-11])
-def test_tiny_sigma_pack_folds_the_scale_into_its_coefficients(sigma):
+@pytest.mark.parametrize("step", [1.0, 0.5])
+def test_tiny_sigma_pack_folds_the_scale_into_its_coefficients(sigma, step):
     """With a tiny sigma nearly every step projects by ~sqrt(sigma) t, so the scale of one pack
     would underflow: the replay folds it into the pack's coefficients and w stays exact."""
     X, y = make_problem(80, 5, seed=4)
     r = 400
     ids = RowSampler(80, 1).take(r)
-    expected, tested = spack_reference(X, y, sigma, ids, "rbf", 0.4)
+    expected, tested = spack_reference(X, y, sigma, ids, "rbf", 0.4, step=step)
     K = kernel_matrix(X[ids], X[ids], "rbf", 0.4)
     pred, coef, loss = np.zeros(r), np.empty(r), np.empty(r)
-    s, norm, _ = replay_pack(y[ids], pred, K, 0, 1.0, 0.0, sigma, coef, loss)
+    s, norm, _ = replay_pack(y[ids], pred, K, 0, 1.0, 0.0, sigma, coef, loss, step=step)
     assert np.isfinite(tested).all() and all(np.isfinite(v) for v in expected.values())
     assert np.isfinite(coef).all() and np.isfinite(s) and s > 0 and np.isfinite(norm)
     np.testing.assert_allclose(pred, tested, rtol=1e-9, atol=1e-12)

@@ -74,8 +74,9 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1, max_weight=1.0, validation=None, average=False):
+                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0):
         self.comm = comm
+        self.step = float(step)
         self.average = bool(average)
         self.validation = validation
         self.max_weight = float(max_weight)
@@ -147,7 +148,7 @@ class PackedSolver:
             ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec,
                              buf[:n_pred].reshape(Q, r), self.work_bytes)
             ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf[n_pred + lo:n_pred + hi])
-            buf[n_pred + n_pairs:slots] = [rank + 1 if table.slot_of(key) >= 0 else 0 for key in ids]
+            buf[n_pred + n_pairs:slots] = table.holds(ids) * (rank + 1)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
                 time.monotonic() - last_checkpoint >= checkpointing.every_seconds
@@ -175,7 +176,7 @@ class PackedSolver:
                     state.scale[c], state.norm[c], projections = replay_pack(
                         signs[c], pred[c], pair, state.iteration, state.scale[c], state.norm[c], self.sigma,
                         coef[c], loss[c], fold[c], block.weight, self.max_weight,
-                        None if average is None else average[c])
+                        None if average is None else average[c], self.step)
                 except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                     raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
                 stats.projections += projections
@@ -213,9 +214,9 @@ class PackedSolver:
     def _divergence_message(self, exc, problem=None):
         where = "" if problem is None else f" in the one-vs-rest problem of class number {problem}"
         return (f"training diverged at iteration {exc.iteration}{where} (sigma={self.sigma:g}, pack={self.pack}): "
-                f"{exc.what} is {exc.value}; each step adds 1/(sigma t) times a kernel row, and with this sigma "
-                f"or these kernel values the numbers leave the float range: use a larger sigma (a smaller C), "
-                f"or scale the features (or gamma) so that kernel values stay moderate")
+                f"{exc.what} is {exc.value}; each step adds c/(sigma (t + c - 1)) times a kernel row, and with "
+                f"this sigma or these kernel values the numbers leave the float range: use a larger sigma (a "
+                f"smaller C), or scale the features (or gamma) so that kernel values stay moderate")
 
     @staticmethod
     def _check_agreement(digests, iteration, packs):

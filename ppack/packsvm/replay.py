@@ -1,12 +1,14 @@
 """The r sequential updates of a pack, replayed identically on every rank.
 
-Figure 11 of the P-packSVM paper, with its known slips fixed:
-- ||w||^2 (``norm``) is scaled by (1 - 1/t)^2 when w is scaled by (1 - 1/t);
+Figure 11 of the P-packSVM paper, with the step c / (sigma (t + c - 1)) for a constant
+0 < c <= 1 (c = 1 is the paper's 1 / (sigma t)): w is scaled by a = 1 - c / (t + c - 1) =
+(t - 1) / (t + c - 1) before the step, and with its known slips fixed:
+- ||w||^2 (``norm``) is scaled by a^2 when w is scaled by a;
 - the cross term of the norm update uses the prediction of the *scaled* w;
 - at t = 1 (decided by the iteration number, never by the scale's value) the factor is 0:
   w is reset to 0, recorded as a fold by 0, and s restarts at 1;
 - after a projection the remaining predictions of the pack are rescaled by the
-  projection factor 1/sqrt(sigma * norm), not by (1 - 1/t).
+  projection factor 1/sqrt(sigma * norm), not by a.
 
 The scale is folded inside the pack: whenever s falls below ``FOLD_BELOW`` the pack's
 coefficients added so far are multiplied by s, s restarts at 1, and the fold is recorded;
@@ -20,11 +22,11 @@ import numpy as np
 from numba import njit
 
 # s is folded when it ends an iteration below 2^-500 (about 3e-151). Why this is safe:
-# an iteration starts with FOLD_BELOW <= s <= 1 and multiplies s by a = 1 - 1/t >= 1/2
-# (t >= 2), then by at most one projection factor 1/sqrt(sigma * norm) >= 1/sqrt(sigma *
+# an iteration starts with FOLD_BELOW <= s <= 1 and multiplies s by a = 1 - c / (t + c - 1)
+# >= 1/2 (t >= 2, c <= 1), then by at most one projection factor 1/sqrt(sigma * norm) >= 1/sqrt(sigma *
 # DBL_MAX), about 7e-155 for sigma <= 1 and a finite norm: s stays above 1e-305, a normal
 # float (no underflow, no loss of digits). The coefficient eta / s is computed with
-# s >= FOLD_BELOW / 2, so |eta / s| <= 2^501 / (sigma t), finite for sigma >= 1e-157; a
+# s >= FOLD_BELOW / 2, so |eta / s| <= 2^501 / (sigma t) (c / (t + c - 1) <= 1 / t), finite for sigma >= 1e-157; a
 # smaller sigma overflows eta^2 K(x, x) in the norm first, which is reported as divergence.
 FOLD_BELOW = 2.0 ** -500
 
@@ -42,7 +44,7 @@ class NonFinite(ArithmeticError):
 
 
 def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0,
-                average_out=None):
+                average_out=None, step=1.0):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
@@ -63,14 +65,14 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     sum_t a_t w_t with a_t = t (t + 1) (t + 2) (``averaging.py``): [k] for k < r, the part of
     the coefficient added at iteration k, in true units (coefficient times scale); [r], the
     factor by which the coefficients v held on entry contribute (sum_t a_t s_t times the folds
-    so far, in the units of v on entry).
+    so far, in the units of v on entry). step: c of the step c / (sigma (t + c - 1)), 0 < c <= 1.
     """
     info = np.zeros(4)
     if average_out is None:
         average_out = np.empty(0)
     weight = np.ones(len(y)) if weight is None else weight
     s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
-                                   float(max_weight), average_out)
+                                   float(max_weight), average_out, float(step))
     if info[2] != 0.0:
         k, code = int(info[2]) - 1, int(info[3])
         value = {1: pred[k], 2: norm, 3: coef_out[k], 4: s}[code]
@@ -81,7 +83,7 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
 
 
 @njit(cache=True)
-def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out):
+def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out, step):
     """The kernel of ``replay_pack``; info (4,) receives the fold's mantissa and exponent, and
     (k + 1, code) of the first non-finite value (0, 0 if none); average_out: (r + 1,) or empty."""
     averaging = average_out.shape[0] > 0
@@ -96,7 +98,7 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
         loss_out[k] = 0.0
     for k in range(r):
         t = t0 + k + 1
-        a = 1.0 - 1.0 / t
+        a = 1.0 - step / (t + step - 1.0)  # with c = 1 exactly the paper's 1 - 1/t
         yk = y[k]
         pk = pred[k]
         if not math.isfinite(pk):
@@ -112,7 +114,7 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
             fold_m, fold_e = 0.0, 0.0
             s = 1.0
         if loss > 0.0:
-            eta = yk * weight[k] / (sigma * t)
+            eta = step * yk * weight[k] / (sigma * (t + step - 1.0))
             norm += 2.0 * eta * a * pk + eta * eta * pair[k, k]
             coef_out[k] = eta / s
             if not math.isfinite(norm):

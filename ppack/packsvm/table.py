@@ -83,6 +83,11 @@ class SupportVectorTable:
         """Slot of ``key`` in this shard, or -1."""
         return self._slots.get(int(key), -1)
 
+    def holds(self, keys):
+        """Whether each of ``keys`` (int64 array) has an entry in this shard: bool array."""
+        slots = self._slots
+        return np.fromiter((key in slots for key in keys.tolist()), dtype=bool, count=len(keys))
+
     def add_to(self, slot, delta):
         """Add ``delta`` (a number, or one per column) to the coefficients of ``slot``."""
         self._coef[slot] += delta
