@@ -205,6 +205,9 @@ PACKSVM_PARAMS = {
     "validation_every": Param(count(none=True), None,
                               "packs between validation evaluations (default: a tenth of an epoch)"),
     "patience": Param(count(), 5, "evaluations without improvement before --validation stops (default 5)"),
+    "sampling": Param(Rule("choice", choices=("epochs", "uniform")), "epochs",
+                      "epochs: each epoch visits every row once, in a fresh random order (default); uniform: "
+                      "independent draws with replacement, as in the paper"),
     "step": Param(real(0.0, 1.0, low_open=True), 0.5,
                   "c in the SGD step c / (sigma (t + c - 1)); 1 is Pegasos' 1 / (sigma t), 0.5 (default) halves "
                   "the early steps: more accurate at T = m on most measured sets, with fewer support vectors"),

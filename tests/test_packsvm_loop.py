@@ -9,7 +9,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack import PackSVC
-from ppack.data.sampler import RowSampler
+from ppack.data.sampler import make_sampler
 from ppack.errors import PPackError
 from ppack.packsvm.state import LossWindows, SolverState, replica_digest
 
@@ -29,12 +29,13 @@ def w_coefficients(model):
 @pytest.mark.parametrize("name", ["rbf", "laplacian", "poly", "linear"])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("step", [1.0, 0.5, 0.1])
-def test_packed_equals_unpacked_reference(name, sparse, step):
+@pytest.mark.parametrize("sampling", ["epochs", "uniform"])
+def test_packed_equals_unpacked_reference(name, sparse, step, sampling):
     X, y = make_problem(120, 6, sparse=sparse, seed=1)
     params = {"kernel": name, "gamma": 0.3, "degree": 2, "coef0": 1.0, "sigma": 0.02, "iterations": 450,
-              "pack": 64, "step": step}
+              "pack": 64, "step": step, "sampling": sampling}
     model = fitted(X, y, **params)
-    ids = RowSampler(120, 3).take(450)
+    ids = make_sampler(sampling, 120, 3).take(450)
     expected, _ = spack_reference(X, y, 0.02, ids, name, 0.3, 2, 1.0, step=step)
     got = w_coefficients(model)
     assert set(got) == set(expected)
@@ -137,7 +138,7 @@ def test_tiny_sigma_packed_equals_unpacked_reference(sigma, pack, rank0_only):
     X, y = make_problem(300, 6, seed=5)
     iterations = pack + pack // 2  # a full pack, then a partial one on top of the folded table
     model = fitted(X, y, sigma=sigma, iterations=iterations, pack=pack, seed=8)
-    expected = reference_decisions(X, y, sigma, RowSampler(300, 8).take(iterations), 0.2, model.step)
+    expected = reference_decisions(X, y, sigma, make_sampler(model.sampling, 300, 8).take(iterations), 0.2, model.step)
     got = model.decision_function(X)
     assert np.isfinite(got).all() and np.isfinite(model.table_.coef).all() and np.isfinite(model.scale_)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
@@ -170,7 +171,7 @@ def test_infinite_kernel_value_stops_training_at_the_iteration_that_meets_it():
     big = 17
     X[big] = 0.0
     X[big, -1] = 1e200  # orthogonal to every other row: prediction 0, so the hinge step adds it
-    ids = RowSampler(60, 3).take(400)
+    ids = make_sampler(PackSVC().sampling, 60, 3).take(400)
     first = int(np.flatnonzero(ids == big)[0]) + 1
     with pytest.raises(PPackError, match=rf"diverged at iteration {first} \(sigma=0.01, pack=50\)"):
         fitted(X, y, kernel="linear", sigma=0.01, pack=50, iterations=400)
@@ -241,8 +242,8 @@ def test_weighted_rows_equal_the_unpacked_weighted_reference(sparse):
     sample = np.random.default_rng(3).uniform(0.5, 2.0, size=150)
     model = fitted(X, y, sigma=0.02, iterations=450, pack=64, class_weight={1: 3.0}, sample_weight=sample)
     weights = sample * np.where(y == 1, 3.0, 1.0)
-    expected, _ = spack_reference(X, y, 0.02, RowSampler(150, 3).take(450), "rbf", 0.2, weights=weights,
-                                  step=model.step)
+    ids = make_sampler(model.sampling, 150, 3).take(450)
+    expected, _ = spack_reference(X, y, 0.02, ids, "rbf", 0.2, weights=weights, step=model.step)
     got = w_coefficients(model)
     assert set(got) == set(expected)
     keys = sorted(expected)
@@ -281,7 +282,7 @@ def test_averaged_iterate_equals_the_unpacked_references_average(sparse, sigma, 
     falls by many orders of magnitude without a fold (sigma = 1e-5, T = 4000)."""
     X, y = make_problem(150, 6, sparse=sparse, seed=5)
     model = fitted(X, y, sigma=sigma, iterations=T, pack=pack, average=True)
-    expected, _ = spack_reference(X, y, sigma, RowSampler(150, 3).take(T), "rbf", 0.2, average=True,
+    expected, _ = spack_reference(X, y, sigma, make_sampler(model.sampling, 150, 3).take(T), "rbf", 0.2, average=True,
                                   step=model.step)
     got = w_coefficients(model)
     assert set(got) == set(expected)

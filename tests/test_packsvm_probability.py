@@ -5,7 +5,7 @@ from mpi4py import MPI
 from scipy.optimize import minimize
 
 from ppack import PackSVC
-from ppack.data.sampler import RowSampler
+from ppack.data.sampler import EpochSampler, RowSampler, held_out
 from ppack.errors import PPackError
 from ppack.packsvm.probability import MIN_ROWS, fit_rows, fit_sigmoid, probabilities
 
@@ -34,15 +34,27 @@ def test_sigmoid_fit_is_the_maximum_likelihood_of_the_regularised_targets():
 
 
 def test_fit_rows_are_the_rows_the_stream_never_drew():
-    ids, fitted_on = fit_rows(1000, 7, 1500)
+    ids, fitted_on = fit_rows(1000, 7, 1500, "uniform")
     drawn = RowSampler(1000, 7).take(1500)
     assert fitted_on == "out-of-bag rows"
     np.testing.assert_array_equal(ids, np.setdiff1d(np.arange(1000), drawn))
     assert 0.15 < len(ids) / 1000 < 0.30  # about exp(-1.5)
-    few, fitted_on = fit_rows(1000, 7, 20000)  # nearly every row drawn: fall back to the training rows
+    few, fitted_on = fit_rows(1000, 7, 20000, "uniform")  # nearly every row drawn: fall back to the training rows
     assert fitted_on == "training rows" and len(few) == 1000 > MIN_ROWS
-    capped, _ = fit_rows(1000, 7, 100, rows=50)
+    capped, _ = fit_rows(1000, 7, 100, "uniform", rows=50)
     assert len(capped) == 50 and np.all(np.diff(capped) > 0)
+
+
+def test_fit_rows_of_epoch_sampling_are_the_rest_of_the_first_epoch_and_the_held_out_rows():
+    ids, fitted_on = fit_rows(1000, 7, 600, "epochs")
+    assert fitted_on == "out-of-bag rows"
+    np.testing.assert_array_equal(ids, np.setdiff1d(np.arange(1000), EpochSampler(1000, 7).take(600)))
+    _, fitted_on = fit_rows(1000, 7, 1000, "epochs")  # a whole epoch: every row was drawn
+    assert fitted_on == "training rows"
+    holdout = (0.3, 7)
+    ids, fitted_on = fit_rows(1000, 7, 3000, "epochs", holdout)  # three epochs, but never the held-out rows
+    assert fitted_on == "out-of-bag rows"
+    np.testing.assert_array_equal(ids, np.flatnonzero(held_out(np.arange(1000), *holdout)))
 
 
 def test_probabilities_are_sigmoids_normalised_over_the_classes():
@@ -66,7 +78,7 @@ def test_models_trained_with_probability_give_calibrated_class_probabilities(mul
     problem = make_multiclass if multiclass else make_problem
     X, y = problem(600, 6, seed=51)
     Xt, yt = problem(600, 6, seed=52)  # held out: confidence is compared with accuracy on unseen rows
-    model = PackSVC(comm=WORLD, gamma=0.3, C=10.0, epochs=1.0, seed=2, probability=True).fit(X, y)
+    model = PackSVC(comm=WORLD, gamma=0.3, C=10.0, epochs=1.0, seed=2, probability=True, sampling="uniform").fit(X, y)
     assert model.training_["probability"]["fitted_on"] == "out-of-bag rows"
     assert 150 < model.training_["probability"]["rows"] < 300  # about exp(-1) of 600
     P = model.predict_proba(Xt)

@@ -1,22 +1,44 @@
 """The shared stream of sampled row ids.
 
 Every rank seeds the same generator, so every rank draws the same ids without talking.
-Ids are drawn in fixed-size blocks and handed out r at a time, so the sequence does not
+Ids are made in fixed-size blocks and handed out r at a time, so the sequence does not
 depend on the pack size r: r = 1 and r = 100 see the same rows in the same order.
+
+Two streams: ``EpochSampler`` (the kernel trainer's default) visits every row once per
+epoch in a fresh random order; ``RowSampler`` draws independently with replacement (the
+paper's sampling), which leaves about exp(-T/m) of the rows never drawn.
 """
 import numpy as np
 
 BLOCK = 8192
+SAMPLINGS = ("epochs", "uniform")
+_MASK64 = (1 << 64) - 1
+
+
+def _mix(x):
+    """The splitmix64 finaliser of a uint64 array (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def held_out(ids, fraction, seed):
     """Whether each row id (int64 array) is in the held-out validation set: a seeded hash of the
     id below ``fraction``, so every rank decides alike without a list of ids."""
-    x = ids.astype(np.uint64) + np.uint64((int(seed) * 0x9E3779B97F4A7C15) & (2**64 - 1))
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    x = x ^ (x >> np.uint64(31))
+    x = _mix(ids.astype(np.uint64) + np.uint64((int(seed) * 0x9E3779B97F4A7C15) & _MASK64))
     return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 < fraction
+
+
+def make_sampler(sampling, n_samples, seed, holdout=None):
+    """The stream ``sampling`` names ("epochs" or "uniform"; see ``SAMPLINGS``)."""
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    return (EpochSampler if sampling == "epochs" else RowSampler)(n_samples, seed, holdout)
+
+
+def sampler_from_state(state, block):
+    """The stream a checkpoint's ``state()`` describes (states without a kind are uniform)."""
+    return (EpochSampler if state.get("kind") == "epochs" else RowSampler).from_state(state, block)
 
 
 class RowSampler:
@@ -57,6 +79,98 @@ class RowSampler:
         holdout = state.get("holdout")
         sampler = cls(state["n_samples"], 0, None if holdout is None else tuple(holdout))
         sampler._rng.bit_generator.state = state["bit_generator"]
+        sampler._block = np.asarray(block, dtype=np.int64).copy()
+        sampler._pos = int(state["position"])
+        return sampler
+
+
+class EpochSampler:
+    """Every epoch visits each row of ``range(n_samples)`` once, in a fresh random order,
+    skipping the rows ``held_out`` by ``holdout = (fraction, seed)`` when given.
+
+    Epoch e's order is a keyed pseudo-random permutation of the row ids, computed on the fly
+    in O(1) memory (no list of n ids on any rank): a four-round Feistel network on the
+    smallest even number of bits that holds n, with cycle walking back into range, keyed by
+    (seed, e). Positions are mapped BLOCK at a time, so the stream does not depend on r.
+    """
+
+    def __init__(self, n_samples, seed, holdout=None):
+        if int(n_samples) < 1:
+            raise ValueError(f"EpochSampler needs at least one row, got n_samples={n_samples}")
+        self.n_samples = int(n_samples)
+        self.seed = int(seed)
+        self.holdout = holdout
+        self.epoch = 0
+        self._next = 0  # the epoch's next position to map into a block
+        self._block = np.empty(0, dtype=np.int64)
+        self._pos = 0
+        self._gave_any = False  # whether this epoch has yielded an id (all held out: an error)
+        bits = max(1, (self.n_samples - 1).bit_length())
+        self._half = (bits + 1) // 2
+
+    def _keys(self, epoch):
+        """The four round keys (uint64) of epoch ``epoch``'s permutation."""
+        seed_key = _mix(np.array([self.seed & _MASK64], dtype=np.uint64))
+        return list(_mix(seed_key ^ _mix(np.arange(4 * epoch, 4 * epoch + 4, dtype=np.uint64))))
+
+    def permuted(self, positions, epoch):
+        """Row ids (int64) at ``positions`` (int64 array in [0, n)) of epoch ``epoch``'s order."""
+        keys = self._keys(epoch)
+        half = np.uint64(self._half)
+        mask = np.uint64((1 << self._half) - 1)
+
+        def feistel(x):
+            left, right = x >> half, x & mask
+            for key in keys:
+                left, right = right, left ^ (_mix(right ^ key) & mask)
+            return (left << half) | right
+
+        ids = feistel(positions.astype(np.uint64))
+        out = ids >= np.uint64(self.n_samples)
+        while out.any():  # cycle walking: the permutation of [0, 4^half) restricted to [0, n)
+            ids[out] = feistel(ids[out])
+            out[out] = ids[out] >= np.uint64(self.n_samples)
+        return ids.astype(np.int64)
+
+    def take(self, r):
+        """The next ``r`` ids, int64 array (r,)."""
+        out = np.empty(r, dtype=np.int64)
+        filled = 0
+        while filled < r:
+            if self._pos == len(self._block):
+                self._refill()
+                continue
+            k = min(r - filled, len(self._block) - self._pos)
+            out[filled:filled + k] = self._block[self._pos:self._pos + k]
+            filled += k
+            self._pos += k
+        return out
+
+    def _refill(self):
+        if self._next >= self.n_samples:
+            if self._next == self.n_samples and not self._gave_any:
+                raise ValueError(f"every one of the {self.n_samples} rows is held out: nothing to sample")
+            self.epoch, self._next, self._gave_any = self.epoch + 1, 0, False
+        stop = min(self.n_samples, self._next + BLOCK)
+        block = self.permuted(np.arange(self._next, stop, dtype=np.int64), self.epoch)
+        if self.holdout is not None:
+            block = block[~held_out(block, *self.holdout)]
+        self._block, self._pos, self._next = block, 0, stop
+        self._gave_any = self._gave_any or len(block) > 0
+
+    def state(self):
+        """Everything needed to continue the stream exactly: a dict of JSON-able values and the
+        current block of ids (int64 array)."""
+        return {"kind": "epochs", "n_samples": self.n_samples, "seed": self.seed, "holdout": self.holdout,
+                "epoch": self.epoch, "next": self._next, "position": self._pos,
+                "gave_any": self._gave_any}, self._block.copy()
+
+    @classmethod
+    def from_state(cls, state, block):
+        holdout = state.get("holdout")
+        sampler = cls(state["n_samples"], state["seed"], None if holdout is None else tuple(holdout))
+        sampler.epoch, sampler._next = int(state["epoch"]), int(state["next"])
+        sampler._gave_any = bool(state["gave_any"])
         sampler._block = np.asarray(block, dtype=np.int64).copy()
         sampler._pos = int(state["position"])
         return sampler

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..atomic import collective_h5_write
-from ..data.sampler import RowSampler
+from ..data.sampler import sampler_from_state
 from ..errors import InputError
 from ..kernels.ops import row_norms
 from ..mpi.comm import chunk, run_collectively
@@ -123,7 +123,7 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
                                 saved_stats["hinge_moving_average"], saved_stats["seconds"])
-            sampler = RowSampler.from_state(json.loads(a["sampler"]), f["sampler_block"][()])
+            sampler = sampler_from_state(json.loads(a["sampler"]), f["sampler_block"][()])
             return table, state, stats, sampler
 
     if not Path(path).exists():

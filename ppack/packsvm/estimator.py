@@ -31,7 +31,8 @@ class PackSVC(BaseSVC):
     Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
     (None: 1 / n_features), degree, coef0, C or sigma (tied by C = 1 / (n_samples *
     sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
-    c / (sigma (t + c - 1)); 1 is Pegasos'), dtype of stored features, bias
+    c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
+    "uniform": with replacement), dtype of stored features, bias
     (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
     windowed mean hinge loss is stable; paper section V); comm, work_bytes (kernel-sum
     working memory) and progress (rank 0's callback after every pack).
@@ -50,7 +51,7 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
-                 step=_D["step"], average=_D["average"], validation=_D["validation"],
+                 sampling=_D["sampling"], step=_D["step"], average=_D["average"], validation=_D["validation"],
                  validation_every=_D["validation_every"], patience=_D["patience"],
                  random_state=None, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
@@ -71,6 +72,7 @@ class PackSVC(BaseSVC):
         self.class_weight = class_weight
         self.probability = probability
         self.objective = objective
+        self.sampling = sampling
         self.step = step
         self.average = average
         self.validation = validation
@@ -135,13 +137,15 @@ class PackSVC(BaseSVC):
                               tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
                               max_weight=1.0 if weights is None else comm.allreduce(
                                   float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation,
-                              average=self.average, step=self.step)
+                              average=self.average, step=self.step, sampling=self.sampling)
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": seed, "n_samples": m, "n_features": d,
                   "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
         if self.average:  # an averaged run's checkpoints hold the averages too
             params["average"] = True
+        if self.sampling != "uniform":  # the paper's sampling keeps the checkpoints of earlier versions
+            params["sampling"] = self.sampling
         if float(self.step) != 1.0:  # Pegasos' own step (c = 1) keeps the checkpoints of earlier versions
             params["step"] = float(self.step)
         if weights is not None:  # part of the run's identity for checkpoints (unweighted runs as before)
@@ -204,7 +208,8 @@ class PackSVC(BaseSVC):
         """Collective: Platt's (A (K,), B (K,), fitted_on, rows) from the decision values of rows
         the training never sampled (see ``probability``), the same on every rank."""
         comm = self._comm()
-        ids, fitted_on = fit_rows(shard.n_samples, self.training_["seed"], iterations)
+        holdout = None if self.validation is None else (float(self.validation), self.training_["seed"])
+        ids, fitted_on = fit_rows(shard.n_samples, self.training_["seed"], iterations, self.sampling, holdout)
         decisions, labels = distributed_decisions(comm, self.table_, self.scale_, self.spec_, shard,
                                                   self.n_features_in_, self.work_bytes, ids=ids)
         values = self._class_values

@@ -26,7 +26,7 @@ from mpi4py import MPI
 
 from ..data.delivery import deliver_rows
 from ..errors import PPackError
-from ..data.sampler import RowSampler
+from ..data.sampler import make_sampler
 from ..kernels import ops
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
@@ -74,9 +74,10 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0):
+                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform"):
         self.comm = comm
         self.step = float(step)
+        self.sampling = sampling
         self.average = bool(average)
         self.validation = validation
         self.max_weight = float(max_weight)
@@ -112,8 +113,8 @@ class PackedSolver:
                                 loss_windows=LossWindows(self.tol_window),
                                 avg_weight=0.0 if self.average else None)
             stats = SolverStats()
-            sampler = RowSampler(shard.n_samples, self.seed,
-                                 None if self.validation is None else self.validation.holdout)
+            sampler = make_sampler(self.sampling, shard.n_samples, self.seed,
+                                   None if self.validation is None else self.validation.holdout)
         else:
             table, state, stats, sampler = resume
         seconds = stats.seconds
