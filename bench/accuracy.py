@@ -1,16 +1,17 @@
-"""Accuracy per second against LIBSVM: averaged iterates and the bias, by epochs.
+"""Accuracy per second against LIBSVM: ppack's defaults and its variants, by epochs.
 
 Run from the repository root:
 
     .venv/bin/python bench/accuracy.py                        # ijcnn1, a9a, w8a, MNIST 2-vs-rest
-    .venv/bin/python bench/accuracy.py --sets ijcnn1 --epochs 1,3,5 --skip-libsvm
-    .venv/bin/python bench/accuracy.py --sets dense,sparse,imbalanced --epochs 5
+    .venv/bin/python bench/accuracy.py --sets ijcnn1 --epochs 1,3,5 --seeds 3 --skip-libsvm
+    .venv/bin/python bench/accuracy.py --sets dense,sparse,imbalanced --epochs 1,5
 
 For every set, at the same C and gamma: ppack (one process, every core, in-process
-PackSVC) with the last iterate (--no-average) and with the averaged iterate (the default),
-each with and without the regularised bias (--bias), at each number of epochs; and LIBSVM (one thread)
-side by side in the same run. ppack's seconds are its metrics' ``seconds.total``. Prints a
-table per set and the gap to LIBSVM, and saves JSON to bench/results/.
+PackSVC) in each variant (``VARIANTS``: the defaults, the previous defaults, the last
+iterate, the regularised bias) at each number of epochs, over ``--seeds`` seeds of the
+sampling stream (the mean is printed, every seed saved); and LIBSVM (one thread) side by
+side in the same run. ppack's seconds are its metrics' ``seconds.total``. Prints a table
+per set and the gap to LIBSVM, and saves JSON to bench/results/.
 """
 import argparse
 import json
@@ -41,8 +42,10 @@ SETS = {
     "sparse": (None, None, 1.0, 0.5),
     "imbalanced": (None, None, 1.0, 0.1),
 }
-VARIANTS = {"last": {"average": False}, "average": {"average": True}, "bias": {"bias": True, "average": False},
-            "average+bias": {"average": True, "bias": True}}
+VARIANTS = {"default": {},  # epoch sampling, step c = 0.5, averaged iterate
+            "previous": {"sampling": "uniform", "step": 1.0},  # the defaults before: the paper's draws and step
+            "last": {"average": False},  # the last iterate instead of the averaged one
+            "bias": {"bias": True}}  # the regularised bias (paper section V)
 
 
 def generated(name, seed=0):
@@ -82,18 +85,24 @@ def load(name, data_dir):
     return X, y, Xt[:, :X.shape[1]], yt
 
 
-def run_ppack(X, y, Xt, yt, C, gamma, epochs, variant):
-    """One ppack fit: training seconds, test accuracy, support vectors."""
-    model = PackSVC(gamma=gamma, C=C, epochs=epochs, comm=MPI.COMM_SELF, **VARIANTS[variant]).fit(X, y)
-    return {"seconds": model.training_["seconds"]["total"], "test_accuracy": model.score(Xt, yt),
-            "support_vectors": model.n_support_}
+def run_ppack(X, y, Xt, yt, C, gamma, epochs, variant, seeds):
+    """ppack fits with seeds 0..seeds-1: mean training seconds, test accuracy and support
+    vectors, and each seed's."""
+    runs = []
+    for seed in range(seeds):
+        model = PackSVC(gamma=gamma, C=C, epochs=epochs, seed=seed, comm=MPI.COMM_SELF, **VARIANTS[variant]).fit(X, y)
+        runs.append({"seconds": model.training_["seconds"]["total"], "test_accuracy": model.score(Xt, yt),
+                     "support_vectors": model.n_support_})
+    mean = {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
+    return {**mean, "seeds": runs}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="ijcnn1,a9a,w8a,mnist2")
     p.add_argument("--epochs", default="1,3,5", help="comma-separated epochs values")
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--variants", default="default,previous,last")
+    p.add_argument("--seeds", type=int, default=3, help="seeds of the sampling stream per variant (default 3)")
     p.add_argument("--skip-libsvm", action="store_true")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -106,9 +115,10 @@ def main():
         rows = {}
         for variant in args.variants.split(","):
             for e in epochs:
-                rows[f"{variant} E={e:g}"] = run_ppack(X, y, Xt, yt, C, gamma, e, variant)
+                rows[f"{variant} E={e:g}"] = run_ppack(X, y, Xt, yt, C, gamma, e, variant, args.seeds)
         libsvm = None if args.skip_libsvm else run_libsvm(X, y, Xt, yt, {"C": C, "gamma": gamma})
-        results[name] = {"C": C, "gamma": gamma, "rows": X.shape[0], "ppack": rows, "libsvm": libsvm}
+        results[name] = {"C": C, "gamma": gamma, "rows": X.shape[0], "seeds": args.seeds, "ppack": rows,
+                         "libsvm": libsvm}
         print_set(name, results[name])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -118,14 +128,14 @@ def main():
 
 
 def print_set(name, r):
-    print(f"\n{name}: {r['rows']} rows, C = {r['C']:g}, gamma = {r['gamma']:g}")
+    print(f"\n{name}: {r['rows']} rows, C = {r['C']:g}, gamma = {r['gamma']:g}; ppack: mean of {r['seeds']} seeds")
     print(f"  {'ppack':<24s} {'train s':>8s} {'test acc':>9s} {'SVs':>7s}")
     lib = r["libsvm"]
     for label, run in r["ppack"].items():
         gap = "" if lib is None else (f"   {100 * (run['test_accuracy'] - lib['test_accuracy']):+.2f} pts, "
                                       f"{run['seconds'] / lib['seconds']:.2f} of LIBSVM's time")
         print(f"  {label:<24s} {run['seconds']:8.2f} {100 * run['test_accuracy']:8.2f}% "
-              f"{run['support_vectors']:7d}{gap}")
+              f"{run['support_vectors']:7.0f}{gap}")
     if lib is not None:
         print(f"  {'LIBSVM (1 thread)':<24s} {lib['seconds']:8.2f} {100 * lib['test_accuracy']:8.2f}% "
               f"{lib['support_vectors']:7d}")
