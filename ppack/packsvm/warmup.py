@@ -18,7 +18,7 @@ from ..data.shard import Shard
 from ..kernels import ops
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import upper_pairs
+from .loop import symmetric_from_upper, upper_pairs
 from .replay import replay_pack
 from .table import SupportVectorTable
 
@@ -81,8 +81,7 @@ def _run_kernels(spec, dtype, sparse):
     partial = np.zeros((1, r))  # the table's one coefficient column
     ops.partial_sums(table.features, table.norms, table.coef, block, norms, spec, partial)
     pred = partial[0].copy()
-    pair = np.empty((r, r))
-    pair[left, right] = pair[right, left] = pair_values
+    pair = symmetric_from_upper(pair_values, r)
     coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
     replay_pack(block.y, pred, pair, 0, 1.0, 0.0, 1.0, coef, loss, fold)
     # prediction: a block padded to the model's width, summed against the table
