@@ -41,7 +41,25 @@ def sampler_from_state(state, block):
     return (EpochSampler if state.get("kind") == "epochs" else RowSampler).from_state(state, block)
 
 
-class RowSampler:
+class _BlockStream:
+    """Ids handed out r at a time from blocks that ``_refill`` makes (``_block``, ``_pos``)."""
+
+    def take(self, r):
+        """The next ``r`` ids, int64 array (r,)."""
+        out = np.empty(r, dtype=np.int64)
+        filled = 0
+        while filled < r:
+            if self._pos == len(self._block):
+                self._refill()
+                continue
+            k = min(r - filled, len(self._block) - self._pos)
+            out[filled:filled + k] = self._block[self._pos:self._pos + k]
+            filled += k
+            self._pos += k
+        return out
+
+
+class RowSampler(_BlockStream):
     """Uniform draws with replacement from ``range(n_samples)``, skipping the rows ``held_out``
     by ``holdout = (fraction, seed)`` when given (the stream stays the same for every r)."""
 
@@ -52,21 +70,11 @@ class RowSampler:
         self._block = np.empty(0, dtype=np.int64)
         self._pos = 0
 
-    def take(self, r):
-        """The next ``r`` ids, int64 array (r,)."""
-        out = np.empty(r, dtype=np.int64)
-        filled = 0
-        while filled < r:
-            if self._pos == len(self._block):
-                self._block = self._rng.integers(0, self.n_samples, size=BLOCK, dtype=np.int64)
-                if self.holdout is not None:
-                    self._block = self._block[~held_out(self._block, *self.holdout)]
-                self._pos = 0
-            k = min(r - filled, len(self._block) - self._pos)
-            out[filled:filled + k] = self._block[self._pos:self._pos + k]
-            filled += k
-            self._pos += k
-        return out
+    def _refill(self):
+        self._block = self._rng.integers(0, self.n_samples, size=BLOCK, dtype=np.int64)
+        if self.holdout is not None:
+            self._block = self._block[~held_out(self._block, *self.holdout)]
+        self._pos = 0
 
     def state(self):
         """Everything needed to continue the stream exactly: a dict of JSON-able values and the
@@ -84,7 +92,7 @@ class RowSampler:
         return sampler
 
 
-class EpochSampler:
+class EpochSampler(_BlockStream):
     """Every epoch visits each row of ``range(n_samples)`` once, in a fresh random order,
     skipping the rows ``held_out`` by ``holdout = (fraction, seed)`` when given.
 
@@ -131,20 +139,6 @@ class EpochSampler:
             ids[out] = feistel(ids[out])
             out[out] = ids[out] >= np.uint64(self.n_samples)
         return ids.astype(np.int64)
-
-    def take(self, r):
-        """The next ``r`` ids, int64 array (r,)."""
-        out = np.empty(r, dtype=np.int64)
-        filled = 0
-        while filled < r:
-            if self._pos == len(self._block):
-                self._refill()
-                continue
-            k = min(r - filled, len(self._block) - self._pos)
-            out[filled:filled + k] = self._block[self._pos:self._pos + k]
-            filled += k
-            self._pos += k
-        return out
 
     def _refill(self):
         if self._next >= self.n_samples:
