@@ -24,8 +24,6 @@ MAX_ROWS = 100_000  # rows evaluated for the fit: two parameters per class need 
 MIN_ROWS = 200
 
 
-
-
 def fit_rows(n_samples, seed, iterations, sampling="uniform", holdout=None, rows=MAX_ROWS):
     """Global ids (sorted int64) of the rows to fit the sigmoids on, and what they are:
     ``(ids, "out-of-bag rows")`` or, with too few of those, ``(ids, "training rows")``. sampling,

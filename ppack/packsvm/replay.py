@@ -23,11 +23,12 @@ from numba import njit
 
 # s is folded when it ends an iteration below 2^-500 (about 3e-151). Why this is safe:
 # an iteration starts with FOLD_BELOW <= s <= 1 and multiplies s by a = 1 - c / (t + c - 1)
-# >= 1/2 (t >= 2, c <= 1), then by at most one projection factor 1/sqrt(sigma * norm) >= 1/sqrt(sigma *
-# DBL_MAX), about 7e-155 for sigma <= 1 and a finite norm: s stays above 1e-305, a normal
-# float (no underflow, no loss of digits). The coefficient eta / s is computed with
-# s >= FOLD_BELOW / 2, so |eta / s| <= 2^501 / (sigma t) (c / (t + c - 1) <= 1 / t), finite for sigma >= 1e-157; a
-# smaller sigma overflows eta^2 K(x, x) in the norm first, which is reported as divergence.
+# >= 1/2 (t >= 2, c <= 1), then by at most one projection factor 1/sqrt(sigma * norm) >=
+# 1/sqrt(sigma * DBL_MAX), about 7e-155 for sigma <= 1 and a finite norm: s stays above
+# 1e-305, a normal float (no underflow, no loss of digits). The coefficient eta / s is
+# computed with s >= FOLD_BELOW / 2, and eta <= 1 / (sigma t) (c / (t + c - 1) <= 1 / t for
+# c <= 1), so |eta / s| <= 2^501 / (sigma t), finite for sigma >= 1e-157; a smaller sigma
+# overflows eta^2 K(x, x) in the norm first, which is reported as divergence.
 FOLD_BELOW = 2.0 ** -500
 
 # what turned non-finite, by the code ``replay_pack`` reports
