@@ -124,6 +124,7 @@ def _fit_packsvm(args, model, shard, say):
     return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
             "objective": objective, "validation": validation,
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
+            "sampling": info["sampling"], "step": info["step"], "average": info["average"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": dict(info["seconds"])}
 

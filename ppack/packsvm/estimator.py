@@ -185,7 +185,8 @@ class PackSVC(BaseSVC):
             "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
             "ranks": comm.Get_size(), "seed": seed, "packs": stats.packs,
             "projections": stats.projections, "converged": stats.converged,
-            "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype,
+            "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype, "sampling": self.sampling,
+            "step": float(self.step), "average": bool(self.average),
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
         }
