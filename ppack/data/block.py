@@ -20,6 +20,7 @@ class RowBlock:
         self.dense = dense
         self.csr = csr
         self.n_rows = len(y)
+        self._last_transposed = None  # ((start, stop), XT): a pack's kernel sums and pair kernels share it
 
     @classmethod
     def from_rows(cls, X, y, n_features):
@@ -54,7 +55,10 @@ class RowBlock:
         return out_indptr, indices[at], values[at]
 
     def transposed(self, start, stop):
-        """Dense float64 array (n_features, stop - start): rows start..stop-1 as columns."""
+        """Dense float64 array (n_features, stop - start): rows start..stop-1 as columns.
+        The last one is kept and given again for the same rows: callers must not write to it."""
+        if self._last_transposed is not None and self._last_transposed[0] == (start, stop):
+            return self._last_transposed[1]
         XT = np.zeros((self.n_features, stop - start))
         if self.dense is not None:
             XT[:, :] = self.dense[start:stop].T
@@ -63,4 +67,5 @@ class RowBlock:
             span = slice(indptr[start], indptr[stop])
             columns = np.repeat(np.arange(stop - start), np.diff(indptr[start:stop + 1]))
             XT[indices[span], columns] = values[span]
+        self._last_transposed = ((start, stop), XT)
         return XT

@@ -129,7 +129,7 @@ def pair_kernels(block, block_norms, left, right, spec, out):
     if block.n_rows * block.n_features <= DENSE_PAIRS_FILL * len(values):
         # dense enough that the vectorised dense path wins; it adds only exact zeros where a
         # row has no entry, so the values equal the sparse path's bit for bit
-        XT = block.transposed(0, block.n_rows).astype(values.dtype)
+        XT = block.transposed(0, block.n_rows).astype(values.dtype, copy=False)
         BACKEND.dense_pair_kernels(np.ascontiguousarray(XT.T), XT, block_norms, left, right, *spec.params(), out)
     else:
         BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *spec.params(), out)
