@@ -16,6 +16,7 @@ import numpy as np
 from .errors import PPackError
 
 KERNELS = ("rbf", "linear", "poly", "laplacian")
+SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
 KERNEL_SOLVER = "packsvm"
 LINEAR_SOLVERS = ("dcd", "llsvm", "stream", "alm", "pegasos")
 SOLVERS = (KERNEL_SOLVER,) + LINEAR_SOLVERS
@@ -205,7 +206,7 @@ PACKSVM_PARAMS = {
     "validation_every": Param(count(none=True), None,
                               "packs between validation evaluations (default: a tenth of an epoch)"),
     "patience": Param(count(), 5, "evaluations without improvement before --validation stops (default 5)"),
-    "sampling": Param(Rule("choice", choices=("epochs", "uniform")), "epochs",
+    "sampling": Param(Rule("choice", choices=SAMPLINGS), "epochs",
                       "epochs: each epoch visits every row once, in a fresh random order (default); uniform: "
                       "independent draws with replacement, as in the paper"),
     "step": Param(real(0.0, 1.0, low_open=True), 0.5,

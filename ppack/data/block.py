@@ -21,6 +21,7 @@ class RowBlock:
         self.csr = csr
         self.n_rows = len(y)
         self._last_transposed = None  # ((start, stop), XT): a pack's kernel sums and pair kernels share it
+        self._columns = None  # columns(): the same sharing
 
     @classmethod
     def from_rows(cls, X, y, n_features):
@@ -53,6 +54,16 @@ class RowBlock:
         # position of every taken nonzero in the block: its row's start plus its rank in the row
         at = np.repeat(starts - out_indptr[:-1], lengths) + np.arange(out_indptr[-1])
         return out_indptr, indices[at], values[at]
+
+    def columns(self):
+        """Every row as a column, (n_features, n_rows) contiguous in the rows' own dtype; kept
+        for the pack (callers must not write to it)."""
+        if self._columns is None:
+            if self.dense is not None:
+                self._columns = np.ascontiguousarray(self.dense.T)
+            else:
+                self._columns = self.transposed(0, self.n_rows).astype(self.csr[2].dtype, copy=False)
+        return self._columns
 
     def transposed(self, start, stop):
         """Dense float64 array (n_features, stop - start): rows start..stop-1 as columns.

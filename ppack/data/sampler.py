@@ -10,8 +10,9 @@ paper's sampling), which leaves about exp(-T/m) of the rows never drawn.
 """
 import numpy as np
 
+from ..registry import SAMPLINGS
+
 BLOCK = 8192
-SAMPLINGS = ("epochs", "uniform")
 _MASK64 = (1 << 64) - 1
 
 
@@ -142,7 +143,7 @@ class EpochSampler(_BlockStream):
 
     def _refill(self):
         if self._next >= self.n_samples:
-            if self._next == self.n_samples and not self._gave_any:
+            if not self._gave_any:
                 raise ValueError(f"every one of the {self.n_samples} rows is held out: nothing to sample")
             self.epoch, self._next, self._gave_any = self.epoch + 1, 0, False
         stop = min(self.n_samples, self._next + BLOCK)

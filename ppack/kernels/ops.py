@@ -112,8 +112,7 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
             out2[:, c0:c1] += part
         return
     # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
-    X = block.dense if block.dense is not None else block.transposed(0, r).T
-    XT = np.ascontiguousarray(X.T, dtype=stored.dtype)
+    XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)
     tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
     with single_threaded_blas():
         BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *spec.params(), out2)
@@ -121,15 +120,11 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
 
 def pair_kernels(block, block_norms, left, right, spec, out):
     """out[q] = K(row left[q], row right[q]) + offset for rows of the block."""
-    if block.dense is not None:
-        X = block.dense
-        BACKEND.dense_pair_kernels(X, np.ascontiguousarray(X.T), block_norms, left, right, *spec.params(), out)
-        return
-    values = block.csr[2]
-    if block.n_rows * block.n_features <= DENSE_PAIRS_FILL * len(values):
-        # dense enough that the vectorised dense path wins; it adds only exact zeros where a
-        # row has no entry, so the values equal the sparse path's bit for bit
-        XT = block.transposed(0, block.n_rows).astype(values.dtype, copy=False)
-        BACKEND.dense_pair_kernels(np.ascontiguousarray(XT.T), XT, block_norms, left, right, *spec.params(), out)
+    # a CSR block dense enough takes the vectorised dense path too: it adds only exact zeros
+    # where a row has no entry, so the values equal the sparse path's bit for bit
+    if block.dense is not None or block.n_rows * block.n_features <= DENSE_PAIRS_FILL * len(block.csr[2]):
+        XT = block.columns()
+        X = block.dense if block.dense is not None else np.ascontiguousarray(XT.T)
+        BACKEND.dense_pair_kernels(X, XT, block_norms, left, right, *spec.params(), out)
     else:
         BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *spec.params(), out)
