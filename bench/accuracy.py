@@ -8,7 +8,7 @@ Run from the repository root:
 
 For every set, at the same C and gamma: ppack (one process, every core, in-process
 PackSVC) in each variant (``VARIANTS``: the defaults, the previous defaults, the last
-iterate, the regularised bias) at each number of epochs, over ``--seeds`` seeds of the
+iterate, the regularised bias, float32 storage) at each number of epochs, over ``--seeds`` seeds of the
 sampling stream (the mean is printed, every seed saved); and LIBSVM (one thread) side by
 side in the same run. ppack's seconds are its metrics' ``seconds.total``. Prints a table
 per set and the gap to LIBSVM, and saves JSON to bench/results/.
@@ -45,7 +45,8 @@ SETS = {
 VARIANTS = {"default": {},  # epoch sampling, step c = 0.5, averaged iterate
             "previous": {"sampling": "uniform", "step": 1.0},  # the defaults before: the paper's draws and step
             "last": {"average": False},  # the last iterate instead of the averaged one
-            "bias": {"bias": True}}  # the regularised bias (paper section V)
+            "bias": {"bias": True},  # the regularised bias (paper section V)
+            "float32": {"dtype": "float32"}}  # the defaults with float32 storage and kernel values
 
 
 def generated(name, seed=0):

@@ -23,6 +23,20 @@ def test_fast_exp_matches_numpy():
     assert np.max(np.abs(got - expected) / expected) < 4e-16
 
 
+def test_float32_fast_exp_matches_numpy_to_float32_accuracy():
+    """The float32 exp (float32 storage's kernel values): within 1e-7 relative of the float64
+    exp of the same float32 arguments down to -86, and exactly 0 below (no subnormals)."""
+    rng = np.random.default_rng(1)
+    x = np.concatenate([-np.abs(rng.normal(size=100_000)) * 20, -rng.random(100_000) * 86,
+                        [0.0, -1e-30, -0.5, -85.9]]).astype(np.float32)
+    x = x[x > -86.0]
+    got = exp_nonpositive(x)
+    assert got.dtype == np.float32
+    expected = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(got - expected) / expected) < 1e-7
+    assert np.all(exp_nonpositive(np.array([-86.0, -86.5, -200.0, -1e30], dtype=np.float32)) == 0.0)
+
+
 def test_fast_exp_clamps_far_tail_to_tiny():
     got = exp_nonpositive(np.array([-800.0, -1e6]))
     assert np.all(got <= np.exp(-699.0)) and np.all(got >= 0.0)

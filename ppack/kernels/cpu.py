@@ -26,69 +26,136 @@ else of fast-math): it is what lets LLVM vectorise the exp polynomial.
 import math
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from llvmlite import ir as llvm_ir
+from numba import get_num_threads, njit, prange, types
+from numba.extending import intrinsic, overload
 
 from .spec import LAPLACIAN, POLY, RBF
 
 # Support vectors per parallel work item; fixed so results are thread-count independent.
 SV_BLOCK = 64
 
-# exp(x) for x <= 0 as 2^n * e^rr, |rr| <= ln2/2: Cody-Waite reduction with a
-# shifter constant so the loops vectorise (libm's scalar exp does not).
+# exp(x) for x <= 0 as 2^n * e^rr, |rr| <= ln2/2: Cody-Waite reduction with a shifter
+# constant so the loop vectorises (libm's scalar exp does not). t = x*log2e + _SHIFT holds
+# n + 1023 in its low mantissa bits; shifting t's bits left by 52 puts that in the exponent
+# field, which is 2^n (``_pow2_from_shifted``).
 _LOG2E = 1.4426950408889634
-_SHIFT = 6755399441055744.0  # 1.5 * 2^52: t = x*log2e + SHIFT holds round(x*log2e) in its low bits
+_SHIFT = 6755399441055744.0 + 1023.0  # 1.5 * 2^52, plus the exponent bias
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _EXP_MIN = -700.0  # exp(-700) ~ 1e-304: below this a kernel value is zero in practice
+# e^rr on |rr| <= ln2/2: the degree-11 polynomial interpolating exp at the 12 Chebyshev
+# nodes of that interval (solved in 80-bit precision, rounded to float64). It is as accurate
+# as the degree-13 Taylor polynomial (1.3e-16 relative, float64 evaluation included) with
+# two multiply-adds fewer.
+_E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11 = (
+    1.0, 1.0, 0.5000000000000019, 0.1666666666666669, 0.04166666666648746, 0.008333333333316892,
+    0.0013888888952463562, 0.0001984126989339729, 2.4801485339499982e-05, 2.755723912698018e-06,
+    2.763268771706936e-07, 2.5110377643799345e-08)
+
+
+@intrinsic
+def _pow2_from_shifted(typingctx, t):
+    """2^n for a float64 ``t`` whose low mantissa bits hold n + 1023 (bits shifted left by 52)."""
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], llvm_ir.IntType(64))
+        bits = builder.shl(bits, llvm_ir.Constant(llvm_ir.IntType(64), 52))
+        return builder.bitcast(bits, llvm_ir.DoubleType())
+    return types.float64(types.float64), codegen
 
 
 @njit(inline="always")
-def _exp_nonpositive(x, bits_buf):
-    """Overwrite ``x`` (length r, all <= 0) with exp(x); ``bits_buf`` is scratch of length r."""
-    n = x.shape[0]
-    for k in range(n):
+def _exp_nonpositive(x):
+    """Overwrite ``x`` (1-D, all <= 0) with exp(x)."""
+    for k in range(x.shape[0]):
         v = max(x[k], _EXP_MIN)
         t = v * _LOG2E + _SHIFT
         m = t - _SHIFT
         rr = (v - m * _LN2_HI) - m * _LN2_LO
-        p = 1.0 / 6227020800.0
-        p = p * rr + 1.0 / 479001600.0
-        p = p * rr + 1.0 / 39916800.0
-        p = p * rr + 1.0 / 3628800.0
-        p = p * rr + 1.0 / 362880.0
-        p = p * rr + 1.0 / 40320.0
-        p = p * rr + 1.0 / 5040.0
-        p = p * rr + 1.0 / 720.0
-        p = p * rr + 1.0 / 120.0
-        p = p * rr + 1.0 / 24.0
-        p = p * rr + 1.0 / 6.0
-        p = p * rr + 0.5
-        p = p * rr + 1.0
-        p = p * rr + 1.0
-        x[k] = p
-        bits_buf[k] = t
-    bits = bits_buf.view(np.int64)
-    for k in range(n):
-        bits[k] = (bits[k] + 1023) << 52  # the low bits of t hold n; this builds 2^n
-    for k in range(n):
-        x[k] *= bits_buf[k]
+        p = _E11
+        p = p * rr + _E10
+        p = p * rr + _E9
+        p = p * rr + _E8
+        p = p * rr + _E7
+        p = p * rr + _E6
+        p = p * rr + _E5
+        p = p * rr + _E4
+        p = p * rr + _E3
+        p = p * rr + _E2
+        p = p * rr + _E1
+        p = p * rr + _E0
+        x[k] = p * _pow2_from_shifted(t)
 
 
-@njit(cache=True)
+# The float32 twin, for blocks of float32 reductions (float32 storage): shifter 1.5 * 2^23
+# plus the bias 127, ln2 split so that m * _LN2_HI32 is exact, and the degree-7 Taylor
+# polynomial (7.4e-8 relative, about one float32 ulp). Below _EXP_MIN32 the result would leave
+# the normal float32 range: it is 0 there.
+_LOG2E32 = np.float32(_LOG2E)
+_SHIFT32 = np.float32(12582912.0 + 127.0)
+_LN2_HI32 = np.float32(0.693359375)
+_LN2_LO32 = np.float32(-2.12194440e-4)
+_EXP_MIN32 = np.float32(-86.0)
+_F0, _F1, _F2, _F3, _F4, _F5, _F6, _F7 = (np.float32(1.0 / math.factorial(i)) for i in range(8))
+
+
+@intrinsic
+def _pow2_from_shifted32(typingctx, t):
+    """2^n for a float32 ``t`` whose low mantissa bits hold n + 127 (bits shifted left by 23)."""
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], llvm_ir.IntType(32))
+        bits = builder.shl(bits, llvm_ir.Constant(llvm_ir.IntType(32), 23))
+        return builder.bitcast(bits, llvm_ir.FloatType())
+    return types.float32(types.float32), codegen
+
+
+@njit(inline="always")
+def _exp_nonpositive32(x):
+    """Overwrite ``x`` (1-D float32, all <= 0) with exp(x) to float32 accuracy."""
+    for k in range(x.shape[0]):
+        v = max(np.float32(x[k]), _EXP_MIN32)
+        t = v * _LOG2E32 + _SHIFT32
+        m = t - _SHIFT32
+        rr = (v - m * _LN2_HI32) - m * _LN2_LO32
+        p = _F7
+        p = p * rr + _F6
+        p = p * rr + _F5
+        p = p * rr + _F4
+        p = p * rr + _F3
+        p = p * rr + _F2
+        p = p * rr + _F1
+        p = p * rr + _F0
+        x[k] = p * _pow2_from_shifted32(t) if v > _EXP_MIN32 else np.float32(0.0)
+
+
+def _exp_block(x):
+    """Overwrite ``x`` (1-D, all <= 0) with exp(x) in its own precision (picked at compile time)."""
+
+
+@overload(_exp_block, inline="always")
+def _exp_block_typed(x):
+    if x.dtype == types.float32:
+        return lambda x: _exp_nonpositive32(x)
+    return lambda x: _exp_nonpositive(x)
+
+
+@njit(cache=True, fastmath={"contract"})
 def exp_nonpositive(x):
-    """exp of a 1-D float64 array whose entries are all <= 0 (test hook for the fast exp)."""
+    """exp of a 1-D float64 (or float32) array whose entries are all <= 0 (test hook for the
+    fast exps, compiled as the parallel cores are)."""
     out = x.copy()
-    _exp_nonpositive(out, np.empty_like(out))
+    _exp_block(out)
     return out
 
 
 @njit(inline="always")
-def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset, acc, scratch):
+def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset, acc):
     """acc[c, k] += sum_i coef[j0+i, c] * (K + offset) for the reductions Z[i, k] of m support vectors.
 
     acc (K, r), coef (n_sv, K). Z (SV_BLOCK, r) is overwritten; the exp runs over the
-    block as one flat array, so it vectorises over m * r values instead of r at a time.
-    scratch: flat, SV_BLOCK * r.
+    block as one flat array, so it vectorises over m * r values instead of r at a time. A
+    float32 Z (float32 storage) gets the kernel values in float32, eight to a vector; the
+    distance itself is formed in float64 from the float64 norms either way.
     """
     r = Z.shape[1]
     if kind == RBF or kind == LAPLACIAN:
@@ -98,7 +165,7 @@ def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree,
             for k in range(r):
                 Z[i, k] = -gamma * max(n_sv + x_norm[k] - twice * Z[i, k], 0.0)
         flat = Z.reshape(Z.shape[0] * r)[:m * r]
-        _exp_nonpositive(flat, scratch[:m * r])
+        _exp_block(flat)
     elif kind == POLY:
         for i in range(m):
             for k in range(r):
@@ -185,15 +252,15 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
     """out[c, k] += sum_j coef[j, c] * (K(sv_j, x_k) + offset) for CSR support vectors.
 
     indptr (n_sv+1,), indices/values (nnz,): the support vectors; norms (n_sv,);
-    coef (n_sv, K) float64; XT (n_features, r) float64: the block rows, transposed and
-    dense; x_norm (r,); n_chunks: parallel work items (``work_items``); out (K, r) float64.
+    coef (n_sv, K) float64; XT (n_features, r): the block rows, transposed and dense, in
+    the dtype of ``values``: float32 storage takes its reductions and kernel values in
+    float32; x_norm (r,); n_chunks: parallel work items (``work_items``); out (K, r) float64.
     """
     r = XT.shape[1]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
-        Z = np.empty((SV_BLOCK, r))
-        scratch = np.empty(SV_BLOCK * r)
+        Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
@@ -212,7 +279,7 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
                 for e in range(e, end):
                     _reduce_entry(kind, values[e], XT[indices[e]], z)
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
-                              partial[b], scratch)
+                              partial[b])
     _sum_rows(partial, out)
 
 
@@ -228,8 +295,7 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
-        Z = np.empty((SV_BLOCK, r))
-        scratch = np.empty(SV_BLOCK * r)
+        Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
@@ -240,7 +306,7 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
                     if v != 0.0:
                         _reduce_entry(kind, v, XT[f], Z[i])
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
-                              partial[b], scratch)
+                              partial[b])
     _sum_rows(partial, out)
 
 
@@ -254,8 +320,11 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
     stay in cache) and fuses the kernel and the K weighted sums over it. Keep BLAS itself
     single-threaded while this runs: the parallelism is here.
 
-    Accuracy with float32 storage: the GEMM accumulates in float32 (a float64 GEMM on
-    widened tiles measured about 1.8x slower at d = 784), so with u = 2^-24 and
+    Accuracy with float32 storage (this core's GEMM and the other cores' reductions alike):
+    the dot products accumulate in float32 (a float64 GEMM on widened tiles measured about
+    1.8x slower at d = 784; float32 sparse reductions and exp about 1.8x faster than
+    float64 on ijcnn1), and the kernel values are float32 (a further relative 1e-7 from
+    the float32 exp and its rounding). With u = 2^-24 and
     g_d = d u / (1 - d u), in any summation order the dot product of two stored rows has
 
         |fl32(x.z) - x.z| <= g_d * sum_f |x_f z_f| <= g_d * ||x|| ||z||,
@@ -278,11 +347,10 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
     for b in prange(n_tiles):
         a0 = b * tile
         a1 = min(n_sv, a0 + tile)
-        G = np.dot(features[a0:a1], XT).astype(np.float64)
-        scratch = np.empty((a1 - a0) * r)
+        G = np.dot(features[a0:a1], XT)
         # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
         _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset,
-                          partial[b], scratch)
+                          partial[b])
     _sum_rows(partial, out)
 
 

@@ -97,10 +97,12 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
     sparse = isinstance(stored, tuple)
     d = block.n_features
     if sparse or spec.kind == LAPLACIAN:
+        # the reductions run in the stored rows' dtype: float32 storage computes in float32
+        dtype = (stored[2] if sparse else stored).dtype
         cols = max(1, min(r, work_bytes // (8 * d)))
         for c0 in range(0, r, cols):
             c1 = min(r, c0 + cols)
-            XT = block.transposed(c0, c1)
+            XT = block.transposed(c0, c1).astype(dtype, copy=False)
             part = np.zeros((n_columns, c1 - c0))
             items = BACKEND.work_items(n)
             if sparse:
