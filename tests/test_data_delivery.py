@@ -71,3 +71,19 @@ def test_take_of_a_sparse_block_gives_the_rows_as_csr(rows):
     np.testing.assert_array_equal(indptr, expected.indptr)
     np.testing.assert_array_equal(indices, expected.indices)
     np.testing.assert_array_equal(values, expected.data)
+
+
+def test_unpadding_gives_the_csr_rows_numpy_gives():
+    """The numba unpacking of padded rows against numpy's boolean mask, with an empty row and
+    leftover values in the padding."""
+    from ppack.data.delivery import _unpad_rows
+
+    nnz = np.array([2.0, 0.0, 3.0])
+    idx = np.array([[1.0, 4.0, 9.0], [7.0, 7.0, 7.0], [0.0, 2.0, 5.0]])
+    val = np.array([[0.5, -1.0, 8.0], [9.0, 9.0, 9.0], [1.0, 2.0, 3.0]])
+    indptr, indices, values = _unpad_rows(nnz, idx, val)
+    keep = np.arange(3)[None, :] < nnz[:, None]
+    np.testing.assert_array_equal(indptr, [0, 2, 2, 5])
+    assert indptr.dtype == np.int64 and indices.dtype == np.int32
+    np.testing.assert_array_equal(indices, idx[keep].astype(np.int32))
+    np.testing.assert_array_equal(values, val[keep])

@@ -16,11 +16,12 @@ def test_table_lookup_growth_and_bulk_insert():
     table = SupportVectorTable(5, True, np.float64)
     for j in range(200):  # grows past the initial capacity several times
         table.insert_many([10 * j], [float(j)], X[j], ops.row_norms(X[j], spec))
-        assert table.slot_of(10 * j) == j
+        assert table.slots_of(np.array([10 * j])).tolist() == [j]
     table.insert_many(np.arange(5000, 5100), np.ones(100), X[200:300], ops.row_norms(X[200:300], spec))
     assert len(table) == 300
-    assert table.slot_of(10 * 123) == 123 and table.slot_of(5050) == 250 and table.slot_of(7) == -1
-    table.add_to(table.slot_of(10 * 7), 0.5)
+    assert table.slots_of(np.array([10 * 123, 5050])).tolist() == [123, 250]
+    assert table.holds(np.array([10 * 123, 7, 5050])).tolist() == [True, False, True]
+    table.coef[table.slots_of(np.array([10 * 7]))] += 0.5
     assert table.coef.shape == (300, 1) and table.coef[7, 0] == 7.5
     indptr, indices, values = table.features
     rebuilt = sp.csr_matrix((values, indices, indptr), shape=(300, 5))
@@ -28,3 +29,18 @@ def test_table_lookup_growth_and_bulk_insert():
     np.testing.assert_allclose(table.norms, np.asarray(X.multiply(X).sum(axis=1)).ravel())
     with pytest.raises(KeyError):
         table.insert_many([10 * 7], [1.0], X[0], ops.row_norms(X[0], spec))
+
+
+@pytest.mark.parametrize("occupancy", [[0], [3, 1, 1, 4], [2, 2, 2], [0, 5, 0, 9, 1]])
+def test_new_entries_go_one_by_one_to_the_least_occupied_rank(occupancy):
+    """The numba placement against a plain loop: argmin (lowest rank on ties), then count it in."""
+    from ppack.packsvm.loop import least_occupied
+
+    got_counts = np.array(occupancy, dtype=np.int64)
+    got = least_occupied(got_counts, 11)
+    counts, expected = list(occupancy), []
+    for _ in range(11):
+        owner = counts.index(min(counts))
+        counts[owner] += 1
+        expected.append(owner)
+    assert got.tolist() == expected and got_counts.tolist() == counts

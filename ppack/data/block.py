@@ -5,6 +5,7 @@ A block is dense ``X`` (r, d) or CSR ``(indptr, indices, values)``, with labels 
 """
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 
 class RowBlock:
@@ -74,9 +75,14 @@ class RowBlock:
         if self.dense is not None:
             XT[:, :] = self.dense[start:stop].T
         else:
-            indptr, indices, values = self.csr
-            span = slice(indptr[start], indptr[stop])
-            columns = np.repeat(np.arange(stop - start), np.diff(indptr[start:stop + 1]))
-            XT[indices[span], columns] = values[span]
+            _scatter_columns(*self.csr, start, stop, XT)
         self._last_transposed = ((start, stop), XT)
         return XT
+
+
+@njit(cache=True)
+def _scatter_columns(indptr, indices, values, start, stop, XT):
+    """XT[f, k - start] = value of CSR row k at feature f, for rows start..stop-1 (XT zeroed)."""
+    for k in range(start, stop):
+        for e in range(indptr[k], indptr[k + 1]):
+            XT[indices[e], k - start] = values[e]

@@ -26,6 +26,24 @@ def _pad_rows(indptr, indices, values, rows, positions, nnz, idx, val):
             val[pos, j] = values[a + j]
 
 
+@njit(cache=True)
+def _unpad_rows(nnz, idx, val):
+    """The CSR triple (indptr int64, indices int32, values float64) of padded rows: row k's
+    ``nnz[k]`` leading entries of ``idx[k]`` and ``val[k]`` (all float64, as summed)."""
+    r = nnz.shape[0]
+    indptr = np.zeros(r + 1, dtype=np.int64)
+    for k in range(r):
+        indptr[k + 1] = indptr[k] + np.int64(nnz[k])
+    indices = np.empty(indptr[r], dtype=np.int32)
+    values = np.empty(indptr[r])
+    for k in range(r):
+        a = indptr[k]
+        for j in range(indptr[k + 1] - a):
+            indices[a + j] = np.int32(idx[k, j])
+            values[a + j] = val[k, j]
+    return indptr, indices, values
+
+
 def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
@@ -64,10 +82,6 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None)
     y = ylab.copy()
     weight = None if weights is None else buf[r:2 * r].copy()
     if shard.sparse:
-        counts = nnz.astype(np.int64)
-        indptr = np.zeros(r + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        keep = np.arange(L)[None, :] < counts[:, None]
-        csr = (indptr, idx[keep].astype(np.int32), val[keep].astype(shard.dtype))
-        return RowBlock(d, y, csr=csr, weight=weight)
+        indptr, indices, values = _unpad_rows(nnz, idx, val)
+        return RowBlock(d, y, csr=(indptr, indices, values.astype(shard.dtype, copy=False)), weight=weight)
     return RowBlock(d, y, dense=rows.astype(shard.dtype), weight=weight)

@@ -140,11 +140,16 @@ def _exp_block_typed(x):
 
 
 @njit(cache=True, fastmath={"contract"})
+def exp_nonpositive_inplace(x):
+    """Overwrite a 1-D float64 (or float32) array whose entries are all <= 0 with its exp,
+    compiled as the parallel cores are (the pair kernels call it on their arguments)."""
+    _exp_block(x)
+
+
 def exp_nonpositive(x):
-    """exp of a 1-D float64 (or float32) array whose entries are all <= 0 (test hook for the
-    fast exps, compiled as the parallel cores are)."""
-    out = x.copy()
-    _exp_block(out)
+    """exp of a 1-D array whose entries are all <= 0, as a new array (test hook for the fast exps)."""
+    out = np.array(x, copy=True)
+    exp_nonpositive_inplace(out)
     return out
 
 
@@ -355,11 +360,13 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
 
 
 @njit(inline="always")
-def _kernel_scalar(kind, z, norm_a, norm_b, gamma, coef0, degree):
+def _pair_term(kind, z, norm_a, norm_b, gamma, coef0, degree):
+    """The kernel value of a reduction z, except for rbf and laplacian its exp's argument
+    (``_finish_pairs`` takes the exp of all of them at once, vectorised)."""
     if kind == RBF:
-        return math.exp(-gamma * max(norm_a + norm_b - 2.0 * z, 0.0))
+        return -gamma * max(norm_a + norm_b - 2.0 * z, 0.0)
     if kind == LAPLACIAN:
-        return math.exp(-gamma * max(norm_a + norm_b - z, 0.0))
+        return -gamma * max(norm_a + norm_b - z, 0.0)
     if kind == POLY:
         base = gamma * z + coef0
         value = base
@@ -367,6 +374,16 @@ def _kernel_scalar(kind, z, norm_a, norm_b, gamma, coef0, degree):
             value *= base
         return value
     return z
+
+
+@njit(inline="always")
+def _finish_pairs(kind, offset, out):
+    """out (the ``_pair_term`` of every pair) becomes the kernel values plus ``offset``."""
+    if kind == RBF or kind == LAPLACIAN:
+        exp_nonpositive_inplace(out)
+    if offset != 0.0:
+        for q in range(out.shape[0]):
+            out[q] += offset
 
 
 @njit(cache=True)
@@ -392,7 +409,8 @@ def csr_pair_kernels(indptr, indices, values, norms, left, right,
                 ia += 1
             else:
                 ib += 1
-        out[q] = _kernel_scalar(kind, z, norms[a], norms[b], gamma, coef0, degree) + offset
+        out[q] = _pair_term(kind, z, norms[a], norms[b], gamma, coef0, degree)
+    _finish_pairs(kind, offset, out)
 
 
 @njit(cache=True)
@@ -430,7 +448,8 @@ def dense_pair_kernels(X, XT, norms, left, right, kind, gamma, coef0, degree, of
                     z[k] += va * xt[k]
         for q in range(q0, q1):
             b = right[q]
-            out[q] = _kernel_scalar(kind, z[b - lo], norms[a], norms[b], gamma, coef0, degree) + offset
+            out[q] = _pair_term(kind, z[b - lo], norms[a], norms[b], gamma, coef0, degree)
         q0 = q1
+    _finish_pairs(kind, offset, out)
 
 

@@ -23,6 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 from mpi4py import MPI
+from numba import njit
 
 from ..data.delivery import deliver_rows
 from ..errors import PPackError
@@ -244,37 +245,49 @@ class PackedSolver:
         many times in its pack may underflow to. A row any problem stepped on is an entry.
         average (n_columns, r + 1) or None: the replay's weighted sums of the added coefficients.
         """
-        added = {}
-        for k in np.flatnonzero(stepped.any(axis=0)):
-            key = int(ids[k])
-            part = None if average is None else average[:, k]
-            if key in added:
-                added[key][0] = added[key][0] + coef[:, k]
-                if part is not None:
-                    added[key][2] = added[key][2] + part
-            else:
-                added[key] = [coef[:, k], k, part]
-        occupancy = state.occupancy
-        new_keys, new_coef, new_rows, new_avg = [], [], [], []
-        for key, (value, k, part) in added.items():
-            owner = owners[k]
-            if owner < 0:
-                owner = int(np.argmin(occupancy))  # least occupied, lowest rank on ties
-                occupancy[owner] += 1
-                if owner == rank:
-                    new_keys.append(key)
-                    new_coef.append(value)
-                    new_rows.append(k)
-                    new_avg.append(part)
-            elif owner == rank:
-                slot = table.slot_of(key)
-                if part is not None:  # the added coefficient's share of the pack's average
-                    table.avg[slot] += part
-                table.add_to(slot, value)
-        if new_keys:
-            avg = None if average is None else np.array(new_avg)
-            table.insert_many(np.array(new_keys, dtype=np.int64), np.array(new_coef), block.take(new_rows),
-                              norms[new_rows], avg)
+        at = np.flatnonzero(stepped.any(axis=0))  # pack positions that added coefficients
+        if at.size == 0:
+            return
+        keys = ids[at]
+        value = coef[:, at].T  # (entries, n_columns)
+        part = None if average is None else average[:, at].T
+        if len(set(keys.tolist())) < len(keys):  # a row drawn twice in the pack: one entry, summed in pack order
+            keys, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            summed = np.zeros((len(keys), value.shape[1]))
+            np.add.at(summed, inverse, value)  # adds in index order
+            value = summed
+            if part is not None:
+                summed = np.zeros_like(value)
+                np.add.at(summed, inverse, part)
+                part = summed
+            order = np.argsort(first)  # new keys are placed in the order the pack met them
+            keys, value, at = keys[order], value[order], at[first[order]]
+            part = None if part is None else part[order]
+        owner = owners[at]
+        mine = np.flatnonzero(owner == rank)
+        if mine.size:
+            slots = table.slots_of(keys[mine])
+            if part is not None:  # the added coefficients' share of the pack's average
+                table.avg[slots] += part[mine]
+            table.coef[slots] += value[mine]
+        new = np.flatnonzero(owner < 0)
+        if new.size:
+            new = new[least_occupied(state.occupancy, new.size) == rank]
+        if new.size:
+            table.insert_many(keys[new], value[new], block.take(at[new]), norms[at[new]],
+                              None if part is None else part[new])
+
+
+@njit(cache=True)
+def least_occupied(occupancy, n):
+    """Owners of n new entries placed one by one on the least occupied rank (lowest rank on
+    ties); ``occupancy`` (p,) counts them in. The same on every rank: (n,) int64."""
+    owners = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        owner = np.argmin(occupancy)
+        occupancy[owner] += 1
+        owners[i] = owner
+    return owners
 
 
 def problem_labels(y, n_columns):

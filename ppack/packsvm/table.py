@@ -79,18 +79,13 @@ class SupportVectorTable:
         return self._features[:self.n]
 
     # -- hash-table operations -----------------------------------------------------
-    def slot_of(self, key):
-        """Slot of ``key`` in this shard, or -1."""
-        return self._slots.get(int(key), -1)
+    def slots_of(self, keys):
+        """Slots of ``keys`` (int64 array), every one of which this shard holds: int64 array."""
+        return np.fromiter(map(self._slots.__getitem__, keys.tolist()), dtype=np.int64, count=len(keys))
 
     def holds(self, keys):
         """Whether each of ``keys`` (int64 array) has an entry in this shard: bool array."""
-        slots = self._slots
-        return np.fromiter((key in slots for key in keys.tolist()), dtype=bool, count=len(keys))
-
-    def add_to(self, slot, delta):
-        """Add ``delta`` (a number, or one per column) to the coefficients of ``slot``."""
-        self._coef[slot] += delta
+        return np.fromiter(map(self._slots.__contains__, keys.tolist()), dtype=bool, count=len(keys))
 
     def insert_many(self, keys, coef, X, norms, avg=None):
         """New entries: keys and norms (k,), coef (k,) or (k, n_columns), X dense (k, d) or
@@ -112,10 +107,10 @@ class SupportVectorTable:
         if self.averaged:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
         self._norms[sl] = norms
-        for i, key in enumerate(keys):
-            if int(key) in self._slots:
-                raise KeyError(f"key {int(key)} is already in the table")
-            self._slots[int(key)] = self.n + i
+        keys = np.asarray(keys).tolist()
+        if not self._slots.keys().isdisjoint(keys):
+            raise KeyError(f"keys {sorted(self._slots.keys() & set(keys))} are already in the table")
+        self._slots.update(zip(keys, range(self.n, self.n + k)))
         self.n += k
 
     def scale_coefficients(self, factor, exponent=0):

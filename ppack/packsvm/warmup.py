@@ -18,7 +18,7 @@ from ..data.shard import Shard
 from ..kernels import ops
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import symmetric_from_upper, upper_pairs
+from .loop import least_occupied, symmetric_from_upper, upper_pairs
 from .replay import replay_pack
 from .table import SupportVectorTable
 
@@ -84,6 +84,7 @@ def _run_kernels(spec, dtype, sparse):
     pair = symmetric_from_upper(pair_values, r)
     coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
     replay_pack(block.y, pred, pair, 0, 1.0, 0.0, 1.0, coef, loss, fold)
+    least_occupied(np.zeros(2, dtype=np.int64), 1)
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec,
