@@ -207,3 +207,21 @@ def test_dense_kernel_sums_run_with_single_threaded_blas(monkeypatch):
         after = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
     assert len(seen) == 1 and seen[0] and set(seen[0].values()) == {1}
     assert after == before
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("l1", [False, True])
+def test_csr_row_norms_match_numpys_reduceat(dtype, l1):
+    """The numba CSR norms against numpy (squares or magnitudes in float64, ``np.add.reduceat``):
+    the same bits for rows of 0 to 3,000 nonzeros (every branch of the pairwise order)."""
+    rng = np.random.default_rng(2)
+    lengths = np.concatenate([rng.integers(0, 20, 200), rng.integers(100, 700, 20), [0, 1, 7, 8, 9, 128, 129, 257],
+                              [3000, 0, 1500]])
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    values = (rng.normal(size=indptr[-1]) * 10 ** rng.uniform(-3, 3, size=indptr[-1])).astype(dtype)
+    terms = np.abs(values).astype(np.float64) if l1 else values.astype(np.float64) ** 2
+    nonempty = lengths > 0
+    expected = np.zeros(len(lengths))
+    expected[nonempty] = np.add.reduceat(terms, indptr[:-1][nonempty])
+    np.testing.assert_array_equal(ops.csr_row_norms(indptr, None, values, l1), expected)

@@ -51,11 +51,7 @@ def dense_row_norms(X, l1):
 
 def csr_row_norms(indptr, indices, values, l1):
     """``dense_row_norms`` of CSR rows."""
-    v = np.abs(values).astype(np.float64) if l1 else values.astype(np.float64) ** 2
-    # reduceat gives v[start] for an empty row (start may be len(v): hence the extra 0)
-    sums = np.add.reduceat(np.append(v, 0.0), indptr[:-1])
-    sums[np.diff(indptr) == 0] = 0.0
-    return sums
+    return BACKEND.csr_row_norms(np.asarray(indptr, dtype=np.int64), values, bool(l1))
 
 
 def row_norms(rows, spec):
