@@ -222,8 +222,8 @@ PACKSVM_PARAMS = {
                           "weights on the hinge loss of each class's rows: balanced (n_samples / (K * rows of "
                           "the class)) or LABEL:WEIGHT,... (others 1); times the data's row weights 'w'"),
     "dtype": Param(Rule("choice", choices=tuple(DTYPES)), "float64",
-                   "stored feature type; kernel values and sums are float64, dense dot products use it "
-                   "(default float64)"),
+                   "stored feature type; float32 also computes dot products and kernel values in float32 "
+                   "(faster; sums stay float64) (default float64)"),
 }
 # Pairs a user gives one of, not both.
 EXCLUSIVE = (("C", "sigma"), ("epochs", "iterations"))

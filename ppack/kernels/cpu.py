@@ -36,32 +36,53 @@ from .spec import LAPLACIAN, POLY, RBF
 SV_BLOCK = 64
 
 # exp(x) for x <= 0 as 2^n * e^rr, |rr| <= ln2/2: Cody-Waite reduction with a shifter
-# constant so the loop vectorises (libm's scalar exp does not). t = x*log2e + _SHIFT holds
-# n + 1023 in its low mantissa bits; shifting t's bits left by 52 puts that in the exponent
-# field, which is 2^n (``_pow2_from_shifted``).
+# constant so the loop vectorises (libm's scalar exp does not). t = x*log2e + shift holds
+# n plus the exponent bias in its low mantissa bits; shifting t's bits left past the
+# mantissa puts that in the exponent field, which is 2^n (``_pow2_from_shifted``).
 _LOG2E = 1.4426950408889634
 _SHIFT = 6755399441055744.0 + 1023.0  # 1.5 * 2^52, plus the exponent bias
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _EXP_MIN = -700.0  # exp(-700) ~ 1e-304: below this a kernel value is zero in practice
-# e^rr on |rr| <= ln2/2: the degree-11 polynomial interpolating exp at the 12 Chebyshev
-# nodes of that interval (solved in 80-bit precision, rounded to float64). It is as accurate
-# as the degree-13 Taylor polynomial (1.3e-16 relative, float64 evaluation included) with
-# two multiply-adds fewer.
-_E0, _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11 = (
-    1.0, 1.0, 0.5000000000000019, 0.1666666666666669, 0.04166666666648746, 0.008333333333316892,
-    0.0013888888952463562, 0.0001984126989339729, 2.4801485339499982e-05, 2.755723912698018e-06,
-    2.763268771706936e-07, 2.5110377643799345e-08)
+# e^rr on |rr| <= ln2/2, highest power first: the degree-11 polynomial interpolating exp at
+# the 12 Chebyshev nodes of that interval (solved in 80-bit precision, rounded to float64).
+# It is as accurate as the degree-13 Taylor polynomial (1.3e-16 relative, float64 evaluation
+# included) with two multiply-adds fewer.
+_EXP_POLY = (2.5110377643799345e-08, 2.763268771706936e-07, 2.755723912698018e-06, 2.4801485339499982e-05,
+             0.0001984126989339729, 0.0013888888952463562, 0.008333333333316892, 0.04166666666648746,
+             0.1666666666666669, 0.5000000000000019, 1.0, 1.0)
+# The float32 twin, for blocks of float32 reductions (float32 storage): shifter 1.5 * 2^23
+# plus the bias 127, ln2 split so that m * _LN2_HI32 is exact, and the degree-7 Taylor
+# polynomial (7.4e-8 relative, about one float32 ulp). Below _EXP_MIN32 the result would
+# leave the normal float32 range: it is 0 there.
+_LOG2E32 = np.float32(_LOG2E)
+_SHIFT32 = np.float32(12582912.0 + 127.0)
+_LN2_HI32 = np.float32(0.693359375)
+_LN2_LO32 = np.float32(-2.12194440e-4)
+_EXP_MIN32 = np.float32(-86.0)
+_EXP_POLY32 = tuple(np.float32(1.0 / math.factorial(i)) for i in range(7, -1, -1))
 
 
 @intrinsic
 def _pow2_from_shifted(typingctx, t):
-    """2^n for a float64 ``t`` whose low mantissa bits hold n + 1023 (bits shifted left by 52)."""
+    """2^n for a float ``t`` whose low mantissa bits hold n plus the exponent bias: t's bits
+    shifted left past the mantissa (52 bits for float64, 23 for float32)."""
+    width, mantissa = (32, 23) if t == types.float32 else (64, 52)
+
     def codegen(context, builder, signature, args):
-        bits = builder.bitcast(args[0], llvm_ir.IntType(64))
-        bits = builder.shl(bits, llvm_ir.Constant(llvm_ir.IntType(64), 52))
-        return builder.bitcast(bits, llvm_ir.DoubleType())
-    return types.float64(types.float64), codegen
+        bits = builder.bitcast(args[0], llvm_ir.IntType(width))
+        bits = builder.shl(bits, llvm_ir.Constant(llvm_ir.IntType(width), mantissa))
+        return builder.bitcast(bits, args[0].type)
+    return t(t), codegen
+
+
+@njit(inline="always")
+def _horner(coefs, x):
+    """The polynomial with coefficients ``coefs`` (highest power first) at x."""
+    p = coefs[0]
+    for i in range(1, len(coefs)):
+        p = p * x + coefs[i]
+    return p
 
 
 @njit(inline="always")
@@ -71,42 +92,7 @@ def _exp_nonpositive(x):
         v = max(x[k], _EXP_MIN)
         t = v * _LOG2E + _SHIFT
         m = t - _SHIFT
-        rr = (v - m * _LN2_HI) - m * _LN2_LO
-        p = _E11
-        p = p * rr + _E10
-        p = p * rr + _E9
-        p = p * rr + _E8
-        p = p * rr + _E7
-        p = p * rr + _E6
-        p = p * rr + _E5
-        p = p * rr + _E4
-        p = p * rr + _E3
-        p = p * rr + _E2
-        p = p * rr + _E1
-        p = p * rr + _E0
-        x[k] = p * _pow2_from_shifted(t)
-
-
-# The float32 twin, for blocks of float32 reductions (float32 storage): shifter 1.5 * 2^23
-# plus the bias 127, ln2 split so that m * _LN2_HI32 is exact, and the degree-7 Taylor
-# polynomial (7.4e-8 relative, about one float32 ulp). Below _EXP_MIN32 the result would leave
-# the normal float32 range: it is 0 there.
-_LOG2E32 = np.float32(_LOG2E)
-_SHIFT32 = np.float32(12582912.0 + 127.0)
-_LN2_HI32 = np.float32(0.693359375)
-_LN2_LO32 = np.float32(-2.12194440e-4)
-_EXP_MIN32 = np.float32(-86.0)
-_F0, _F1, _F2, _F3, _F4, _F5, _F6, _F7 = (np.float32(1.0 / math.factorial(i)) for i in range(8))
-
-
-@intrinsic
-def _pow2_from_shifted32(typingctx, t):
-    """2^n for a float32 ``t`` whose low mantissa bits hold n + 127 (bits shifted left by 23)."""
-    def codegen(context, builder, signature, args):
-        bits = builder.bitcast(args[0], llvm_ir.IntType(32))
-        bits = builder.shl(bits, llvm_ir.Constant(llvm_ir.IntType(32), 23))
-        return builder.bitcast(bits, llvm_ir.FloatType())
-    return types.float32(types.float32), codegen
+        x[k] = _horner(_EXP_POLY, (v - m * _LN2_HI) - m * _LN2_LO) * _pow2_from_shifted(t)
 
 
 @njit(inline="always")
@@ -116,16 +102,8 @@ def _exp_nonpositive32(x):
         v = max(np.float32(x[k]), _EXP_MIN32)
         t = v * _LOG2E32 + _SHIFT32
         m = t - _SHIFT32
-        rr = (v - m * _LN2_HI32) - m * _LN2_LO32
-        p = _F7
-        p = p * rr + _F6
-        p = p * rr + _F5
-        p = p * rr + _F4
-        p = p * rr + _F3
-        p = p * rr + _F2
-        p = p * rr + _F1
-        p = p * rr + _F0
-        x[k] = p * _pow2_from_shifted32(t) if v > _EXP_MIN32 else np.float32(0.0)
+        e = _horner(_EXP_POLY32, (v - m * _LN2_HI32) - m * _LN2_LO32) * _pow2_from_shifted(t)
+        x[k] = e if v > _EXP_MIN32 else np.float32(0.0)
 
 
 def _exp_block(x):
