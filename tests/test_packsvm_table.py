@@ -29,6 +29,8 @@ def test_table_lookup_growth_and_bulk_insert():
     np.testing.assert_allclose(table.norms, np.asarray(X.multiply(X).sum(axis=1)).ravel())
     with pytest.raises(KeyError):
         table.insert_many([10 * 7], [1.0], X[0], ops.row_norms(X[0], spec))
+    with pytest.raises(KeyError):  # a key twice in one insertion
+        table.insert_many([9001, 9001], [1.0, 2.0], X[:2], ops.row_norms(X[:2], spec))
 
 
 @pytest.mark.parametrize("occupancy", [[0], [3, 1, 1, 4], [2, 2, 2], [0, 5, 0, 9, 1]])

@@ -108,8 +108,9 @@ class SupportVectorTable:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
         self._norms[sl] = norms
         keys = np.asarray(keys).tolist()
-        if not self._slots.keys().isdisjoint(keys):
-            raise KeyError(f"keys {sorted(self._slots.keys() & set(keys))} are already in the table")
+        if not self._slots.keys().isdisjoint(keys) or len(set(keys)) < k:
+            raise KeyError(f"keys {sorted(self._slots.keys() & set(keys))} are already in the table, or some "
+                           f"of the {k} new keys repeat")
         self._slots.update(zip(keys, range(self.n, self.n + k)))
         self.n += k
 
