@@ -10,10 +10,13 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ppack.mpi.comm import polite_barrier
+from ppack.mpi.comm import configure_threads, polite_barrier
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORLD = MPI.COMM_WORLD
+# Each rank takes its share of the node's cores for numba, as `train` does: the in-process
+# estimators of the tests would otherwise run every core's worth of threads on every rank.
+configure_threads(WORLD)
 
 
 def make_problem(n=400, d=12, sparse=False, seed=0, labels=(-1.0, 1.0)):
