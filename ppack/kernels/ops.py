@@ -98,7 +98,8 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
         cols = max(1, min(r, work_bytes // (8 * d)))
         for c0 in range(0, r, cols):
             c1 = min(r, c0 + cols)
-            XT = block.transposed(c0, c1).astype(dtype, copy=False)
+            # the whole block is the pack's columns, which the pair kernels use too: built once
+            XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
             part = np.zeros((n_columns, c1 - c0))
             items = BACKEND.work_items(n)
             if sparse:
