@@ -253,16 +253,14 @@ class PackedSolver:
         part = None if average is None else average[:, at].T
         if len(set(keys.tolist())) < len(keys):  # a row drawn twice in the pack: one entry, summed in pack order
             keys, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-            summed = np.zeros((len(keys), value.shape[1]))
-            np.add.at(summed, inverse, value)  # adds in index order
-            value = summed
-            if part is not None:
-                summed = np.zeros_like(value)
-                np.add.at(summed, inverse, part)
-                part = summed
             order = np.argsort(first)  # new keys are placed in the order the pack met them
-            keys, value, at = keys[order], value[order], at[first[order]]
-            part = None if part is None else part[order]
+
+            def per_key(rows):
+                sums = np.zeros((len(keys), rows.shape[1]))
+                np.add.at(sums, inverse, rows)  # adds in index order
+                return sums[order]
+            value, part = per_key(value), None if part is None else per_key(part)
+            keys, at = keys[order], at[first[order]]
         owner = owners[at]
         mine = np.flatnonzero(owner == rank)
         if mine.size:
