@@ -8,7 +8,7 @@ Run from the repository root:
 
 For every set, at the same C and gamma: ppack (one process, every core, in-process
 PackSVC) in each variant (``VARIANTS``: the defaults, the previous defaults, the last
-iterate, the regularised bias, float32 storage) at each number of epochs, over ``--seeds`` seeds of the
+iterate, the regularised bias, float32 or float64 storage) at each number of epochs, over ``--seeds`` seeds of the
 sampling stream (the mean is printed, every seed saved); and LIBSVM (one thread) side by
 side in the same run. ppack's seconds are its metrics' ``seconds.total``. Prints a table
 per set and the gap to LIBSVM, and saves JSON to bench/results/.
@@ -42,11 +42,12 @@ SETS = {
     "sparse": (None, None, 1.0, 0.5),
     "imbalanced": (None, None, 1.0, 0.1),
 }
-VARIANTS = {"default": {},  # epoch sampling, step c = 0.5, averaged iterate
-            "previous": {"sampling": "uniform", "step": 1.0},  # the defaults before: the paper's draws and step
+VARIANTS = {"default": {},  # epoch sampling, step c = 0.5, averaged iterate, dtype auto
+            "previous": {"sampling": "uniform", "step": 1.0},  # the paper's draws and step
             "last": {"average": False},  # the last iterate instead of the averaged one
             "bias": {"bias": True},  # the regularised bias (paper section V)
-            "float32": {"dtype": "float32"}}  # the defaults with float32 storage and kernel values
+            "float32": {"dtype": "float32"},  # float32 storage and kernel values, whatever the data
+            "float64": {"dtype": "float64"}}  # float64 storage and kernel values (the default before)
 
 
 def generated(name, seed=0):
@@ -93,9 +94,9 @@ def run_ppack(X, y, Xt, yt, C, gamma, epochs, variant, seeds):
     for seed in range(seeds):
         model = PackSVC(gamma=gamma, C=C, epochs=epochs, seed=seed, comm=MPI.COMM_SELF, **VARIANTS[variant]).fit(X, y)
         runs.append({"seconds": model.training_["seconds"]["total"], "test_accuracy": model.score(Xt, yt),
-                     "support_vectors": model.n_support_})
-    mean = {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
-    return {**mean, "seeds": runs}
+                     "support_vectors": model.n_support_, "dtype": model.dtype_})
+    mean = {key: float(np.mean([run[key] for run in runs])) for key in ("seconds", "test_accuracy", "support_vectors")}
+    return {**mean, "dtype": runs[0]["dtype"], "seeds": runs}
 
 
 def libsvm_runs(X, y, Xt, yt, C, gamma, repeats):
@@ -139,13 +140,13 @@ def main():
 
 def print_set(name, r):
     print(f"\n{name}: {r['rows']} rows, C = {r['C']:g}, gamma = {r['gamma']:g}; ppack: mean of {r['seeds']} seeds")
-    print(f"  {'ppack':<24s} {'train s':>8s} {'test acc':>9s} {'SVs':>7s}")
+    print(f"  {'ppack':<24s} {'train s':>8s} {'test acc':>9s} {'SVs':>7s} {'dtype':>8s}")
     lib = r["libsvm"]
     for label, run in r["ppack"].items():
         gap = "" if lib is None else (f"   {100 * (run['test_accuracy'] - lib['test_accuracy']):+.2f} pts, "
                                       f"{run['seconds'] / lib['seconds']:.2f} of LIBSVM's time")
         print(f"  {label:<24s} {run['seconds']:8.2f} {100 * run['test_accuracy']:8.2f}% "
-              f"{run['support_vectors']:7.0f}{gap}")
+              f"{run['support_vectors']:7.0f} {run['dtype']:>8s}{gap}")
     if lib is not None:
         print(f"  {'LIBSVM (1 thread)':<24s} {lib['seconds']:8.2f} {100 * lib['test_accuracy']:8.2f}% "
               f"{lib['support_vectors']:7d}   (median of {', '.join(f'{s:.2f}' for s in lib['all_seconds'])} s)")

@@ -221,9 +221,11 @@ PACKSVM_PARAMS = {
     "class_weight": Param(Rule("class_weight", none=True), None,
                           "weights on the hinge loss of each class's rows: balanced (n_samples / (K * rows of "
                           "the class)) or LABEL:WEIGHT,... (others 1); times the data's row weights 'w'"),
-    "dtype": Param(Rule("choice", choices=tuple(DTYPES)), "float64",
+    "dtype": Param(Rule("choice", choices=("auto",) + tuple(DTYPES)), "auto",
                    "stored feature type; float32 also computes dot products and kernel values in float32 "
-                   "(faster; sums stay float64) (default float64)"),
+                   "(faster, half the memory; sums stay float64); auto (default): float32 for the rbf and "
+                   "laplacian kernels when the worst-case float32 error of a kernel value, bounded from the "
+                   "data's largest norm and gamma, is at most 0.01 (relative), else float64"),
 }
 # Pairs a user gives one of, not both.
 EXCLUSIVE = (("C", "sigma"), ("epochs", "iterations"))

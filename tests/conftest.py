@@ -46,10 +46,12 @@ def make_multiclass(n=300, d=8, sparse=False, seed=0, labels=(3.0, 5.0, 7.0, 11.
 
 def fitted(X, y, comm=MPI.COMM_SELF, sample_weight=None, **params):
     """A PackSVC fitted on one rank (by default) with small test settings; ``params`` override them.
-    The last iterate unless ``average=True``: most tests hold it to the unpacked reference."""
+    The last iterate unless ``average=True``, in float64: most tests hold it to the unpacked
+    reference (the default dtype "auto" would compute these rbf kernels in float32)."""
     from ppack import PackSVC
 
-    params = {"kernel": "rbf", "gamma": 0.2, "iterations": 600, "pack": 100, "seed": 3, "average": False, **params}
+    params = {"kernel": "rbf", "gamma": 0.2, "iterations": 600, "pack": 100, "seed": 3, "average": False,
+              "dtype": "float64", **params}
     if "sigma" not in params:
         params.setdefault("C", 5.0)
     return PackSVC(comm=comm, **params).fit(X, y, sample_weight=sample_weight)

@@ -12,7 +12,8 @@ from ppack.errors import PPackError
 from conftest import fails_with, make_multiclass, make_problem, write_libsvm
 
 WORLD = MPI.COMM_WORLD
-FAST = ["--iterations", "500", "--pack", "50", "--seed", "4", "--quiet"]
+# float64: LIBSVM computes in float64, so the decision values agree to float64 rounding
+FAST = ["--iterations", "500", "--pack", "50", "--seed", "4", "--dtype", "float64", "--quiet"]
 KERNEL_OPTIONS = {"rbf": ["--gamma", "0.2", "--C", "5"], "linear": ["--C", "1"],
                   "poly": ["--gamma", "0.2", "--degree", "3", "--coef0", "1", "--C", "1"]}
 

@@ -50,6 +50,10 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
         assert train_metrics["ranks"] == WORLD.Get_size()
         assert train_metrics["allreduce_calls"] == 2 * train_metrics["packs"] == 2 * 18
         assert train_metrics["support_vectors"] == reference.n_support_
+        # --dtype auto: these well-scaled rows are computed in float32, with the bound recorded
+        assert train_metrics["dtype"] == reference.dtype_ == "float32"
+        assert train_metrics["float32_error_bound"] == pytest.approx(reference.float32_error_bound_)
+        assert 0 < train_metrics["float32_error_bound"] < 1e-2
         assert set(train_metrics["seconds"]) >= {"total", "read", "kernel_sums", "communication",
                                                  "sequential_updates", "evaluate", "save"}
         peaks = train_metrics["memory"]["peak_rss_bytes"]

@@ -119,7 +119,7 @@ def test_a_failure_on_one_rank_during_save_raises_everywhere_and_leaves_no_file(
 
 
 COMMS = [pytest.param(SELF, id="1rank"), pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))]
-MULTI = {"kernel": "rbf", "gamma": 0.3, "C": 10.0, "iterations": 700, "pack": 60, "seed": 8}
+MULTI = {"kernel": "rbf", "gamma": 0.3, "C": 10.0, "iterations": 700, "pack": 60, "seed": 8, "dtype": "float64"}
 
 
 @pytest.mark.parametrize("sparse", [False, True])

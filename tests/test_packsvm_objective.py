@@ -33,7 +33,8 @@ def test_objective_is_the_primal_of_the_returned_model(multiclass, average):
     the hinge part equal the naive a'Ka + hinge."""
     X, y = make_multiclass(400, 5, seed=81) if multiclass else make_problem(400, 5, seed=81)
     weights = np.random.default_rng(2).uniform(0.5, 2.0, 400)
-    model = PackSVC(gamma=0.3, C=5.0, epochs=1, average=average, comm=SELF).fit(X, y, sample_weight=weights)
+    model = PackSVC(gamma=0.3, C=5.0, epochs=1, dtype="float64", average=average, comm=SELF).fit(
+        X, y, sample_weight=weights)
     got = model.training_["objective"]
     expected = naive_objective(model, X, y, weights)
     assert got["exact"] and got["rows"] == 400
@@ -44,8 +45,9 @@ def test_objective_is_the_primal_of_the_returned_model(multiclass, average):
 @pytest.mark.mpi(min_size=2)
 def test_objective_on_all_ranks_equals_one_rank():
     X, y = make_problem(300, 5, seed=82)
-    one = PackSVC(gamma=0.3, C=5.0, epochs=1, average=True, comm=SELF).fit(X, y).training_["objective"]
-    every = PackSVC(gamma=0.3, C=5.0, epochs=1, average=True, comm=WORLD).fit(X, y).training_["objective"]
+    params = {"gamma": 0.3, "C": 5.0, "epochs": 1, "dtype": "float64", "average": True}
+    one = PackSVC(comm=SELF, **params).fit(X, y).training_["objective"]
+    every = PackSVC(comm=WORLD, **params).fit(X, y).training_["objective"]
     assert every["value"] == pytest.approx(one["value"], rel=1e-9)
 
 

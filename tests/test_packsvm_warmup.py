@@ -79,6 +79,8 @@ def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path, rank0_onl
     trained = [k for k, line in enumerate(lines) if line.startswith("trained in ")]
     assert len(ready) == 1 and "compiled once per node" in lines[ready[0]], job.stdout
     assert trained and ready[0] < trained[0]
+    assert any("computed in float32 (auto); a float32 kernel value is off by at most" in line
+               for line in lines), job.stdout
     metrics = json.loads((tmp_path / "run.json").read_text())
     assert metrics["seconds"]["compile"] > 0.0 and metrics["seconds"]["total"] > 0.0
     assert list(cache.rglob("*.nbi")), "nothing written to NUMBA_CACHE_DIR"

@@ -30,6 +30,10 @@ EXPECTED_FAILURES = {
         # no unregularised intercept, and the default gamma = 1/n_features is tiny for the
         # check's std-20 blobs: decision values are ~0 far from the support vectors
         "check_class_weight_classifiers",
+        # dtype "auto" computes these rbf kernel values in float32, and a float32 GEMM tile's
+        # rounding depends on how many rows it holds: a subset's decision values match the
+        # whole set's to float32 rounding (~1e-7 relative), not bit for bit; float64 passes
+        "check_methods_subset_invariance",
     },
     "BlockAveragedSVC": {
         # the averaging rounds stop at a 1e-3 relative duality gap (rounds_tol): weighted and

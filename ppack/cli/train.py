@@ -102,7 +102,7 @@ def _fit_packsvm(args, model, shard, say):
             "run the same command with --resume to continue")
         return None
     say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
-        f"T={info['iterations']}, r={info['pack']}")
+        f"T={info['iterations']}, r={info['pack']}, {describe_dtype(model)}")
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
@@ -125,8 +125,17 @@ def _fit_packsvm(args, model, shard, say):
             "objective": objective, "validation": validation,
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
+            "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": dict(info["seconds"])}
+
+
+def describe_dtype(model):
+    """The float type a kernel run computed in, and why, in words."""
+    bound = model.float32_error_bound_
+    worst = "" if bound is None else f"; a float32 kernel value is off by at most {bound:.2g} (relative)"
+    chosen = " (auto)" if model.dtype == "auto" else ""
+    return f"computed in {model.dtype_}{chosen}{worst}"
 
 
 def _fit_linear(args, model, shard, say):

@@ -4,7 +4,7 @@
 text is scanned by every rank, which keeps only its rows), and a problem on any rank
 (missing file, bad layout, NaN in X) stops every rank with the same message.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +55,18 @@ class Shard:
         X = self.X
         held = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes if self.sparse else X.nbytes
         return int(held + self.y.nbytes)
+
+    def computed_in(self, dtype):
+        """This shard with rows computed in the float ``dtype``: float X converted (the
+        original is not kept), compact X kept as stored."""
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype:
+            return self
+        X = self.X
+        if X.dtype not in COMPACT_DTYPES:
+            X = sp.csr_matrix((X.data.astype(dtype), X.indices, X.indptr), shape=X.shape) if self.sparse \
+                else X.astype(dtype)
+        return replace(self, X=X, dtype=dtype)
 
     def float_rows(self, start=0, stop=None):
         """Local rows [start, stop) as feature values of ``dtype`` (dense array or CSR)."""

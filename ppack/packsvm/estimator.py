@@ -4,6 +4,7 @@ from mpi4py import MPI
 
 from ..base import BaseSVC, available_if
 from ..kernels import ops
+from ..kernels.precision import resolve_dtype
 from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
 from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
@@ -84,7 +85,11 @@ class PackSVC(BaseSVC):
 
     @property
     def feature_dtype(self):
-        return np.dtype(DTYPES[self.dtype])
+        """The float type data is read in: the asked one, or with "auto" float64 until ``fit``
+        has resolved it (``dtype_``)."""
+        if self.dtype != "auto":
+            return np.dtype(DTYPES[self.dtype])
+        return np.dtype(DTYPES[getattr(self, "dtype_", "float64")])
 
     def summary(self):
         return f"{self.n_support_} support vectors"
@@ -116,7 +121,10 @@ class PackSVC(BaseSVC):
         out of ``total``; ``on_kernels_ready(seconds)``, if given, is called (on every rank) then.
         """
         comm = self._comm()
+        self.__dict__.pop("dtype_", None)  # "auto" reads in float64, then resolves against the data
         shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
+        self.dtype_, self.float32_error_bound_ = resolve_dtype(comm, self.dtype, shard, self.spec_)
+        shard = shard.computed_in(DTYPES[self.dtype_])
         labels = self._fit_classes(shard)
         weights = self._row_weights(shard, self.class_weight_)
         n_classes = len(self.classes_)
@@ -141,7 +149,7 @@ class PackSVC(BaseSVC):
         params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
                   "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
                   "pack": int(self.pack), "seed": seed, "n_samples": m, "n_features": d,
-                  "dtype": self.dtype, "iterations": T, "n_classes": n_classes}
+                  "dtype": self.dtype_, "iterations": T, "n_classes": n_classes}
         if self.average:  # an averaged run's checkpoints hold the averages too
             params["average"] = True
         if self.sampling != "uniform":  # the paper's sampling keeps the checkpoints of earlier versions
@@ -157,7 +165,7 @@ class PackSVC(BaseSVC):
         previous = None
         exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
         if resume and exists:
-            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype], self.tol_window)
+            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window)
         self.resumed_from_ = None if previous is None else previous[1].iteration
         compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse)
         if on_kernels_ready is not None:
@@ -185,7 +193,8 @@ class PackSVC(BaseSVC):
             "n_samples": m, "iterations": T, "iterations_done": state.iteration, "pack": int(self.pack),
             "ranks": comm.Get_size(), "seed": seed, "packs": stats.packs,
             "projections": stats.projections, "converged": stats.converged,
-            "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype, "sampling": self.sampling,
+            "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype_,
+            "float32_error_bound": self.float32_error_bound_, "sampling": self.sampling,
             "step": float(self.step), "average": bool(self.average),
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
@@ -266,6 +275,7 @@ class PackSVC(BaseSVC):
         model = cls(kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
                     sigma=header.sigma, bias=spec.offset > 0, comm=comm, work_bytes=work_bytes,
                     dtype="float32" if header.dtype == np.float32 else "float64")
+        model.dtype_, model.float32_error_bound_ = model.dtype, None
         model.table_ = run_collectively(comm, _read_table_slice, path, header, comm.Get_rank(), comm.Get_size())
         model.spec_, model.scale_ = spec, header.scale
         model.sigma_, model.C_, model.classes_ = header.sigma, header.C, header.classes

@@ -88,8 +88,10 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     if rows is not None and rows < 1:
         raise PPackError(f"--rows: must be >= 1, got {rows}")
-    item = np.dtype(params["dtype"]).itemsize
-    n, d, per_row, sparse, longest, held, K = _header(str(path), params["dtype"])
+    # "auto" resolves against the data when training starts: plan for float64, the larger case
+    dtype = "float64" if params["dtype"] == "auto" else params["dtype"]
+    item = np.dtype(dtype).itemsize
+    n, d, per_row, sparse, longest, held, K = _header(str(path), dtype)
     scaled = rows is not None
     if scaled:
         n = int(rows)
@@ -109,7 +111,8 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
              f"{'csr' if sparse else 'dense'}, "
              f"{per_row:.1f} stored values per row, {K} classes"
              f"{' (one-vs-rest in one pass)' if K > 2 else ''}; T = {T}, r = {r}, {ranks} ranks",
-             "memory per rank (worst case at T):",
+             f"memory per rank (worst case at T, {dtype}"
+             f"{' (--dtype auto may choose float32: half the rows)' if params['dtype'] == 'auto' else ''}):",
              f"  data shard        {_size(shard)}  ({rows} rows)",
              f"  support vectors   {_size(table)}  (up to {entries} per rank)",
              f"  pack work arrays  {_size(work)}"]
@@ -172,7 +175,7 @@ def rates_of_run(metrics):
 
 def _calibrate(path, params, n, T, r):
     """``Rates`` from a short single-process run on this machine."""
-    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(params["dtype"]))
+    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype("float64" if params["dtype"] == "auto" else params["dtype"]))
     m = min(n, CALIBRATION_ROWS)
     X, y = shard.float_rows(0, m), shard.y[:m]
     sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
