@@ -2,6 +2,10 @@
 
 The distributed tests run with ``mpiexec -n 4 python -m pytest --with-mpi``.
 """
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -9,7 +13,7 @@ from mpi4py import MPI
 from ppack.data.shard import load_shard
 from ppack.mpi.comm import chunk, chunk_starts, owners_of
 
-from conftest import make_problem
+from conftest import clean_mpi_env, make_problem, mpiexec
 
 WORLD = MPI.COMM_WORLD
 
@@ -95,3 +99,34 @@ def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_only):
     assert job.returncode != 0
     assert "rank 2 failed" in job.stderr and "simulated failure on rank 2" in job.stderr
     assert time.monotonic() - start < 120
+
+
+THREADS_SCRIPT = """
+import os, sys
+import numba
+import numpy as np
+from mpi4py import MPI
+from ppack import PackSVC
+if sys.argv[1] == "by-hand":
+    numba.set_num_threads(1)
+rng = np.random.default_rng(0)
+X = rng.normal(size=(120, 4))
+PackSVC(gamma=0.5, iterations=100, pack=20, comm=MPI.COMM_SELF).fit(X, np.sign(X[:, 0] + 0.1))
+print("threads", MPI.COMM_WORLD.Get_rank(), numba.get_num_threads(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("how,ranks", [("auto", 2), ("by-hand", 1)])
+def test_a_python_script_under_mpiexec_gets_its_share_of_the_cores(how, ranks, tmp_path, rank0_only):
+    """PackSVC.fit gives each rank of a job cores // ranks-on-this-node numba threads, as `train`
+    does, even on COMM_SELF (the launcher's count); a count set by hand is left alone."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    env = {k: v for k, v in clean_mpi_env().items() if k not in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")}
+    job = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(script), how], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert job.returncode == 0, job.stderr
+    counts = [int(line.split()[2]) for line in job.stdout.splitlines() if line.startswith("threads")]
+    # by hand: 1 thread on the one rank, where the share would be every core
+    expected = 1 if how == "by-hand" else max(1, len(os.sched_getaffinity(0)) // ranks)
+    assert counts == [expected] * ranks, job.stdout

@@ -44,15 +44,16 @@ def _unpad_rows(nnz, idx, val):
     return indptr, indices, values
 
 
-def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None):
+def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None, dtype=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
     ``collectives``: a ``mpi.collectives.Collectives`` (one ``sum``); ``shard`` this
     rank's ``Shard``; ``labels`` its rows' labels (or None); ``n_features`` pads rows to a
     model's width; ``weights`` its rows' weights (or None), delivered as the block's ``weight``.
-    Returns a ``RowBlock`` of feature values in the shard's float ``dtype``
+    Returns a ``RowBlock`` of feature values in the float ``dtype`` (default: the shard's)
     (compact stored rows are scaled here, r rows at a time).
     """
+    dtype = shard.dtype if dtype is None else np.dtype(dtype)
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
     mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
@@ -83,5 +84,5 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None)
     weight = None if weights is None else buf[r:2 * r].copy()
     if shard.sparse:
         indptr, indices, values = _unpad_rows(nnz, idx, val)
-        return RowBlock(d, y, csr=(indptr, indices, values.astype(shard.dtype, copy=False)), weight=weight)
-    return RowBlock(d, y, dense=rows.astype(shard.dtype), weight=weight)
+        return RowBlock(d, y, csr=(indptr, indices, values.astype(dtype, copy=False)), weight=weight)
+    return RowBlock(d, y, dense=rows.astype(dtype), weight=weight)

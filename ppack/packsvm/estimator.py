@@ -10,7 +10,7 @@ from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_v
 from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
-from ..mpi.comm import chunk, on_rank0, run_collectively
+from ..mpi.comm import chunk, ensure_threads, on_rank0, run_collectively
 from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint
 from .loop import Checkpointing, PackedSolver
@@ -121,6 +121,7 @@ class PackSVC(BaseSVC):
         out of ``total``; ``on_kernels_ready(seconds)``, if given, is called (on every rank) then.
         """
         comm = self._comm()
+        ensure_threads(comm)  # a Python script under mpiexec: this rank's share of the node's cores
         self.__dict__.pop("dtype_", None)  # "auto" reads in float64, then resolves against the data
         shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
         self.dtype_, self.float32_error_bound_ = resolve_dtype(comm, self.dtype, shard, self.spec_)
@@ -246,8 +247,10 @@ class PackSVC(BaseSVC):
         return probabilities(decisions, self.probability_[0], self.probability_[1])
 
     def _decisions(self, shard):
-        return distributed_decisions(self._comm(), self.table_, self.scale_, self.spec_, shard,
-                                     self.n_features_in_, self.work_bytes)
+        comm = self._comm()
+        ensure_threads(comm)
+        return distributed_decisions(comm, self.table_, self.scale_, self.spec_, shard, self.n_features_in_,
+                                     self.work_bytes)
 
     # -- model file ------------------------------------------------------------------
     def save(self, path):

@@ -42,7 +42,8 @@ def distributed_decisions(comm, table, scale, spec, shard, n_features, work_byte
     labels = np.empty(n) if root else None
     for b0 in range(0, n, rows):
         block_ids = all_ids[b0:b0 + rows]
-        block = deliver_rows(collectives, shard, shard.y, block_ids, n_features)
+        # rows in the table's type, whatever the shard's: norms and dot products of the same values
+        block = deliver_rows(collectives, shard, shard.y, block_ids, n_features, dtype=table.dtype)
         part = np.zeros((Q, len(block_ids)))
         ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, part,
                          work_bytes)
