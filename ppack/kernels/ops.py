@@ -8,6 +8,7 @@ value is then evaluated once for all K columns. The work is done by a backend mo
 the numba cores' names; ``BACKEND`` is the one place it is chosen (CPU today; a GPU
 backend would be a sibling of ``cpu.py``).
 """
+import contextlib
 import functools
 
 import numpy as np
@@ -36,11 +37,26 @@ def _blas_pools():
     return ThreadpoolController()
 
 
+_blas_limited = 0  # depth of open single_threaded_blas contexts
+
+
+@contextlib.contextmanager
 def single_threaded_blas():
     """Context: BLAS single-threaded for a kernel-sum pass that calls it from numba's
     parallel loops, where BLAS's own threads would spin against numba's (dense data in a
-    process that left BLAS at its default of every core ran 20 times slower)."""
-    return _blas_pools().limit(limits=1, user_api="blas")
+    process that left BLAS at its default of every core ran 20 times slower). Nested
+    contexts cost nothing: the training loop opens one around all its packs, so each
+    pack's kernel sums skip the limit's tens of microseconds."""
+    global _blas_limited
+    if _blas_limited:
+        yield
+        return
+    with _blas_pools().limit(limits=1, user_api="blas"):
+        _blas_limited += 1
+        try:
+            yield
+        finally:
+            _blas_limited -= 1
 
 
 def dense_row_norms(X, l1):

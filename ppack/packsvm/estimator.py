@@ -33,7 +33,8 @@ class PackSVC(BaseSVC):
     (None: 1 / n_features), degree, coef0, C or sigma (tied by C = 1 / (n_samples *
     sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
     c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
-    "uniform": with replacement), dtype of stored features, bias
+    "uniform": with replacement), dtype of stored features and kernel values ("auto": float32
+    unless the data's float32 error bound exceeds 1e-2, see ``kernels.precision``), bias
     (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
     windowed mean hinge loss is stable; paper section V); comm, work_bytes (kernel-sum
     working memory) and progress (rank 0's callback after every pack).
@@ -41,7 +42,8 @@ class PackSVC(BaseSVC):
     positive), ``table_`` (this rank's support vectors), ``scale_`` (a float, or (K,) for K > 2
     classes), ``sigma_``, ``C_``, ``n_features_in_``, ``n_support_`` (distinct support
     vectors, shared by the classes), ``n_support_per_class_`` ((1,) or (K,): the support
-    vectors each coefficient column uses), ``stats_``. ``decision_function`` gives (n,) for two
+    vectors each coefficient column uses), ``stats_``, ``dtype_`` (the float type computed in)
+    and ``float32_error_bound_`` (or None). ``decision_function`` gives (n,) for two
     classes and (n, K) for more.
     """
 

@@ -105,6 +105,10 @@ class PackedSolver:
         is then their largest over all ranks).
         ``stopped`` is True when the run ended early on request.
         """
+        with ops.single_threaded_blas():  # once for all the packs' kernel sums
+            return self._run_packs(shard, labels, checkpointing, resume, stop_after_packs, weights)
+
+    def _run_packs(self, shard, labels, checkpointing, resume, stop_after_packs, weights):
         comm = self.comm
         rank, size = comm.Get_rank(), comm.Get_size()
         Q = self.n_columns

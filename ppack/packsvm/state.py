@@ -1,4 +1,5 @@
 """The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -101,5 +102,13 @@ def moving_average(previous, values, weight):
     """Exponential moving average (weight per new value) continued over ``values``."""
     if np.isnan(previous):
         return float(np.mean(values))
-    decay = (1.0 - weight) ** np.arange(len(values) - 1, -1, -1)
+    decay = _decay_powers(len(values), weight)
     return float((1.0 - weight) ** len(values) * previous + weight * decay @ values)
+
+
+@functools.lru_cache(maxsize=8)
+def _decay_powers(n, weight):
+    """(1 - weight) ** [n-1, ..., 1, 0], computed once per pack size (read-only)."""
+    decay = (1.0 - weight) ** np.arange(n - 1, -1, -1)
+    decay.flags.writeable = False
+    return decay
