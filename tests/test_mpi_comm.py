@@ -102,7 +102,7 @@ def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_only):
 
 
 THREADS_SCRIPT = """
-import os, sys
+import sys
 import numba
 import numpy as np
 from mpi4py import MPI
