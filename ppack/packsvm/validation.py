@@ -40,7 +40,7 @@ class Validation:
         scale = state.scale
         if table.averaged:  # the model being trained is the averaged iterate: measure that one
             table = SimpleNamespace(features=table.features, norms=table.norms, n_columns=table.n_columns,
-                                    coef=averaged_coefficients(table, state))
+                                    dtype=table.dtype, coef=averaged_coefficients(table, state))
             scale = np.ones_like(scale)
         decisions, raw = distributed_decisions(self.comm, table, scale, model.spec_, self.shard,
                                                self.shard.n_features, model.work_bytes, ids=self.ids,
