@@ -24,6 +24,8 @@ AUTO_FLOAT32_BOUND = 1e-2
 NORM_ROWS = 8192
 
 UNIT_ROUNDOFF32 = 2.0 ** -24
+# The kernels whose float32 error is relative to the kernel value (the ones "auto" may run in float32).
+RELATIVE_ERROR_KINDS = (RBF, LAPLACIAN)
 # A float32 kernel value's own error: the float32 exp (7.4e-8 relative) and its rounding.
 FLOAT32_VALUE_ERROR = 2e-7
 
@@ -33,13 +35,19 @@ def float32_kernel_error(spec, max_norm, n_features):
     whose kernel norm (squared L2 for rbf, L1 for laplacian) is at most ``max_norm``, or
     None for the linear and poly kernels. The rows' own rounding to float32 counts as two
     more terms of the dot product; the exp's error and the value's rounding are added."""
-    if spec.kind not in (RBF, LAPLACIAN):
+    if spec.kind not in RELATIVE_ERROR_KINDS:
         return None
     du = (n_features + 2) * UNIT_ROUNDOFF32
     g = du / (1.0 - du) if du < 1.0 else math.inf
     delta = (2.0 if spec.kind == RBF else 4.0) * g * max_norm
     exponent = spec.gamma * delta
     return math.expm1(exponent) + FLOAT32_VALUE_ERROR if exponent < 700.0 else math.inf
+
+
+def read_dtype(requested):
+    """The float type data is read in for a run asked for ``requested``: "auto" reads float64,
+    the larger case, until ``resolve_dtype`` has seen the data."""
+    return "float64" if requested == "auto" else requested
 
 
 def largest_norm(comm, shard, spec):
@@ -55,8 +63,8 @@ def resolve_dtype(comm, requested, shard, spec):
     """Collective: ``(dtype name, float32 error bound)`` for a run asked for ``requested``
     ("auto", "float32" or "float64") on ``shard`` (read in float64 for "auto") with ``spec``.
     The bound (``float32_kernel_error``) is None for float64 runs and the linear and poly kernels."""
-    if requested == "float64" or spec.kind not in (RBF, LAPLACIAN):
-        return ("float64" if requested == "auto" else requested), None
+    if requested == "float64" or spec.kind not in RELATIVE_ERROR_KINDS:
+        return read_dtype(requested), None
     bound = float32_kernel_error(spec, largest_norm(comm, shard, spec), shard.n_features)
     if requested == "auto":
         return ("float32" if bound <= AUTO_FLOAT32_BOUND else "float64"), bound

@@ -4,7 +4,7 @@ from mpi4py import MPI
 
 from ..base import BaseSVC, available_if
 from ..kernels import ops
-from ..kernels.precision import resolve_dtype
+from ..kernels.precision import read_dtype, resolve_dtype
 from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
 from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
@@ -89,9 +89,7 @@ class PackSVC(BaseSVC):
     def feature_dtype(self):
         """The float type data is read in: the asked one, or with "auto" float64 until ``fit``
         has resolved it (``dtype_``)."""
-        if self.dtype != "auto":
-            return np.dtype(DTYPES[self.dtype])
-        return np.dtype(DTYPES[getattr(self, "dtype_", "float64")])
+        return np.dtype(DTYPES[getattr(self, "dtype_", read_dtype(self.dtype))])
 
     def summary(self):
         return f"{self.n_support_} support vectors"

@@ -33,6 +33,7 @@ from ..data.libsvm import read_libsvm
 from ..data.shard import load_shard
 from ..errors import PPackError
 from ..kernels.ops import DEFAULT_WORK_BYTES
+from ..kernels.precision import read_dtype
 from ..registry import PACKSVM_PARAMS
 from .comm_model import INFINIBAND_EDR, best_algorithm, pack_bytes, pack_seconds
 from .estimator import PackSVC
@@ -88,8 +89,7 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     if rows is not None and rows < 1:
         raise PPackError(f"--rows: must be >= 1, got {rows}")
-    # "auto" resolves against the data when training starts: plan for float64, the larger case
-    dtype = "float64" if params["dtype"] == "auto" else params["dtype"]
+    dtype = read_dtype(params["dtype"])  # "auto" resolves when training starts: plan for float64
     item = np.dtype(dtype).itemsize
     n, d, per_row, sparse, longest, held, K = _header(str(path), dtype)
     scaled = rows is not None
@@ -175,7 +175,7 @@ def rates_of_run(metrics):
 
 def _calibrate(path, params, n, T, r):
     """``Rates`` from a short single-process run on this machine."""
-    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype("float64" if params["dtype"] == "auto" else params["dtype"]))
+    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(read_dtype(params["dtype"])))
     m = min(n, CALIBRATION_ROWS)
     X, y = shard.float_rows(0, m), shard.y[:m]
     sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
