@@ -1,240 +1,127 @@
-"""Shared fixtures and helpers: synthetic problems, the shared benchmark data, MPI, the CLI, LIBSVM text."""
-import os
-import subprocess
-import sys
-from collections import Counter
-from pathlib import Path
+"""How the suite runs under ``mpiexec -n P python -m pytest --with-mpi``, and the shared fixtures.
 
+One rule says where a test runs: on every rank if and only if it is marked ``mpi`` or uses
+an MPI fixture (``mpi_tmp_path``, ``mpi_tmpdir``, ``mpi_file_name``); every other test runs
+on world rank 0 alone, with all of the node's cores for numba and BLAS, while the other
+ranks sleep in a polite barrier until the next all-rank test. An all-rank test gets each
+rank's share of the cores, as ``train`` gives it. During a rank-0 test ``MPI.COMM_WORLD``
+is a guard: a collective on it fails at once, saying to mark the test ``mpi``, instead of
+waiting forever for ranks that are not there.
+
+Tests marked ``second_tier`` (real SLURM jobs, mnist8m generation and training, many-rank
+runs) are deselected by default (``addopts`` in pyproject.toml); ``-m second_tier`` runs them.
+"""
+import os
+
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
+from threadpoolctl import threadpool_limits
 
 from ppack.mpi.comm import configure_threads, polite_barrier
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from helpers import SHARED_DATA
+
 WORLD = MPI.COMM_WORLD
-# Each rank takes its share of the node's cores for numba, as `train` does: the in-process
-# estimators of the tests would otherwise run every core's worth of threads on every rank.
-configure_threads(WORLD)
+MPI_FIXTURES = frozenset({"mpi_tmp_path", "mpi_tmpdir", "mpi_file_name"})
+NODE_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+# each rank's share of the node's cores, for all-rank tests (a collective, at import on every rank)
+RANK_SHARE = configure_threads(WORLD)
 
 
-def make_problem(n=400, d=12, sparse=False, seed=0, labels=(-1.0, 1.0)):
-    """A two-class problem that needs a nonlinear kernel: X (n, d), y (n,) with ``labels``.
-
-    Sparse problems keep the three informative columns and about 20% of the others.
-    """
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    if sparse:
-        X[:, 3:][rng.random((n, d - 3)) > 0.2] = 0.0
-    score = X[:, 0] * X[:, 1] + 0.5 * np.sin(2 * X[:, 2]) + 0.1 * rng.normal(size=n)
-    y = np.where(score > 0, labels[1], labels[0])
-    return (sp.csr_matrix(X) if sparse else X), y
+def runs_on_every_rank(item):
+    """The rule: marked ``mpi`` or using an MPI fixture."""
+    return item.get_closest_marker("mpi") is not None or not MPI_FIXTURES.isdisjoint(item.fixturenames)
 
 
-def make_multiclass(n=300, d=8, sparse=False, seed=0, labels=(3.0, 5.0, 7.0, 11.0)):
-    """A problem of len(labels) classes, the quadrants of a nonlinear map of two columns."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    if sparse:
-        X[:, 2:][rng.random((n, d - 2)) > 0.25] = 0.0
-    angle = np.arctan2(X[:, 1] + 0.3 * np.sin(2 * X[:, 0]), X[:, 0]) + 0.2 * rng.normal(size=n)
-    codes = ((angle + np.pi) / (2 * np.pi) * len(labels)).astype(int) % len(labels)
-    return (sp.csr_matrix(X) if sparse else X), np.asarray(labels)[codes]
+def pytest_configure(config):
+    config.addinivalue_line("markers", "second_tier: long real-job test, run by `pytest -m second_tier` "
+                                       "(the CI's second tier), not by the README's test command")
 
 
-def fitted(X, y, comm=MPI.COMM_SELF, sample_weight=None, **params):
-    """A PackSVC fitted on one rank (by default) with small test settings; ``params`` override them.
-    The last iterate unless ``average=True``, in float64: most tests hold it to the unpacked
-    reference (the default dtype "auto" would compute these rbf kernels in float32)."""
-    from ppack import PackSVC
-
-    params = {"kernel": "rbf", "gamma": 0.2, "iterations": 600, "pack": 100, "seed": 3, "average": False,
-              "dtype": "float64", **params}
-    if "sigma" not in params:
-        params.setdefault("C", 5.0)
-    return PackSVC(comm=comm, **params).fit(X, y, sample_weight=sample_weight)
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Ranks other than 0 keep only the all-rank tests (in the same order as rank 0)."""
+    if WORLD.Get_size() > 1 and WORLD.Get_rank() != 0:
+        rank0_tests = [item for item in items if not runs_on_every_rank(item)]
+        if rank0_tests:
+            config.hook.pytest_deselected(items=rank0_tests)
+            items[:] = [item for item in items if runs_on_every_rank(item)]
 
 
-class CountingComm:
-    """A communicator proxy that counts every collective and point-to-point call by name."""
+class RankZeroWorld:
+    """``MPI.COMM_WORLD`` on rank 0 while a rank-0 test runs: rank and size answer, and
+    anything else (a collective, a split, a duplicate) fails the test with what to do."""
 
-    COUNTED = {
-        "Allreduce", "allreduce", "Reduce", "reduce", "Bcast", "bcast", "Gather", "gather",
-        "Gatherv", "Allgather", "allgather", "Allgatherv", "Scatter", "scatter", "Scatterv",
-        "Alltoall", "alltoall", "Alltoallv", "Barrier", "barrier", "Scan", "scan", "Exscan",
-        "exscan", "Reduce_scatter", "Iallreduce", "Ibarrier", "Ibcast", "Send", "send", "Recv",
-        "recv", "Isend", "isend", "Irecv", "irecv", "Sendrecv", "sendrecv",
-    }
+    ANSWERS = frozenset({"Get_rank", "Get_size", "rank", "size", "Get_name", "name"})
 
-    def __init__(self, comm):
-        self._comm = comm
-        self.calls = Counter()
+    def __init__(self, nodeid):
+        self._nodeid = nodeid
 
     def __getattr__(self, name):
-        attr = getattr(self._comm, name)
-        if name not in self.COUNTED:
-            return attr
-
-        def counted(*args, **kwargs):
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-
-        return counted
+        if name in self.ANSWERS:
+            return getattr(WORLD, name)
+        pytest.fail(f"{self._nodeid} runs on rank 0 alone but called COMM_WORLD.{name}, which the other "
+                    f"ranks never join: mark it @pytest.mark.mpi (or use mpi_tmp_path) to run it on every "
+                    f"rank, or pass comm=MPI.COMM_SELF", pytrace=False)
 
 
-@pytest.fixture
-def rank0_only():
-    """For serial tests that are heavy or launch their own ``mpiexec``: run them once.
+def _use_threads(every_rank):
+    """numba and BLAS threads: each rank's share in an all-rank test, the node's cores in a
+    rank-0 test. Set before every test, since a test may change them (configure_threads)."""
+    count = RANK_SHARE if every_rank else min(NODE_CORES, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(count)
+    threadpool_limits(1 if every_rank else count, user_api="blas")
 
-    Under ``mpiexec -n 4 pytest --with-mpi`` world rank 0 runs the test while the other
-    ranks wait (sleeping, not spinning, so rank 0 gets the cores), then report it as run
-    on rank 0. In a plain serial pytest run the test simply runs.
-    """
-    if WORLD.Get_size() > 1 and WORLD.Get_rank() != 0:
-        polite_barrier(WORLD)
-        pytest.skip("serial test run once, on MPI world rank 0")
-    yield
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    several = WORLD.Get_size() > 1
+    every = several and runs_on_every_rank(item)
+    if every:
+        polite_barrier(WORLD)  # the other ranks slept here while rank 0 ran the tests before
+    _use_threads(every)
+    if several and not every:
+        MPI.COMM_WORLD = RankZeroWorld(item.nodeid)
+    try:
+        yield
+    finally:
+        MPI.COMM_WORLD = WORLD
+
+
+def pytest_sessionfinish(session, exitstatus):
     if WORLD.Get_size() > 1:
-        polite_barrier(WORLD)
+        polite_barrier(WORLD)  # ranks 1.. wait, sleeping, for rank 0's last tests
 
 
-def clean_mpi_env():
-    """The environment without the variables of the MPI job we may be running inside."""
-    prefixes = ("PMI", "PMIX", "MPI_", "MPIR", "HYDRA", "OMPI", "I_MPI")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
-    env["OMP_NUM_THREADS"] = env["NUMBA_NUM_THREADS"] = "1"
-    return env
+# ---------------------------------------------------------------- shared data
+
+# the three LIBSVM benchmark sets beside the repository: training files, test file, features
+BENCHMARK_SETS = {"a9a": (["a9a/a9a.bz2"], "a9a/a9a.t.bz2", 123),
+                  "w8a": (["w8a/w8a.bz2"], "w8a/w8a.t.bz2", 300),
+                  "ijcnn1": (["ijcnn1/ijcnn1.tr.bz2", "ijcnn1/ijcnn1.val.bz2"], "ijcnn1/ijcnn1.t.bz2", 22)}
 
 
-def mpiexec():
-    """The mpiexec that belongs to this Python environment, else the one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    return str(beside) if beside.exists() else "mpiexec"
+@pytest.fixture(scope="session")
+def benchmark_data():
+    """``get(name) -> (X, y, X_test, y_test)`` (CSR, float64 labels) of a9a, w8a or ijcnn1,
+    each parsed once per session; the test is skipped where the shared data is missing."""
+    from ppack.data.libsvm import read_libsvm
 
+    cache = {}
 
-def run_ppack(args, ranks=4, timeout=240, cwd=None, env=None):
-    """Run ``python -m ppack ARGS`` on ``ranks`` ranks; returns the CompletedProcess.
+    def get(name):
+        if name not in cache:
+            train, test, d = BENCHMARK_SETS[name]
+            if not all((SHARED_DATA / f).is_file() for f in [*train, test]):
+                pytest.skip(f"shared benchmark data {name} not found under {SHARED_DATA}")
+            parts = [read_libsvm(SHARED_DATA / f, n_features=d)[:2] for f in train]
+            X = sp.vstack([p[0] for p in parts]).tocsr()
+            y = np.concatenate([p[1] for p in parts])
+            X_test, y_test, _ = read_libsvm(SHARED_DATA / test, n_features=d)
+            cache[name] = (X, y, X_test, y_test)
+        return cache[name]
 
-    ``env``: variables added to (or replacing those of) the clean environment."""
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", *map(str, args)]
-    return subprocess.run(cmd, env={**clean_mpi_env(), **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
-
-
-# ---------------------------------------------------------------- command line
-
-# small, fast training options of `train --solver packsvm`
-TRAIN = ["--gamma", "0.2", "--C", "5", "--iterations", "900", "--pack", "50", "--seed", "4", "--quiet"]
-
-
-def write_libsvm(path, X, y, precision=17):
-    """LIBSVM text of dense or CSR X (zeros omitted), written by rank 0 only."""
-    if WORLD.Get_rank() == 0:
-        dense = X.toarray() if hasattr(X, "toarray") else X
-        with open(path, "w") as f:
-            for row, label in zip(dense, y):
-                pairs = " ".join(f"{j + 1}:{v:.{precision}g}" for j, v in enumerate(row) if v != 0)
-                f.write(f"{label:g} {pairs}\n")
-    WORLD.Barrier()
-
-
-def fails_with(capsys, argv, pattern):
-    """Run the CLI expecting exit status 1 and ``pattern`` in rank 0's message."""
-    from ppack.cli import main
-
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 1
-    err = capsys.readouterr().err
-    if WORLD.Get_rank() == 0:
-        assert pattern in err, err
-    WORLD.Barrier()
-
-
-# ---------------------------------------------------------------- LIBSVM text
-
-
-def write(path, raw):
-    """Write the bytes ``raw`` to ``path``; returns ``path``."""
-    path.write_bytes(raw)
-    return path
-
-
-def format_number(rng, v):
-    """v written in one of the spellings found in LIBSVM files."""
-    style = rng.randrange(9)
-    if style == 0:
-        s = repr(v)
-    elif style == 1:
-        s = "%g" % v
-    elif style == 2:
-        s = "%.6e" % v
-    elif style == 3:
-        s = "%.17E" % v
-    elif style == 4:
-        s = "%.25g" % v  # more digits than a double holds: exact path needed
-    elif style == 5:
-        s = "%.4f" % v
-        s = s.replace("0.", ".", 1) if s.startswith("0.") else s  # ".5"
-    elif style == 6:
-        s = "%d." % round(v)  # "5."
-    elif style == 7:
-        s = str(round(v))
-    else:
-        s = "%.3e" % v
-    if rng.random() < 0.1 and not s.startswith("-"):
-        s = "+" + s
-    return s
-
-
-def random_value(rng):
-    """A random double over a wide range of magnitudes, sometimes an edge value."""
-    kind = rng.random()
-    if kind < 0.05:
-        return rng.choice([0.0, 1.0, -1.0, 1e-310, 1.7e308, -2.5e-300, 5e-324])
-    return rng.gauss(0, 1) * 10 ** rng.uniform(-30, 30)
-
-
-def random_libsvm(rng, n_rows, n_features, quirks=True):
-    """Random LIBSVM bytes with formatting quirks (when quirks)."""
-    lines = []
-    for _ in range(n_rows):
-        if quirks and rng.random() < 0.1:
-            lines.append(rng.choice(["", "   ", "# a comment", "\t# indented comment", "#"]))
-        label = rng.choice(["+1", "-1", "1", "1.0", "-1.0", "0", "3", "2.5e-1", "-7"])
-        nnz = rng.randrange(0, min(10, n_features) + 1)
-        idx = sorted(rng.sample(range(1, n_features + 1), nnz))
-        seps = [" ", "\t", "  ", " \t "] if quirks else [" "]
-        parts = [label]
-        if quirks and rng.random() < 0.2:
-            parts.append(f"qid:{rng.randrange(1, 50)}")
-        parts += [f"{i}:{format_number(rng, random_value(rng))}" for i in idx]
-        line = parts[0] + "".join(rng.choice(seps) + p for p in parts[1:])
-        if quirks and rng.random() < 0.2:
-            line = rng.choice(["", " ", "\t"]) + line + rng.choice(["", " ", "\t"])
-        if quirks and rng.random() < 0.15:
-            line += rng.choice([" # trailing comment 1:2", "#x", "  #"])
-        lines.append(line)
-    eol = "\r\n" if quirks and rng.random() < 0.5 else "\n"
-    text = eol.join(lines)
-    if not quirks or rng.random() < 0.5:
-        text += eol
-    return text.encode()
-
-
-def empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, module, name):
-    """A new empty folder every rank sees; on rank 1 ``module.name`` raises PPackError("disk full on rank 1")."""
-    from ppack.errors import PPackError
-
-    folder = mpi_tmp_path / "failing"
-    if WORLD.Get_rank() == 0:
-        folder.mkdir()
-    WORLD.Barrier()
-    if WORLD.Get_rank() == 1:
-        def broken(*args, **kwargs):
-            raise PPackError("disk full on rank 1")
-        monkeypatch.setattr(module, name, broken)
-    return folder
+    return get

@@ -11,7 +11,7 @@ from ppack.errors import PPackError
 from ppack.linear.estimator import BlockAveragedSVC
 from ppack.model.linear import LinearModelFile, save_linear_model
 
-from conftest import fitted, make_problem
+from helpers import fitted, make_problem
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF

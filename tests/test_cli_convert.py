@@ -9,7 +9,7 @@ from mpi4py import MPI
 from ppack.cli import main
 from ppack.data.hdf5 import read_header, read_rows
 
-from conftest import fails_with, make_problem, write_libsvm
+from helpers import fails_with, make_problem, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 

@@ -9,7 +9,7 @@ from ppack import load_model
 from ppack.cli import main
 from ppack.errors import PPackError
 
-from conftest import fails_with, make_multiclass, make_problem, write_libsvm
+from helpers import fails_with, make_multiclass, make_problem, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 # float64: LIBSVM computes in float64, so the decision values agree to float64 rounding

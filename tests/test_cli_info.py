@@ -3,7 +3,7 @@ from mpi4py import MPI
 
 from ppack.cli import main
 
-from conftest import TRAIN, fails_with, make_problem, write_libsvm
+from helpers import TRAIN, fails_with, make_problem, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 

@@ -9,7 +9,7 @@ from mpi4py import MPI
 from ppack import PackSVC
 from ppack.cli import main
 
-from conftest import TRAIN, make_problem, write_libsvm
+from helpers import TRAIN, make_problem, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 
@@ -73,7 +73,7 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
 def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, capsys):
     """A 4-class text file trains one-vs-rest in one run; predict writes (n, K) decisions in the model's
     class order and the labels of the largest, as .h5, .npy (n, K + 1) and text with a column per class."""
-    from conftest import make_multiclass
+    from helpers import make_multiclass
 
     X, y = make_multiclass(400, 6, seed=41)
     d = mpi_tmp_path
@@ -110,7 +110,7 @@ def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, c
 
 
 def test_proba_of_a_model_without_probabilities_is_refused(mpi_tmp_path, capsys):
-    from conftest import fails_with
+    from helpers import fails_with
 
     X, y = make_problem(200, 5, seed=43)
     d = mpi_tmp_path

@@ -3,7 +3,7 @@ import numpy as np
 
 from ppack.data.block import RowBlock
 
-from conftest import make_problem
+from helpers import make_problem
 
 
 def test_block_transposed_is_dense_transpose():

@@ -7,7 +7,7 @@ from ppack.data.hdf5 import H5Header, read_header, read_rows
 from ppack.data.libsvm import read_libsvm
 from ppack.errors import InputError
 
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 
 
 def test_bundled_a9a():

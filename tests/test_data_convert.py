@@ -12,7 +12,7 @@ from ppack.data.convert import convert, scan
 from ppack.data.hdf5 import H5Header, read_header, read_rows, read_stored_rows, write_dataset
 from ppack.errors import InputError
 
-from conftest import random_libsvm, write
+from helpers import random_libsvm, write
 from naive import reference_parse
 
 

@@ -10,7 +10,7 @@ from ppack.data.delivery import deliver_rows
 from ppack.data.shard import Shard
 from ppack.mpi.collectives import Collectives
 
-from conftest import make_problem
+from helpers import make_problem
 
 COMMS = [pytest.param(MPI.COMM_SELF, id="self"),
          pytest.param(MPI.COMM_WORLD, id="world", marks=pytest.mark.mpi(min_size=2))]

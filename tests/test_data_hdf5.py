@@ -10,7 +10,7 @@ from ppack.data import hdf5
 from ppack.data.hdf5 import H5Header, is_hdf5, read_header, read_rows, write_dataset
 from ppack.errors import InputError
 
-from conftest import write
+from helpers import write
 
 
 def random_matrix(seed, n=60, d=9, density=0.3):

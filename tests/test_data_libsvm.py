@@ -14,7 +14,7 @@ from ppack.data.hdf5 import write_dataset
 from ppack.data.libsvm import LibsvmInfo, read_libsvm
 from ppack.errors import InputError
 
-from conftest import random_libsvm, write
+from helpers import random_libsvm, write
 from naive import reference_parse
 
 

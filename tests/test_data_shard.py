@@ -8,7 +8,7 @@ from ppack import PackSVC
 from ppack.data.hdf5 import read_rows, write_dataset
 from ppack.data.shard import load_shard
 
-from conftest import make_problem
+from helpers import make_problem
 
 WORLD = MPI.COMM_WORLD
 PARAMS = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1500, "pack": 100, "seed": 11}

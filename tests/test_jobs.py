@@ -21,9 +21,8 @@ import pytest
 from ppack.cli import build_parser
 from ppack.data.hdf5 import read_rows, write_dataset
 
-from conftest import clean_mpi_env
+from helpers import clean_mpi_env
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 SCRIPTS = sorted(JOBS.glob("*.sbatch"))
@@ -207,7 +206,7 @@ def check_calls(calls, threads="3"):
     return [build_parser().parse_args(ppack_args(call)) for call in calls]
 
 
-def test_two_node_example_command(rank0_only, job, tmp_path):
+def test_two_node_example_command(job, tmp_path):
     proc, calls, requeues = job("two_node_example.sbatch")
     assert proc.returncode == 0, proc.stderr
     (args,) = check_calls(calls)
@@ -218,7 +217,7 @@ def test_two_node_example_command(rank0_only, job, tmp_path):
     assert requeues == []
 
 
-def test_sweep_rows_and_array_range_agree(rank0_only, job):
+def test_sweep_rows_and_array_range_agree(job):
     first, last = array_range("sweep_array.sbatch")
     assert first == 0
     seen = set()
@@ -233,7 +232,7 @@ def test_sweep_rows_and_array_range_agree(rank0_only, job):
     assert proc.returncode == 2 and f"rows 0..{last}" in proc.stderr and not calls
 
 
-def test_mnist8m_command_and_early_exit(rank0_only, job, tmp_path):
+def test_mnist8m_command_and_early_exit(job, tmp_path):
     """The ten-class job with the default paths: DATA and TEST go to train unchanged."""
     data = tmp_path / "home" / "ppack-data"
     data.mkdir(parents=True)
@@ -253,7 +252,7 @@ def test_mnist8m_command_and_early_exit(rank0_only, job, tmp_path):
     assert proc.returncode == 0 and "is done" in proc.stdout and not calls  # model exists: nothing to run
 
 
-def test_mnist8m_generates_missing_data(rank0_only, job, tmp_path):
+def test_mnist8m_generates_missing_data(job, tmp_path):
     source, out = tmp_path / "mnist-idx", tmp_path / "runs"
     data, test = tmp_path / "new" / "mnist8m.h5", tmp_path / "new-test" / "mnist.t.h5"  # folders absent too
     proc, calls, requeues = job("mnist8m.sbatch", DATA=str(data), TEST=str(test), OUT=str(out),
@@ -278,7 +277,7 @@ def test_mnist8m_generates_missing_data(rank0_only, job, tmp_path):
     assert (train.data, train.test) == (str(data), str(test))
 
 
-def test_mnist8m_without_data_or_source_says_how_to_make_it(rank0_only, job, tmp_path):
+def test_mnist8m_without_data_or_source_says_how_to_make_it(job, tmp_path):
     data, test = tmp_path / "mnist8m.h5", tmp_path / "mnist.t.h5"
     proc, calls, _ = job("mnist8m.sbatch", DATA=str(data), TEST=str(test), OUT=str(tmp_path / "runs"),
                          MNIST_SOURCE="")
@@ -292,7 +291,7 @@ def test_mnist8m_without_data_or_source_says_how_to_make_it(rank0_only, job, tmp
     assert f"DATA={data} does not exist" in proc.stderr and "TEST=" not in proc.stderr
 
 
-def test_mnist8m_digit_mode_label_files(rank0_only, job, tmp_path):
+def test_mnist8m_digit_mode_label_files(job, tmp_path):
     X, y = make_digits(tmp_path / "train.h5", 120, [0, 3, 9], seed=1)
     make_digits(tmp_path / "test.h5", 40, [0, 3, 9], seed=2)
     out = tmp_path / "runs"
@@ -318,7 +317,7 @@ def test_mnist8m_digit_mode_label_files(rank0_only, job, tmp_path):
         assert proc.returncode == 2 and "DIGIT: expected a digit 0..9" in proc.stderr and not calls
 
 
-def test_predict_commands_and_class_vs_rest_vote(rank0_only, job, tmp_path):
+def test_predict_commands_and_class_vs_rest_vote(job, tmp_path):
     _, y = make_digits(tmp_path / "test.h5", 50, [1, 3, 7], seed=3)
     proc, calls, _ = job("predict.sbatch", DATA=str(tmp_path / "test.h5"))  # the ten-class model
     assert proc.returncode == 0, proc.stderr
@@ -347,7 +346,7 @@ def test_predict_commands_and_class_vs_rest_vote(rank0_only, job, tmp_path):
     assert "accuracy 100.00% on 50 rows" in proc.stdout
 
 
-def test_predict_requeues_after_usr1_and_resumes(rank0_only, job, tmp_path):
+def test_predict_requeues_after_usr1_and_resumes(job, tmp_path):
     make_digits(tmp_path / "test.h5", 30, [1, 3, 7], seed=4)
     env = dict(MODEL_DIR=str(tmp_path / "models"), CLASSES="1 3 7", DATA=str(tmp_path / "test.h5"),
                OUT=str(tmp_path / "out"))
@@ -382,7 +381,7 @@ def test_requeue_logic_is_the_same_in_every_training_script():
     ("stopped", "5", "0", "1:30", 1, False, "already restarted 5 times"),
     ("stopped", "0", "1", "1:30", 1, True, "scontrol requeue failed"),
 ])
-def test_requeue_decision(rank0_only, job, tmp_path, mode, restarts, scontrol_status, time_left, status, requeued,
+def test_requeue_decision(job, tmp_path, mode, restarts, scontrol_status, time_left, status, requeued,
                           message):
     proc, calls, requeues = job("two_node_example.sbatch", mode=mode, SLURM_RESTART_COUNT=restarts,
                                 STUB_SCONTROL_STATUS=scontrol_status, STUB_TIME_LEFT=time_left,
@@ -393,7 +392,7 @@ def test_requeue_decision(rank0_only, job, tmp_path, mode, restarts, scontrol_st
     assert message in proc.stdout + proc.stderr
 
 
-def test_ten_class_job_end_to_end_with_real_ppack(rank0_only, job, tmp_path):
+def test_ten_class_job_end_to_end_with_real_ppack(job, tmp_path):
     """Train one K-class model with the mnist8m job and predict with it, running ppack itself."""
     make_digits(tmp_path / "train.h5", 240, [1, 4, 8], seed=7)
     _, y = make_digits(tmp_path / "test.h5", 60, [1, 4, 8], seed=8)
@@ -416,7 +415,7 @@ def test_ten_class_job_end_to_end_with_real_ppack(rank0_only, job, tmp_path):
     assert accuracy > 0.9  # three clusters 3 sigma apart
 
 
-def test_mnist8m_job_generates_its_data_with_real_ppack(rank0_only, job, tmp_path):
+def test_mnist8m_job_generates_its_data_with_real_ppack(job, tmp_path):
     """MNIST_SOURCE with tiny IDX files: the job writes DATA (originals, then deformed copies)
     and TEST with ppack itself, then trains on them."""
     labels = write_idx_source(tmp_path / "idx", n_train=30, n_test=20, seed=9)
@@ -433,7 +432,7 @@ def test_mnist8m_job_generates_its_data_with_real_ppack(rank0_only, job, tmp_pat
     assert read_rows(test, 0, 20)[0].shape == (20, 784)
 
 
-def test_digit_jobs_and_vote_end_to_end_with_real_ppack(rank0_only, job, tmp_path):
+def test_digit_jobs_and_vote_end_to_end_with_real_ppack(job, tmp_path):
     """Train two digits with DIGIT=k runs of the mnist8m job and vote with the predict job."""
     make_digits(tmp_path / "train.h5", 200, [3, 7], seed=5)
     _, y = make_digits(tmp_path / "test.h5", 60, [3, 7], seed=6)

@@ -12,9 +12,15 @@ signal and log file are overridden on the sbatch command line) on small data:
   stops it mid-run, it checkpoints, requeues itself, resumes, and ends with the model of
   the uninterrupted run;
 - a node failure stand-in: every process of a running two_node_example job is killed
-  (SIGKILL, no chance to checkpoint), then SLURM requeues the job; it resumes from its last
-  periodic checkpoint and ends with the reference model;
+  (SIGKILL, no chance to checkpoint) once it has written a periodic checkpoint, then SLURM
+  requeues the job; it resumes from that checkpoint and ends with the reference model;
 - predict.sbatch on the mnist8m model, and sweep_array.sbatch as a two-task array.
+
+A job that must be stopped mid-run cannot end first, whatever the machine's speed: its
+first start trains for a practically endless number of iterations (the job's PYTHON is a
+wrapper that sets ``--iterations``), and only after the stop, once the checkpoint's
+iteration s is known, the test sets the total of the restart to s plus a little; its
+reference is an uninterrupted ``mpiexec -n 2`` run of the same command line with that total.
 
 The scripts put the numba cache in ``$TMPDIR/numba-cache-$SLURM_JOB_ID``, one per job, so
 every job would compile ppack's kernels afresh. To keep the module within a few minutes,
@@ -35,9 +41,9 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import WORLD, clean_mpi_env, make_problem, run_ppack
+from helpers import clean_mpi_env, make_problem, run_ppack
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial, minutes long, one SLURM: once under MPI
+pytestmark = pytest.mark.second_tier  # minutes long: the CI's second tier
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 LAYOUT = ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--cpus-per-task=1"]
@@ -66,12 +72,6 @@ def _slurm_unavailable():
     if nodes.returncode != 0 or not states & {"idle", "mixed", "allocated", "completing"}:
         return f"SLURM has no usable node (sinfo: {' '.join(states) or nodes.stderr.strip()}); {hint}"
     return None
-
-
-# Asked once, by world rank 0 for every rank (so that all ranks skip or run alike): the
-# module's tests run where a controller answers and are skipped with the reason elsewhere.
-UNAVAILABLE = WORLD.bcast(_slurm_unavailable() if WORLD.Get_rank() == 0 else None, root=0)
-pytestmark = [pytestmark, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
 
 class Slurm:
@@ -180,9 +180,71 @@ def restarts(job):
     return [int(m[1]) for line in job_info(job) if (m := re.search(r"\bRestarts=(\d+)", line))]
 
 
+ENDLESS = 10 ** 12  # iterations of a first start: only a stop ends it
+
+
+def endless_python(folder):
+    """A PYTHON for a job that must be stopped mid-run: the real interpreter, with the train
+    command's ``--epochs E`` replaced by ``--iterations T``. T is ENDLESS on the job's first
+    start; a restart waits for the test to write its T (``set_total``). Rank 0's command
+    line goes to ``folder/argv.json``. Returns the wrapper's path."""
+    folder.mkdir()
+    wrapper = folder / "python"
+    wrapper.write_text(f"""#!{sys.executable}
+import json, os, sys, time
+args = sys.argv[1:]
+if "--epochs" in args:
+    total_file, restart = {str(folder / "total")!r}, int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+    deadline = time.monotonic() + 300
+    while restart and not os.path.exists(total_file) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    at = args.index("--epochs")
+    args[at:at + 2] = ["--iterations", open(total_file).read() if restart else "{ENDLESS}"]
+    if os.environ.get("SLURM_PROCID", "0") == "0":
+        with open({str(folder / "argv.json")!r}, "w") as f:
+            json.dump(args, f)
+os.execv(sys.executable, [sys.executable, *args])
+""")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def set_total(wrapper, total):
+    """The iterations of the restarts of the job run by ``wrapper`` (written atomically)."""
+    part = wrapper.parent / "total.part"
+    part.write_text(str(total))
+    part.replace(wrapper.parent / "total")
+
+
+def uninterrupted_reference(cluster, wrapper, out, total):
+    """The model of ``mpiexec -n 2 python -m ppack`` with the command line the job's rank 0
+    ran (``wrapper``'s record), ``--iterations total``, and its outputs under a new folder
+    instead of ``out``: the model the stopped and resumed job must end with."""
+    args = json.loads((wrapper.parent / "argv.json").read_text())[2:]  # after "-m ppack"
+    fresh = wrapper.parent / "reference"
+    fresh.mkdir()
+    args = [arg.replace(str(out), str(fresh)) for arg in args]
+    args[args.index("--iterations") + 1] = str(total)
+    proc = run_ppack(args, ranks=2, timeout=300, env={"NUMBA_CACHE_DIR": str(cluster.warm)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    models = [arg for arg in args if arg.startswith(str(fresh)) and arg.endswith("model.h5")]
+    assert len(models) == 1, args
+    return Path(models[0])
+
+
+def checkpoint_iteration(path):
+    with h5py.File(path, "r") as f:
+        return int(f.attrs["iteration"])
+
+
 @pytest.fixture
-def slurm(rank0_only, tmp_path_factory):
-    """The SLURM to submit to; cancels the test's unfinished jobs after it."""
+def slurm(tmp_path_factory):
+    """The SLURM to submit to (the test is skipped, with the reason, where none answers);
+    cancels the test's unfinished jobs after it."""
+    if "unavailable" not in _memo:
+        _memo["unavailable"] = _slurm_unavailable()
+    if _memo["unavailable"]:
+        pytest.skip(_memo["unavailable"])
     if "slurm" not in _memo:
         _memo["slurm"] = Slurm(tmp_path_factory.mktemp("real-slurm"))
     cluster = _memo["slurm"]
@@ -294,18 +356,19 @@ def test_two_node_example_real_slurm_matches_mpiexec(slurm):
 
 @pytest.mark.timeout(600)
 def test_node_failure_real_slurm_resumes_from_periodic_checkpoint(slurm):
-    """Every process of the running job dies at once by SIGKILL, as on a crashed node, its
-    shared memory is lost, then SLURM requeues it, as it does itself for a --requeue job
-    whose node failed. (scancel and
-    scontrol requeue of a running job send SIGTERM first, and ppack would answer with a fresh
-    checkpoint; a node failure gives no such chance.)"""
-    folder, reference = two_node_reference(slurm)
+    """Once the job has written a periodic checkpoint, every one of its processes dies at
+    once by SIGKILL, as on a crashed node, its shared memory is lost, then SLURM requeues it,
+    as it does itself for a --requeue job whose node failed. (scancel and scontrol requeue
+    of a running job send SIGTERM first, and ppack would answer with a fresh checkpoint; a
+    node failure gives no such chance.) The first start is endless, so the kill is its only
+    way out."""
+    folder, _ = two_node_reference(slurm)
     out, log = folder / "failure", folder / "failure.out"
     checkpoint = out / "checkpoint.h5"
-    job = slurm.submit("two_node_example.sbatch", log, "--time=10", "--signal=TERM@60",
-                       DATA=folder / "train.h5", TEST=folder / "test.h5", OUT=out, CHECKPOINT_EVERY="1s", **TWO_NODE)
+    python = endless_python(folder / "failure-python")
+    job = slurm.submit("two_node_example.sbatch", log, "--time=10", "--signal=TERM@60", DATA=folder / "train.h5",
+                       TEST=folder / "test.h5", OUT=out, CHECKPOINT_EVERY="5p", PYTHON=python, **TWO_NODE)
     slurm.wait(job, log, lambda states, _: checkpoint.exists(), 300, "periodic checkpoint")
-    time.sleep(1.5)  # most likely a later one too
     shared_memory = kill_job_processes(job)
     states = slurm.wait(job, log, lambda states, _: set(states) <= FINAL_STATES, 120, "end after SIGKILL")
     # The node "reboots": its shared memory is gone. (Left in place, MPICH's segment, named
@@ -313,17 +376,17 @@ def test_node_failure_real_slurm_resumes_from_periodic_checkpoint(slurm):
     # ranks, which have the same job and step ids, and MPI_Init would fail.)
     for path in shared_memory:
         path.unlink(missing_ok=True)
-    assert not (out / "model.h5").exists(), "the run ended before it was killed: make it longer"
-    with h5py.File(checkpoint, "r") as f:
-        saved = int(f.attrs["iteration"])
+    assert states != ["COMPLETED"] and not (out / "model.h5").exists(), states
+    saved = checkpoint_iteration(checkpoint)
+    assert 0 < saved < ENDLESS
+    total = saved + 20 * int(TWO_NODE["PACK"])
+    set_total(python, total)
     scontrol("requeue", job)  # what SLURM does itself when a --requeue job's node fails
     text = slurm.run_to_end(job, log, timeout=300)
-    total = json.loads(h5py.File(reference, "r").attrs["training"])["iterations"]
-    assert states != ["COMPLETED"] and 0 < saved < total, (states, saved, total)
     assert "stopped at iteration" not in text, text  # no SIGTERM: the periodic checkpoint is what survived
     assert f"resumed from {checkpoint} at iteration {saved}\n" in text, text
     assert restarts(job) == [1] and f"ppack: model written to {out}/model.h5" in text, text
-    same_model(out / "model.h5", reference)
+    same_model(out / "model.h5", uninterrupted_reference(slurm, python, out, total))
 
 
 @pytest.mark.timeout(900)
@@ -348,24 +411,29 @@ def test_mnist8m_real_slurm_generates_data_and_trains(slurm):
 def test_time_limit_real_slurm_sigterm_requeue_resume_same_model(slurm):
     """A one-minute limit and --signal=TERM@20: SLURM sends SIGTERM to the ranks 10 to 40 s
     after the start (it checks every 30 s, so up to 30 s early); ppack checkpoints, the script
-    requeues the job, and the next start resumes. Once the first stop is seen the pending job
-    gets a longer limit, so the test needs one restart, not several."""
-    folder, data, test, reference, _ = mnist8m_reference(slurm)
+    requeues the job, and the next start resumes. The first start is endless, so only the
+    signal ends it. Once the first stop is seen the pending job gets a longer limit, so the
+    test needs one restart, not several."""
+    folder, data, test, _, _ = mnist8m_reference(slurm)
     out, log = folder / "limit", folder / "limit.out"
+    python = endless_python(folder / "limit-python")
     job = slurm.submit("mnist8m.sbatch", log, "--time=1", "--signal=TERM@20", DATA=data, TEST=test, OUT=out,
-                       CHECKPOINT_EVERY="3600s", **MNIST8M)
-    slurm.wait(job, log, lambda states, text: "requeueing job" in text, 240,
-               "SIGTERM stop and requeue (training must outlast the signal, 10 to 40 s after the start)")
+                       CHECKPOINT_EVERY="3600s", PYTHON=python, **MNIST8M)
+    first = slurm.wait(job, log, lambda states, text: "requeueing job" in text, 240, "SIGTERM stop and requeue")
     scontrol("update", f"JobId={job}", "TimeLimit=15")
-    text = slurm.run_to_end(job, log, timeout=420)
+    text = log.read_text()
     stop = re.search(r"stopped at iteration (\d+) of (\d+) \(SIGTERM\); state saved to (\S+);", text)
-    assert stop, text
-    assert 0 < int(stop[1]) < int(stop[2]) and stop[3] == f"{out}/mnist8m.checkpoint.h5", text
+    assert stop and int(stop[2]) == ENDLESS, (first, text)
+    saved = int(stop[1])
+    assert 0 < saved == checkpoint_iteration(stop[3]) and stop[3] == f"{out}/mnist8m.checkpoint.h5", text
+    total = saved + 2000
+    set_total(python, total)
+    text = slurm.run_to_end(job, log, timeout=420)
     assert f"ppack: stopped by SIGTERM, state saved in {stop[3]}; requeueing job {job} (restart 1 of" in text, text
     resumed = re.findall(r"resumed from \S+ at iteration (\d+)", text)
     assert resumed and resumed[0] == stop[1], text
     assert restarts(job)[0] >= 1 and f"ppack: model written to {out}/mnist8m.model.h5" in text, text
-    same_model(out / "mnist8m.model.h5", reference)
+    same_model(out / "mnist8m.model.h5", uninterrupted_reference(slurm, python, out, total))
 
 
 @pytest.mark.timeout(900)

@@ -8,7 +8,7 @@ from ppack.kernels.cpu import exp_nonpositive
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.table import SupportVectorTable
 
-from conftest import make_problem
+from helpers import make_problem
 from naive import kernel_matrix, kernel_sums
 
 KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),

@@ -13,7 +13,7 @@ from ppack.kernels.precision import AUTO_FLOAT32_BOUND, float32_kernel_error, re
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.table import SupportVectorTable
 
-from conftest import make_problem
+from helpers import make_problem
 from naive import kernel_matrix
 
 SELF = MPI.COMM_SELF

@@ -18,7 +18,6 @@ from ppack.linear.problem import primal_objective
 from naive import alm_algorithm2_twin, alm_problem, alm_reference_optimum, alm_row_objective, tiny_images
 
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -308,39 +307,15 @@ def test_feature_map_reaches_the_expanded_optimum(spec):
 # ------------------------------------------------------------ benchmark sets vs LIBLINEAR
 
 
-def load_set(name):
-    """(X, y, X_test, y_test) of a shared benchmark set."""
-    from ppack.data.libsvm import read_libsvm
-
-    if name == "ijcnn1":
-        parts = [read_libsvm(SHARED_DATA / "ijcnn1" / f, 22) for f in ("ijcnn1.tr.bz2", "ijcnn1.val.bz2")]
-        X, y = sp.vstack([parts[0][0], parts[1][0]]).tocsr(), np.concatenate([parts[0][1], parts[1][1]])
-        Xt, yt, _ = read_libsvm(SHARED_DATA / "ijcnn1" / "ijcnn1.t.bz2", 22)
-    else:
-        d = {"a9a": 123, "w8a": 300}[name]
-        X, y, _ = read_libsvm(SHARED_DATA / name / f"{name}.bz2", d)
-        Xt, yt, _ = read_libsvm(SHARED_DATA / name / f"{name}.t.bz2", d)
-    return X, y, Xt, yt
-
-
-needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
-
-
-@pytest.fixture(scope="module")
-def benchmark_sets():
-    return {name: load_set(name) for name in ("a9a", "w8a", "ijcnn1")}
-
-
 def accuracy(X, y, w, b):
     return 100.0 * np.mean(np.where(np.asarray(X @ w) + b > 0, 1.0, -1.0) == y)
 
 
-@needs_data
 @pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
 @pytest.mark.parametrize("p", [1, 2])
-def test_matches_liblinear(benchmark_sets, name, p):
+def test_matches_liblinear(benchmark_data, name, p):
     ll = pytest.importorskip("liblinear.liblinearutil", reason="liblinear-official is not installed")
-    X, y, Xt, yt = benchmark_sets[name]
+    X, y, Xt, yt = benchmark_data(name)
     model = ll.train(ll.problem(y, X), ll.parameter(f"-s {3 if p == 1 else 1} -B 1 -e 0.001 -c 1 -q"))
     sign = 1.0 if model.get_labels()[0] == 1 else -1.0
     W = sign * np.array([model.w[j] for j in range(X.shape[1] + 1)])
@@ -356,11 +331,11 @@ def test_matches_liblinear(benchmark_sets, name, p):
     assert abs(acc - ref_acc) <= 0.3
 
 
-@needs_data
-def test_accuracy_across_p(benchmark_sets):
+def test_accuracy_across_p(benchmark_data):
     """Like the paper's Table 3: test accuracy for several p (printed; asserted only to be
     better than always predicting the majority class)."""
-    for name, (X, y, Xt, yt) in benchmark_sets.items():
+    for name in ("a9a", "w8a", "ijcnn1"):
+        X, y, Xt, yt = benchmark_data(name)
         majority = 100.0 * max(np.mean(yt > 0), np.mean(yt < 0))
         row = []
         for p in (1.0, 1.3, 1.6, 2.0):

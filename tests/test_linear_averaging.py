@@ -53,6 +53,7 @@ def test_iterative_averaging_reaches_the_single_rank_objective(solver):
     assert oneshot.report_.primal[-1] >= single_objective * (1 - 1e-9)  # no free lunch
 
 
+@pytest.mark.mpi
 def test_shifts_report_counts_every_virtual_row():
     """Under shifts:S the dual covers every virtual row, so the reported primal must too: it is
     the primal of phi(X) with each image's label repeated, and never below the dual. Runs on

@@ -6,18 +6,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ppack.data.libsvm import read_libsvm
 from ppack.errors import PPackError
 from ppack.linear import dcd
 from ppack.linear.features import FeatureMap, predict_decision
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
 
-from conftest import SHARED_DATA
 from naive import dcd_twin, explicit_shifts, tiny_images, tiny_problem, with_bias_column
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
-needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared benchmark data not found at {SHARED_DATA}")
 
 MAPS = ["identity", "poly2", "hash:5", "hash:12"]
 
@@ -112,37 +108,15 @@ def test_argument_errors_name_the_parameter():
 
 # ---------------------------------------------------------------- benchmark data vs LIBLINEAR
 
-DATA = {"a9a": (["a9a/a9a.bz2"], "a9a/a9a.t.bz2", 123),
-        "w8a": (["w8a/w8a.bz2"], "w8a/w8a.t.bz2", 300),
-        "ijcnn1": (["ijcnn1/ijcnn1.tr.bz2", "ijcnn1/ijcnn1.val.bz2"], "ijcnn1/ijcnn1.t.bz2", 22)}
-
-
 @pytest.fixture(scope="module")
-def datasets():
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            train, test, d = DATA[name]
-            parts = [read_libsvm(SHARED_DATA / f, n_features=d)[:2] for f in train]
-            X = sp.vstack([p[0] for p in parts]).tocsr()
-            y = np.concatenate([p[1] for p in parts])
-            T, yt, _ = read_libsvm(SHARED_DATA / test, n_features=d)
-            cache[name] = (X, y, T, yt)
-        return cache[name]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def solved(datasets):
+def solved(benchmark_data):
     """(LIBLINEAR (w, b, seconds), dcd solution, dcd seconds) per (data set, loss), C = 1."""
     liblinear = pytest.importorskip("liblinear.liblinearutil", reason="liblinear-official is not installed")
     cache = {}
 
     def get(name, loss):
         if (name, loss) not in cache:
-            X, y, _, _ = datasets(name)
+            X, y, _, _ = benchmark_data(name)
             start = time.perf_counter()
             model = liblinear.train(liblinear.problem(y, X),
                                     liblinear.parameter(f"-s {3 if loss == 'l1' else 1} -B 1 -c 1 -e 0.001 -q"))
@@ -161,11 +135,10 @@ def accuracy(T, yt, w, b, fmap=None):
     return 100.0 * np.mean(np.where(predict_decision(T, w, b, fmap) >= 0, 1.0, -1.0) == yt)
 
 
-@needs_data
 @pytest.mark.parametrize("loss", ["l1", "l2"])
 @pytest.mark.parametrize("name", ["a9a", "ijcnn1", "w8a"])
-def test_dcd_matches_liblinear(datasets, solved, name, loss):
-    X, y, T, yt = datasets(name)
+def test_dcd_matches_liblinear(benchmark_data, solved, name, loss):
+    X, y, T, yt = benchmark_data(name)
     (wl, bl, ll_seconds), sol, seconds = solved(name, loss)
     p = 1.0 if loss == "l1" else 2.0
     ours, theirs = primal_objective(X, y, sol.w, sol.b, 1.0, p), primal_objective(X, y, wl, bl, 1.0, p)
@@ -179,9 +152,8 @@ def test_dcd_matches_liblinear(datasets, solved, name, loss):
     assert sol.info["converged"]
 
 
-@needs_data
-def test_warm_start_from_a_solution_stops_within_two_epochs(datasets, solved):
-    X, y, _, _ = datasets("a9a")
+def test_warm_start_from_a_solution_stops_within_two_epochs(benchmark_data, solved):
+    X, y, _, _ = benchmark_data("a9a")
     _, sol, _ = solved("a9a", "l1")  # stopped at gap <= 0.1 after hundreds of epochs
     assert sol.iterations > 100
     for seed in range(3):
@@ -196,9 +168,8 @@ def test_warm_start_from_a_solution_stops_within_two_epochs(datasets, solved):
         assert dcd.solve(X, y, 1.0, alpha0=sol.alpha, w0=sol.w, b0=sol.b, seed=seed).iterations < sol.iterations / 10
 
 
-@needs_data
-def test_poly2_beats_linear_on_ijcnn1_without_expanding(datasets, solved, monkeypatch):
-    X, y, T, yt = datasets("ijcnn1")
+def test_poly2_beats_linear_on_ijcnn1_without_expanding(benchmark_data, solved, monkeypatch):
+    X, y, T, yt = benchmark_data("ijcnn1")
     _, linear, _ = solved("ijcnn1", "l1")
 
     def refuse(*args, **kwargs):

@@ -13,15 +13,13 @@ from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
 from ppack.registry import FEATURE_MAP_SOLVERS, LINEAR_SOLVERS
 
-from conftest import make_problem
+from helpers import make_problem
 from naive import averaging_problem, tiny_images
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
-serial = pytest.mark.usefixtures("rank0_only")  # one-rank tests run once under MPI
 
 
-@serial
 def test_linear_model_file_round_trip(tmp_path):
     X, y = make_problem(300, 8, seed=3)
     model = BlockAveragedSVC("dcd", C=1.0, comm=SELF).fit(X, y)
@@ -31,7 +29,6 @@ def test_linear_model_file_round_trip(tmp_path):
     assert loaded.solver == "dcd" and loaded.training_["rounds"] == model.report_.rounds
 
 
-@serial
 def test_feature_map_model_predicts_through_the_map(tmp_path):
     X, y = make_problem(400, 5, seed=4)
     Xt, yt = make_problem(300, 5, seed=5)
@@ -43,7 +40,6 @@ def test_feature_map_model_predicts_through_the_map(tmp_path):
                                   poly.decision_function(Xt))
 
 
-@serial
 def test_every_linear_solver_takes_a_feature_map():
     assert set(FEATURE_MAP_SOLVERS) == set(LINEAR_SOLVERS)
     with pytest.raises(PPackError, match="features: feature map: expected identity, poly2"):
@@ -95,6 +91,7 @@ def test_pegasos_iterative_mode_does_not_depend_on_the_rank_count(sparse):
     assert spread.report_.primal[-1] <= 1.05 * optimum
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("features", ["hash:6", "shifts:1"])
 def test_pegasos_iterative_mode_through_a_map(features):
     """One rank serially, every rank under MPI: the same model as on one rank, and a report
@@ -111,7 +108,6 @@ def test_pegasos_iterative_mode_through_a_map(features):
     assert spread.report_.primal[-1] == pytest.approx(expanded, rel=1e-10)
 
 
-@serial
 def test_pegasos_iterative_mode_takes_every_registry_option():
     X, y = make_problem(120, 5, seed=10)
     options = {"tol": 0.1, "max_epochs": 3, "seed": 2, "epochs": 20, "t0": 5, "average": False, "pack": 16}
@@ -133,7 +129,6 @@ def weighted_optimum(X, y, C, weights, loss="l1"):
     return primal_objective(X, labels, sol.w, sol.b, C, 1.0 if loss == "l1" else 2.0, weights=weights), sol
 
 
-@serial
 def test_balanced_class_weight_is_the_explicit_dict():
     X, y = averaging_problem(n=500, seed=11)
     y = np.where(np.arange(500) % 5 == 0, 3.0, 7.0)  # 100 of class 3, 400 of class 7
@@ -155,7 +150,6 @@ def test_balanced_class_weight_is_the_explicit_dict():
         BlockAveragedSVC("dcd", class_weight={5: 2.0}, comm=SELF).fit(X, y)
 
 
-@serial
 @pytest.mark.parametrize("solver", LINEAR_SOLVERS)
 def test_every_solver_takes_row_weights(solver):
     """Integer sample weights: every solver's reported objective is the weighted one, and
@@ -176,7 +170,6 @@ def test_every_solver_takes_row_weights(solver):
         assert model.report_.gap >= -1e-9 * reported
 
 
-@serial
 def test_shard_weights_need_no_sample_weight_and_refuse_a_second_one():
     X, y = averaging_problem(n=200, seed=13)
     weights = np.random.default_rng(4).uniform(0.5, 2.0, 200)
@@ -228,6 +221,7 @@ def test_weighted_pegasos_and_alm_do_not_depend_on_the_rank_count():
         assert np.max(np.abs(plain.w_ - one.w_)) > 1e-3
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("features", ["shifts:1", "poly2"])
 def test_weighted_report_under_a_map_counts_every_virtual_row_with_its_image_weight(features):
     """One rank serially, every rank under MPI: the reported primal and (by weak duality

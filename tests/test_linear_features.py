@@ -11,7 +11,6 @@ from ppack.linear.problem import loss_sum, primal_objective
 
 from naive import adds_twin, dots_twin, explicit_features, explicit_shifts, tiny_images, tiny_problem
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial: once under MPI
 
 MAPS = ["identity", "poly2", "hash:5", "hash:12"]
 

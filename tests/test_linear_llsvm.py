@@ -9,18 +9,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ppack.data.libsvm import read_libsvm
 from ppack.errors import PPackError
 from ppack.linear import dcd, llsvm
 from ppack.linear.features import FeatureMap, _sqnorms, as_rows
 from ppack.linear.problem import dual_objective, primal_objective
 
-from conftest import SHARED_DATA
 from naive import llsvm_sweep, product_problem, tiny_image_rows, weighted_problem
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
-needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared benchmark data not found at {SHARED_DATA}")
 
 
 def linear_problem(n=60, d=10, density=0.5, seed=0, flip=0.1):
@@ -382,18 +378,12 @@ def test_invalid_arguments_are_named(bad, match):
 
 # ---------------------------------------------------------------- benchmark data vs LIBLINEAR
 
-DATA = {"a9a": (["a9a/a9a.bz2"], "a9a/a9a.t.bz2", 123),
-        "w8a": (["w8a/w8a.bz2"], "w8a/w8a.t.bz2", 300),
-        "ijcnn1": (["ijcnn1/ijcnn1.tr.bz2", "ijcnn1/ijcnn1.val.bz2"], "ijcnn1/ijcnn1.t.bz2", 22)}
-
-
 def accuracy(T, yt, w, b):
     return 100.0 * np.mean(np.where(T @ w + b >= 0, 1.0, -1.0) == yt)
 
 
-@needs_data
 @pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
-def test_benchmark_against_liblinear(name):
+def test_benchmark_against_liblinear(benchmark_data, name):
     """C = 1 against liblinear -s 3 -B 1 -e 0.001.
 
     The paper's algorithm alone (full_passes=1) drops for good every row left at alpha = 0
@@ -403,10 +393,7 @@ def test_benchmark_against_liblinear(name):
     version is held only to weak duality here, and the 1% / 0.3-point criterion is checked
     with full_passes=5 (Algorithm 2 re-run warm from its own result, re-admitting violators).
     """
-    files, test_file, d = DATA[name]
-    parts = [read_libsvm(SHARED_DATA / f, n_features=d)[:2] for f in files]
-    X, y = sp.vstack([p[0] for p in parts]).tocsr(), np.concatenate([p[1] for p in parts])
-    T, yt, _ = read_libsvm(SHARED_DATA / test_file, n_features=d)
+    X, y, T, yt = benchmark_data(name)
     start = time.perf_counter()
     w_ref, b_ref = liblinear_model(X, y, "-s 3 -B 1 -c 1 -e 0.001")
     ref_seconds = time.perf_counter() - start

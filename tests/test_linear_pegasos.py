@@ -7,7 +7,6 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ppack.data.libsvm import read_libsvm
 from ppack.data.sampler import RowSampler
 from ppack.data.shard import Shard
 from ppack.errors import PPackError
@@ -15,12 +14,9 @@ from ppack.linear import dcd, pegasos
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
 
-from conftest import SHARED_DATA
 from naive import explicit_shifts, pegasos_twin, tiny_images, tiny_problem, with_bias_column
 
 WORLD = MPI.COMM_WORLD
-serial = pytest.mark.usefixtures("rank0_only")  # serial tests run once under MPI
-needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared benchmark data not found at {SHARED_DATA}")
 
 
 def mapped_problem(spec, n=6):
@@ -37,7 +33,6 @@ def mapped_problem(spec, n=6):
 # ---------------------------------------------------------------- one block
 
 
-@serial
 @pytest.mark.parametrize("average", [False, True])
 @pytest.mark.parametrize("spec", ["identity", "poly2", "shifts:1"])
 def test_pegasos_equals_figure_1_twin(spec, average):
@@ -48,7 +43,6 @@ def test_pegasos_equals_figure_1_twin(spec, average):
     np.testing.assert_allclose(np.append(sol.w, sol.b), w, rtol=1e-9, atol=1e-10)
 
 
-@serial
 def test_pegasos_warm_start_continues_the_step_count():
     X, y = tiny_problem(30, 6, seed=13)
     sol = pegasos.solve(X, y, 1.0, epochs=2, seed=1, w0=np.full(6, 0.1), b0=0.2, average=False)
@@ -57,7 +51,6 @@ def test_pegasos_warm_start_continues_the_step_count():
     np.testing.assert_allclose(np.append(sol.w, sol.b), w, rtol=1e-9, atol=1e-12)
 
 
-@serial
 def test_argument_errors_name_the_parameter():
     X, y = tiny_problem(10, 3)
     cases = [({"loss": "l2"}, r"loss: pegasos optimises the hinge loss only; must be 'l1', got 'l2'"),
@@ -87,6 +80,7 @@ def distributed(comm, X, y, **options):
     return pegasos.solve_distributed(comm, shard, shard.y, 2.0, **options)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("spec", ["poly2", "hash:4", "shifts:1"])
 def test_distributed_mode_through_a_map_follows_the_expanded_rows(spec):
     """On every rank count (1 serially, all under MPI): the map's steps are those on phi(X)."""
@@ -102,7 +96,6 @@ def test_distributed_mode_through_a_map_follows_the_expanded_rows(spec):
     np.testing.assert_allclose(dense_w, w, rtol=1e-12, atol=1e-14)
 
 
-@serial
 @pytest.mark.parametrize("average", [False, True])
 def test_distributed_shifts_equal_figure_1_on_the_shared_stream(average):
     """Virtual id r of the stream (n * V ids) is image r // V moved by shift r % V."""
@@ -114,7 +107,6 @@ def test_distributed_shifts_equal_figure_1_on_the_shared_stream(average):
     np.testing.assert_allclose(np.append(w, b), twin, rtol=1e-9, atol=1e-11)
 
 
-@serial
 def test_distributed_mode_takes_the_registry_options():
     X, y = tiny_problem(30, 6, seed=14)
     w, b, steps = distributed(MPI.COMM_SELF, X, y, tol=0.1, epochs=9, max_epochs=2, seed=1, t0=None, average=True,
@@ -131,12 +123,9 @@ def test_distributed_mode_takes_the_registry_options():
 # ---------------------------------------------------------------- benchmark data
 
 
-@serial
-@needs_data
-def test_pegasos_approaches_the_liblinear_objective_on_a9a():
+def test_pegasos_approaches_the_liblinear_objective_on_a9a(benchmark_data):
     liblinear = pytest.importorskip("liblinear.liblinearutil", reason="liblinear-official is not installed")
-    X, y, _ = read_libsvm(SHARED_DATA / "a9a/a9a.bz2", n_features=123)
-    T, yt, _ = read_libsvm(SHARED_DATA / "a9a/a9a.t.bz2", n_features=123)
+    X, y, T, yt = benchmark_data("a9a")
     model = liblinear.train(liblinear.problem(y, X), liblinear.parameter("-s 3 -B 1 -c 1 -e 0.001 -q"))
     wl, bl = model.get_decfun()
     sign = 1.0 if model.get_labels()[0] == 1 else -1.0  # LIBLINEAR scores its first label
@@ -160,7 +149,6 @@ def row_weights(n, seed=3):
     return weights
 
 
-@serial
 @pytest.mark.parametrize("average", [False, True])
 @pytest.mark.parametrize("spec", ["identity", "poly2", "shifts:1"])
 def test_weighted_pegasos_equals_weighted_twin(spec, average):
@@ -176,7 +164,6 @@ def test_weighted_pegasos_equals_weighted_twin(spec, average):
     assert np.max(np.abs(unweighted - w)) > 1e-2
 
 
-@serial
 def test_weighted_pegasos_approaches_the_weighted_optimum_and_unit_weights_change_nothing():
     X, y = tiny_problem(60, 6, seed=13)
     weights = row_weights(60, seed=4)
@@ -189,6 +176,7 @@ def test_weighted_pegasos_approaches_the_weighted_optimum_and_unit_weights_chang
     np.testing.assert_array_equal(ones.w, plain.w)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("average", [False, True])
 def test_weighted_distributed_mode_equals_the_twin_on_the_shared_stream(average):
     """Every rank count (1 serially, all under MPI): each delivered row brings its weight."""

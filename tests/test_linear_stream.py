@@ -3,7 +3,6 @@ convergence against a duality-gap certificate and LIBLINEAR, COFFIN feature maps
 the same problem on explicit phi(X), the cache bound, memory, and thread shutdown."""
 import math
 import threading
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import scipy.sparse as sp
 
 from ppack.data.hdf5 import read_header, read_rows, write_dataset
 from ppack.data.bundled import bundled_path
-from ppack.data.libsvm import read_libsvm
 from ppack.errors import PPackError
 from ppack.linear import dcd, stream
 from ppack.linear.features import FeatureMap
@@ -21,7 +19,6 @@ from ppack.linear.problem import dual_objective, primal_objective, weights_from_
 
 from naive import StreamCacheTwin, product_problem, tiny_image_rows, weighted_problem
 
-pytestmark = pytest.mark.usefixtures("rank0_only")  # serial and heavy: once under MPI
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 READER = "ppack-stream-reader"
@@ -335,18 +332,13 @@ def test_map_reaches_the_optimum_on_explicit_features(spec, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ijcnn1(tmp_path_factory):
-    folder = SHARED_DATA / "ijcnn1"
-    parts = [read_libsvm(folder / f"ijcnn1.{s}.bz2", n_features=22)[:2] for s in ("tr", "val")]
-    X = sp.vstack([p[0] for p in parts]).tocsr()
-    y = np.concatenate([p[1] for p in parts])
-    Xt, yt, _ = read_libsvm(folder / "ijcnn1.t.bz2", n_features=22)
+def ijcnn1(tmp_path_factory, benchmark_data):
+    X, y, Xt, yt = benchmark_data("ijcnn1")
     path = tmp_path_factory.mktemp("stream") / "ijcnn1.h5"
     write_dataset(path, X, y)
     return path, X, y, Xt, yt
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "ijcnn1").is_dir(), reason="shared ijcnn1 data not found")
 def test_solve_file_ijcnn1_with_a_tenth_of_the_rows_cached(ijcnn1):
     path, X, y, Xt, yt = ijcnn1
     n = X.shape[0]
@@ -406,10 +398,8 @@ def test_reader_error_stops_the_trainer_and_reaches_the_caller(tmp_path, bad_row
     y[bad_row] = 2.0
     path = tmp_path / "bad.h5"
     write_dataset(path, X, y)
-    t0 = time.perf_counter()
-    with pytest.raises(ValueError, match=f"row {bad_row} has 2.0"):
+    with pytest.raises(ValueError, match=f"row {bad_row} has 2.0"):  # a hang fails by the timeout above
         stream.solve_file(path, 1.0, cache_rows=500, chunk_rows=256, tol=1e-9)
-    assert time.perf_counter() - t0 < 30
     assert reader_threads() == []
 
 

@@ -10,12 +10,14 @@ from mpi4py import MPI
 from ppack.data import deform
 from ppack.data.mnist import read_idx, read_split
 from ppack.data.mnist8m import generated_rows, rows_per_rank, write_mnist8m
+from ppack.cli import main
 from ppack.errors import InputError
 
-from conftest import SHARED_DATA, WORLD, fails_with, rank0_only, run_ppack  # noqa: F401 - fixture
+from helpers import SHARED_DATA, fails_with, run_ppack
 from naive import bilinear_resample
 
 MNIST = SHARED_DATA / "mnist"
+WORLD = MPI.COMM_WORLD
 
 
 def idx_bytes(array):
@@ -169,36 +171,37 @@ def test_any_number_of_ranks_writes_the_same_file(mpi_tmp_path):
     WORLD.Barrier()
 
 
-def test_data_command_writes_a_file_training_reads(tmp_path, rank0_only):  # noqa: F811
+def test_data_command_writes_a_file_training_reads(tmp_path, capsys):
+    """`data mnist8m` as a real 2-rank job; `data mnist` and `train` on its file in-process."""
     source = tmp_path / "source"
     write_source(source, n=40)
     out = tmp_path / "m8.h5"
     done = run_ppack(["data", "mnist8m", out, "--rows", "500", "--seed", "2", "--source", source], ranks=2)
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stdout and "500 rows (the first 40 original)" in done.stdout
-    originals = run_ppack(["data", "mnist", tmp_path / "tr.h5", tmp_path / "te.h5", "--source", source], ranks=1)
-    assert originals.returncode == 0, originals.stderr
-    assert f"{tmp_path / 'tr.h5'} (40 rows) and {tmp_path / 'te.h5'} (40 rows)" in originals.stdout
-    trained = run_ppack(["train", "--data", out, "--test", tmp_path / "te.h5", "--model", tmp_path / "m.h5",
-                         "--gamma", "0.02", "--epochs", "1", "--quiet"], ranks=2)
-    assert trained.returncode == 0, trained.stderr
+    main(["data", "mnist", str(tmp_path / "tr.h5"), str(tmp_path / "te.h5"), "--source", str(source)],
+         comm=MPI.COMM_SELF)
+    assert f"{tmp_path / 'tr.h5'} (40 rows) and {tmp_path / 'te.h5'} (40 rows)" in capsys.readouterr().out
+    main(["train", "--data", str(out), "--test", str(tmp_path / "te.h5"), "--model", str(tmp_path / "m.h5"),
+          "--gamma", "0.02", "--epochs", "1", "--quiet"], comm=MPI.COMM_SELF)
+    assert (tmp_path / "m.h5").is_file()
     X, y, _ = read_back(out)
     images, labels = read_split(source)
     np.testing.assert_array_equal(X[:40], images)
     np.testing.assert_array_equal(y, labels[np.arange(500) % 40])
 
 
-def test_data_command_errors_leave_nothing_behind(tmp_path, rank0_only, capsys):  # noqa: F811
-    out = tmp_path / "m8.h5"
-    bad = run_ppack(["data", "mnist8m", out, "--rows", "100", "--source", tmp_path / "missing"], ranks=2)
-    assert bad.returncode == 1 and "--source" in bad.stderr and "not a directory" in bad.stderr
-    zero = run_ppack(["data", "mnist8m", out, "--rows", "0", "--source", tmp_path], ranks=1)
-    assert zero.returncode == 1 and "--rows: expected a whole number >= 1" in zero.stderr
-    assert list(tmp_path.iterdir()) == []
+def test_data_command_errors_end_every_rank_and_leave_nothing_behind(mpi_tmp_path, capsys):
+    out = mpi_tmp_path / "m8.h5"
+    fails_with(capsys, ["data", "mnist8m", str(out), "--rows", "100", "--source", str(mpi_tmp_path / "missing")],
+               f"--source {mpi_tmp_path / 'missing'}: not a directory")
+    fails_with(capsys, ["data", "mnist8m", str(out), "--rows", "0", "--source", str(mpi_tmp_path)],
+               "--rows: expected a whole number >= 1")
+    assert list(mpi_tmp_path.iterdir()) == []
 
 
 @pytest.mark.skipif(not MNIST.is_dir(), reason=f"the MNIST IDX files are not at {MNIST}")
-def test_deformed_digits_keep_their_labels(rank0_only):  # noqa: F811
+def test_deformed_digits_keep_their_labels():
     """A model trained on 6,000 originals classifies deformed copies of 2,000 other training
     digits about as well as those originals (measured: 93.3% against 94.95%; held to 3 points)."""
     from ppack import PackSVC

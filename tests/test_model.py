@@ -14,7 +14,7 @@ from ppack.model.format import model_type
 from ppack.model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model
 from ppack.model.linear import LinearModelFile, read_linear_model, save_linear_model
 
-from conftest import make_problem
+from helpers import make_problem
 
 
 def kernel_model(path, sparse=False, X=None):

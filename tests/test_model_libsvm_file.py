@@ -9,7 +9,7 @@ from ppack.model.format import is_libsvm_model, model_type
 from ppack.model.libsvm_file import (class_model_path, export_libsvm, read_libsvm_model_header,
                                      read_libsvm_model_rows, rest_label)
 
-from conftest import fitted, make_multiclass, make_problem
+from helpers import fitted, make_multiclass, make_problem
 
 OPTIONS = {"rbf": "-t 2 -g 0.3 -c 2", "linear": "-t 0 -c 0.5", "poly": "-t 1 -d 2 -g 0.2 -r 1.5 -c 0.5"}
 

@@ -13,7 +13,7 @@ from mpi4py import MPI
 from ppack.data.shard import load_shard
 from ppack.mpi.comm import chunk, chunk_starts, owners_of
 
-from conftest import clean_mpi_env, make_problem, mpiexec
+from helpers import clean_mpi_env, make_problem, mpiexec
 
 WORLD = MPI.COMM_WORLD
 
@@ -58,7 +58,7 @@ FAILING_RANK_SCRIPT = """
 import sys
 from mpi4py import MPI
 sys.path.insert(0, {tests!r})
-from conftest import make_problem
+from helpers import make_problem
 from ppack.mpi.comm import abort_on_exception
 from ppack import PackSVC
 
@@ -82,23 +82,21 @@ abort_on_exception(comm, train)
 """
 
 
-def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path, rank0_only):
+def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path):
     """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
-    from conftest import clean_mpi_env, mpiexec
+    from helpers import clean_mpi_env, mpiexec
 
     script = tmp_path / "fail.py"
     script.write_text(FAILING_RANK_SCRIPT.format(tests=str(Path(__file__).parent)))
-    start = time.monotonic()
+    # a hang raises TimeoutExpired (about 4 s measured on 2 cores; the bound is 45 times that)
     job = subprocess.run([mpiexec(), "-n", "4", sys.executable, str(script)], env=clean_mpi_env(),
                          capture_output=True, text=True, timeout=180)
     assert job.returncode != 0
     assert "rank 2 failed" in job.stderr and "simulated failure on rank 2" in job.stderr
-    assert time.monotonic() - start < 120
 
 
 THREADS_SCRIPT = """
@@ -117,7 +115,7 @@ print("threads", MPI.COMM_WORLD.Get_rank(), numba.get_num_threads(), flush=True)
 
 
 @pytest.mark.parametrize("how,ranks", [("auto", 2), ("by-hand", 1)])
-def test_a_python_script_under_mpiexec_gets_its_share_of_the_cores(how, ranks, tmp_path, rank0_only):
+def test_a_python_script_under_mpiexec_gets_its_share_of_the_cores(how, ranks, tmp_path):
     """PackSVC.fit gives each rank of a job cores // ranks-on-this-node numba threads, as `train`
     does, even on COMM_SELF (the launcher's count); a count set by hand is left alone."""
     script = tmp_path / "threads.py"

@@ -5,7 +5,7 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 
-from conftest import empty_folder_and_failing_rank_1, fitted, make_multiclass, make_problem
+from helpers import empty_folder_and_failing_rank_1, fitted, make_multiclass, make_problem
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -76,7 +76,7 @@ def test_save_on_all_ranks_writes_what_one_rank_would_without_gathering_the_tabl
     file holds the same entries and attributes as the one-rank writer's."""
     import scipy.sparse as sp
 
-    from conftest import CountingComm
+    from helpers import CountingComm
     from ppack.model.kernel import KernelModelHeader, write_kernel_model
 
     X, y = make_problem(400, 7, sparse=sparse, seed=61)

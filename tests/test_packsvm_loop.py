@@ -13,7 +13,7 @@ from ppack.data.sampler import make_sampler
 from ppack.errors import PPackError
 from ppack.packsvm.state import LossWindows, SolverState, replica_digest
 
-from conftest import CountingComm, fitted, make_multiclass, make_problem
+from helpers import CountingComm, fitted, make_multiclass, make_problem
 from naive import kernel_matrix, spack_reference
 
 WORLD = MPI.COMM_WORLD
@@ -144,7 +144,7 @@ def reference_decisions(X, y, sigma, ids, gamma, step):
 
 @pytest.mark.parametrize("sigma", [1e-7, 1e-9, 1e-11])
 @pytest.mark.parametrize("pack", [1000, 4096])
-def test_tiny_sigma_packed_equals_unpacked_reference(sigma, pack, rank0_only):
+def test_tiny_sigma_packed_equals_unpacked_reference(sigma, pack):
     """Early steps with eta = 1/(sigma t) huge project almost every time, each shrinking the
     scale by about sqrt(sigma) t: within one pack it would underflow without the fold.
 

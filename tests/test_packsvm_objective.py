@@ -6,7 +6,7 @@ from mpi4py import MPI
 from ppack import PackSVC
 from ppack.packsvm.objective import SAMPLE_ROWS, objective_rows
 
-from conftest import make_multiclass, make_problem
+from helpers import make_multiclass, make_problem
 from naive import kernel_matrix
 
 SELF = MPI.COMM_SELF

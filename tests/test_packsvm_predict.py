@@ -11,7 +11,7 @@ from ppack.packsvm import predict
 from ppack.packsvm.predict import distributed_decisions
 from ppack.packsvm.table import SupportVectorTable
 
-from conftest import make_problem
+from helpers import make_problem
 from naive import kernel_matrix
 
 COMMS = [pytest.param(MPI.COMM_SELF, id="self"),

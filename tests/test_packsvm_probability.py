@@ -9,7 +9,7 @@ from ppack.data.sampler import EpochSampler, RowSampler, held_out
 from ppack.errors import PPackError
 from ppack.packsvm.probability import MIN_ROWS, fit_rows, fit_sigmoid, probabilities
 
-from conftest import make_multiclass, make_problem
+from helpers import make_multiclass, make_problem
 
 SELF = MPI.COMM_SELF
 WORLD = MPI.COMM_WORLD

@@ -5,7 +5,7 @@ import pytest
 from ppack.data.sampler import RowSampler
 from ppack.packsvm.replay import replay_pack
 
-from conftest import make_problem
+from helpers import make_problem
 from naive import kernel_matrix, spack_reference
 
 

@@ -7,7 +7,7 @@ from ppack.kernels import ops
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.table import SupportVectorTable
 
-from conftest import make_problem
+from helpers import make_problem
 
 
 def test_table_lookup_growth_and_bulk_insert():

@@ -6,7 +6,7 @@ from mpi4py import MPI
 from ppack import PackSVC
 from ppack.data.sampler import RowSampler, held_out
 
-from conftest import make_multiclass, make_problem
+from helpers import make_multiclass, make_problem
 
 SELF = MPI.COMM_SELF
 WORLD = MPI.COMM_WORLD

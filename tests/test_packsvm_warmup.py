@@ -12,7 +12,7 @@ from ppack.kernels.spec import KernelSpec
 from ppack.packsvm import replay
 from ppack.packsvm.warmup import warm_kernels
 
-from conftest import make_problem, run_ppack
+from helpers import make_problem, run_ppack, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 KERNELS = (cpu.gemm_partial_sums, cpu.dense_partial_sums, cpu.csr_partial_sums, cpu.dense_pair_kernels,
@@ -65,9 +65,9 @@ def test_warm_kernels_on_all_ranks(sparse):
     assert model.score(X, y) > 0.6
 
 
-def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path, rank0_only):
+def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path):
     X, y = make_problem(200, 6, sparse=True, seed=44)
-    _write_alone(tmp_path, X, y)
+    write_libsvm(tmp_path / "train.txt", X, y, comm=MPI.COMM_SELF)
     cache = tmp_path / "numba-cache"
     cache.mkdir()
     job = run_ppack(["train", "--data", tmp_path / "train.txt", "--gamma", "0.2", "--C", "5", "--iterations",
@@ -84,13 +84,3 @@ def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path, rank0_onl
     metrics = json.loads((tmp_path / "run.json").read_text())
     assert metrics["seconds"]["compile"] > 0.0 and metrics["seconds"]["total"] > 0.0
     assert list(cache.rglob("*.nbi")), "nothing written to NUMBA_CACHE_DIR"
-
-
-def _write_alone(path, X, y):
-    """conftest.write_libsvm's text, from this rank alone (it would wait for the others, who
-    wait in rank0_only)."""
-    dense = X.toarray()
-    with open(path / "train.txt", "w") as f:
-        for row, label in zip(dense, y):
-            pairs = " ".join(f"{j + 1}:{v:.17g}" for j, v in enumerate(row) if v != 0)
-            f.write(f"{label:g} {pairs}\n")

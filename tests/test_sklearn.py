@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from ppack import BlockAveragedSVC, PackSVC
 
-from conftest import clean_mpi_env, make_multiclass, make_problem
+from helpers import clean_mpi_env, make_multiclass, make_problem
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.model_selection import GridSearchCV, cross_val_score  # noqa: E402
@@ -70,7 +70,7 @@ def test_pipeline_grid_search_and_cross_validation(multiclass):
         assert linear.shape == (3,) and 0.4 < linear.mean() < 0.9  # a linear model on a nonlinear problem
 
 
-def test_importable_and_usable_without_scikit_learn(rank0_only):
+def test_importable_and_usable_without_scikit_learn():
     """With scikit-learn hidden, ppack imports and trains, and get_params/set_params still work."""
     code = ("import sys; sys.modules['sklearn'] = None\n"
             "import numpy as np\nfrom mpi4py import MPI\nfrom ppack import PackSVC\n"

@@ -21,12 +21,14 @@ def build_parser():
     return p
 
 
-def main(argv=None):
+def main(argv=None, comm=None):
+    """Run one command; ``argv`` defaults to the process's arguments, ``comm`` (the ranks
+    that run it) to every rank of the job."""
     from mpi4py import MPI
 
     from ..mpi.comm import abort_on_exception
 
-    comm = MPI.COMM_WORLD
+    comm = MPI.COMM_WORLD if comm is None else comm
     Parser.rank = comm.Get_rank()
     args = build_parser().parse_args(argv)
     abort_on_exception(comm, COMMANDS[args.command].run, comm, args)

@@ -65,9 +65,9 @@ def write_mnist8m(comm, source, path, n_rows, seed=0, compression="gzip", on_rou
     MNIST training files in the folder ``source``. ``on_round(rows_done)`` is called on
     rank 0 after each round. Returns (rows written, of which originals)."""
     if isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 1:
-        raise InputError(f"--rows: expected a whole number >= 1, got {n_rows!r}")
+        raise InputError(f"--rows: expected a whole number >= 1, got {n_rows!r}", collective=True)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
-        raise InputError(f"--seed: expected a whole number in 0..2^63-1, got {seed!r}")
+        raise InputError(f"--seed: expected a whole number in 0..2^63-1, got {seed!r}", collective=True)
     images, labels = run_collectively(comm, read_split, source, "train")
     rank, size = comm.Get_rank(), comm.Get_size()
     per_round = rows_per_rank(size) * size
