@@ -39,16 +39,54 @@ def runs_on_every_rank(item):
 def pytest_configure(config):
     config.addinivalue_line("markers", "second_tier: long real-job test, run by `pytest -m second_tier` "
                                        "(the CI's second tier), not by the README's test command")
+    config.addinivalue_line("markers", "job: starts its own ppack job (mpiexec or python -m ppack); such "
+                                       "tests run after the other rank-0 tests, on a warm numba cache")
+
+
+def pytest_sessionstart(session):
+    """Under MPI, rank 1 compiles numba kernels into the cache while rank 0 runs its tests
+    (compiling is single-threaded, and rank 1 would otherwise sleep until the all-rank
+    tests): every linear solver once on tiny dense and CSR problems, in the order rank 0's
+    tests need them, then the kernel trainer's kernels. Rank 0 loads what rank 1 wrote, or
+    compiles it itself if it gets there first; either way the results are the same."""
+    if WORLD.Get_size() > 1 and WORLD.Get_rank() == 1:
+        _compile_ahead()
+
+
+def _compile_ahead():
+    from ppack import BlockAveragedSVC
+    from ppack.kernels.spec import KernelSpec
+    from ppack.packsvm.warmup import warm_kernels
+    from ppack.registry import LINEAR_SOLVERS
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    for solver in sorted(LINEAR_SOLVERS):
+        for rows in (X, sp.csr_matrix(X)):
+            BlockAveragedSVC(solver, comm=MPI.COMM_SELF).fit(rows, y)
+    for kernel in ("rbf", "laplacian"):
+        for dtype in (np.float64, np.float32):
+            for sparse in (False, True):
+                warm_kernels(MPI.COMM_SELF, KernelSpec(kernel, 0.5), dtype, sparse)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Ranks other than 0 keep only the all-rank tests (in the same order as rank 0)."""
-    if WORLD.Get_size() > 1 and WORLD.Get_rank() != 0:
-        rank0_tests = [item for item in items if not runs_on_every_rank(item)]
-        if rank0_tests:
-            config.hook.pytest_deselected(items=rank0_tests)
-            items[:] = [item for item in items if runs_on_every_rank(item)]
+    """Under MPI, rank 0 runs its own tests first (those that start jobs last), then the
+    all-rank tests, which are all that the other ranks keep (in the same order). So the
+    numba kernels compile into the cache once, on rank 0, instead of on every rank at once
+    in the first all-rank test that needs them, and the other ranks sleep through one stretch."""
+    if WORLD.Get_size() == 1:
+        return
+    rank0_tests = [item for item in items if not runs_on_every_rank(item)]
+    every_rank_tests = [item for item in items if runs_on_every_rank(item)]
+    if WORLD.Get_rank() == 0:
+        jobs_last = sorted(rank0_tests, key=lambda item: item.get_closest_marker("job") is not None)
+        items[:] = jobs_last + every_rank_tests
+    elif rank0_tests:
+        config.hook.pytest_deselected(items=rank0_tests)
+        items[:] = every_rank_tests
 
 
 class RankZeroWorld:

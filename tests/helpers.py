@@ -11,6 +11,8 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ppack.mpi.comm import polite_barrier
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -119,7 +121,7 @@ def write_libsvm(path, X, y, precision=17, comm=None):
             for row, label in zip(dense, y):
                 pairs = " ".join(f"{j + 1}:{v:.{precision}g}" for j, v in enumerate(row) if v != 0)
                 f.write(f"{label:g} {pairs}\n")
-    comm.Barrier()
+    polite_barrier(comm)
 
 
 def fails_with(capsys, argv, pattern, comm=None):
@@ -138,7 +140,7 @@ def fails_with(capsys, argv, pattern, comm=None):
         assert err.count(pattern) == 1, err
     else:
         assert pattern not in err, err
-    comm.Barrier()
+    polite_barrier(comm)
 
 
 # ---------------------------------------------------------------- LIBSVM text
@@ -220,7 +222,7 @@ def empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, module, name):
     folder = mpi_tmp_path / "failing"
     if world.Get_rank() == 0:
         folder.mkdir()
-    world.Barrier()
+    polite_barrier(world)
     if world.Get_rank() == 1:
         def broken(*args, **kwargs):
             raise PPackError("disk full on rank 1")

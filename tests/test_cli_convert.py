@@ -8,6 +8,7 @@ from mpi4py import MPI
 
 from ppack.cli import main
 from ppack.data.hdf5 import read_header, read_rows
+from ppack.mpi.comm import polite_barrier
 
 from helpers import fails_with, make_problem, write_libsvm
 
@@ -32,7 +33,7 @@ def test_convert_writes_the_rows_in_the_storage_and_dtype_asked_for(storage, dty
         expected[:, :5] = X.toarray()
         np.testing.assert_array_equal(Xr.toarray() if storage == "csr" else Xr, expected)
         np.testing.assert_array_equal(yr, y)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_convert_errors_end_every_rank_with_one_message(mpi_tmp_path, capsys):
@@ -40,7 +41,7 @@ def test_convert_errors_end_every_rank_with_one_message(mpi_tmp_path, capsys):
     d = mpi_tmp_path
     if WORLD.Get_rank() == 0:
         (d / "bad.txt").write_text("1 1:0.5\n-1 2:x\n")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     fails_with(capsys, ["convert", str(d / "nope.txt"), str(d / "out.h5")], "nope.txt: No such file")
     fails_with(capsys, ["convert", str(d / "bad.txt"), str(d / "bad.txt")], "must differ from the input file")
     fails_with(capsys, ["convert", str(d / "bad.txt"), str(d / "out.h5")], "bad.txt: line 2")
@@ -68,7 +69,7 @@ def test_convert_uint8_with_value_scale_and_compression(mpi_tmp_path, capsys):
         with h5py.File(d / "p.h5") as f, h5py.File(d / "h.h5") as g:
             assert (f["X"].compression, g["X/data"].compression) == (None, "lzf")
     assert capsys.readouterr().out == ""  # --quiet
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_convert_unfit_values_end_every_rank_with_one_message(mpi_tmp_path, capsys):
@@ -78,7 +79,7 @@ def test_convert_unfit_values_end_every_rank_with_one_message(mpi_tmp_path, caps
     if WORLD.Get_rank() == 0:
         (d / "neg.txt").write_text("1 1:0.5\n# c\n-1 2:-0.25\n")
         (d / "big.txt").write_text("1 1:0.5\n-1 2:70000\n")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     out = str(d / "out.h5")
     fails_with(capsys, ["convert", str(d / "neg.txt"), out, "--dtype", "uint8", "--value-scale", "0.25"],
                "neg.txt: line 3: value -0.25 is not k * value_scale (0.25)")

@@ -8,6 +8,7 @@ from mpi4py import MPI
 from ppack import load_model
 from ppack.cli import main
 from ppack.errors import PPackError
+from ppack.mpi.comm import polite_barrier
 
 from helpers import fails_with, make_multiclass, make_problem, write_libsvm
 
@@ -67,7 +68,7 @@ def test_exported_model_predicts_like_ppack_in_libsvm(kernel, sparse, labels, bi
         assert f"label {labels[1]} {labels[0]}" in header
         if not bias:
             assert "rho 0" in header
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_multiclass_export_writes_one_file_per_class_against_the_rest(mpi_tmp_path, capsys):
@@ -88,7 +89,7 @@ def test_multiclass_export_writes_one_file_per_class_against_the_rest(mpi_tmp_pa
             assert_decisions_close(values[:, 0], ours[:, k])
             np.testing.assert_array_equal(predicted, np.where(ours[:, k] > 0, label, -1))
             assert f"label {label} -1\n" in path.read_text()
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_exported_probabilities_match_libsvm_b1(mpi_tmp_path, capsys):
@@ -109,7 +110,7 @@ def test_exported_probabilities_match_libsvm_b1(mpi_tmp_path, capsys):
             np.testing.assert_allclose(g["proba"][()], proba, rtol=1e-9, atol=1e-12)
         _, values = libsvm_predict(d / "m.model", d / "train.txt", "-b 1 -q")  # columns: labels 1, 0
         np.testing.assert_allclose(values, proba[:, ::-1], atol=2e-7)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 @pytest.mark.parametrize("kernel, options", [
@@ -126,7 +127,7 @@ def test_predict_takes_a_model_trained_by_libsvm(kernel, options, mpi_tmp_path, 
     if WORLD.Get_rank() == 0:
         ys, xs = svmutil.svm_read_problem(str(d / "train.txt"))
         svmutil.svm_save_model(str(d / "lib.model"), svmutil.svm_train(ys, xs, options + " -q"))
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     main(["convert", str(d / "test.txt"), str(d / "test.h5"), "--storage", "dense", "--quiet"])
     for data, output in (("test.txt", "p.npy"), ("test.h5", "q.npy")):
         main(["predict", "--model", str(d / "lib.model"), "--data", str(d / data), "--output", str(d / output),
@@ -143,7 +144,7 @@ def test_predict_takes_a_model_trained_by_libsvm(kernel, options, mpi_tmp_path, 
             np.testing.assert_array_equal(ours[:, 1], predicted)
             assert_decisions_close(ours[:, 0], values[:, 0])
         assert_decisions_close(one_rank, values[:, 0])
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_export_and_libsvm_predict_errors_end_every_rank_with_one_message(mpi_tmp_path, capsys):
@@ -171,7 +172,7 @@ def test_export_and_libsvm_predict_errors_end_every_rank_with_one_message(mpi_tm
         text = (d / "three.model").read_text()
         (d / "bad.model").write_text(text.replace("nr_class 3", "nr_class 2").split("\nSV\n")[0] +
                                      "\nSV\n0.5 1:0.25 2:x\n")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     fails_with(capsys, ["predict", "--model", str(d / "three.model"), "--data", str(d / "train.txt"),
                         "--output", str(d / "three.npy")], f"{d / 'three.model'}: field 'nr_class': 3 classes")
     fails_with(capsys, ["predict", "--model", str(d / "bad.model"), "--data", str(d / "train.txt")],
@@ -182,7 +183,7 @@ def test_export_and_libsvm_predict_errors_end_every_rank_with_one_message(mpi_tm
                  "nr_sv 1 0" if t.startswith("nr_sv") else "total_sv 1" if t.startswith("total_sv") else t
                  for t in text]
         (d / "bad.model").write_text("\n".join(fixed) + "\n")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     line = len((d / "bad.model").read_text().splitlines())
     fails_with(capsys, ["predict", "--model", str(d / "bad.model"), "--data", str(d / "train.txt")],
                f"{d / 'bad.model'}: line {line}: expected a number after ':', got '2:x'")
@@ -192,12 +193,12 @@ def test_export_and_libsvm_predict_errors_end_every_rank_with_one_message(mpi_tm
         left = sorted(p.name for p in d.iterdir())
         assert left == sorted(["train.txt", "lap.h5", "half.txt", "half.h5", "three.model", "bad.model",
                                "one.model"]), left
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def _one_sv_model(d):
     if WORLD.Get_rank() == 0:
         (d / "one.model").write_text("svm_type c_svc\nkernel_type linear\nnr_class 2\ntotal_sv 1\nrho 0\n"
                                      "label 1 -1\nnr_sv 1 0\nSV\n1 1:1\n")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     return d / "one.model"

@@ -2,6 +2,7 @@
 from mpi4py import MPI
 
 from ppack.cli import main
+from ppack.mpi.comm import polite_barrier
 
 from helpers import make_problem, write_libsvm
 
@@ -38,7 +39,7 @@ def test_plan_counts_compact_shards_as_stored_and_a_coefficient_per_class(mpi_tm
         write_dataset(d / "u8.h5", X, np.arange(4000) % 2, dtype="uint8")
         write_dataset(d / "f64.h5", X, np.arange(4000) % 2)
         write_dataset(d / "k10.h5", X, np.arange(4000) % 10)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     sizes = {}
     for name in ("u8", "f64", "k10"):
         main(["plan", "--data", str(d / f"{name}.h5"), "--ranks", "4", "--no-calibration"])
@@ -69,7 +70,7 @@ def test_plan_scales_a_measured_run_to_more_rows_and_ranks(mpi_tmp_path, capsys)
     d = mpi_tmp_path
     if WORLD.Get_rank() == 0:
         write_dataset(d / "small.h5", np.random.default_rng(0).random((500, 20)), np.arange(500) % 2)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     # 10 packs of 100 on 2 ranks, 500 support vectors at the end: growth 0.5 per iteration;
     # per rank sum over packs of (support vectors x rows) = 0.5 * 100 * 55 * 100 / 2 = 137,500
     run = {"n_samples": 1000, "iterations": 1000, "pack": 100, "packs": 10, "ranks": 2, "support_vectors": 500,
@@ -95,8 +96,8 @@ def test_plan_scales_a_measured_run_to_more_rows_and_ranks(mpi_tmp_path, capsys)
     if WORLD.Get_rank() == 0:
         assert "scaled: 20000 rows" in capsys.readouterr().out
         (d / "run.json").write_text(json.dumps(run))
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     main(["plan", "--data", str(d / "small.h5"), "--ranks", "8", "--from-run", str(d / "run.json")])
     if WORLD.Get_rank() == 0:
         assert "measured in a run of 1000 rows" in capsys.readouterr().out
-    WORLD.Barrier()
+    polite_barrier(WORLD)

@@ -8,6 +8,7 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 from ppack.cli import main
+from ppack.mpi.comm import polite_barrier
 
 from helpers import TRAIN, make_problem, write_libsvm
 
@@ -24,7 +25,7 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
     storage = "csr" if sparse else "dense"
     main(["convert", str(d / "train.txt"), str(d / "train.h5"), "--n-features", "10", "--storage", storage,
           "--quiet"])
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     with h5py.File(d / "train.h5", "r") as f:
         assert f.attrs["storage"] == storage
     main(["train", "--data", str(d / "train.h5"), "--test", str(d / "test.txt"), "--model", str(d / "m.h5"),
@@ -67,7 +68,7 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
             assert f.attrs["format"] == "ppack-model" and f.attrs["kernel"] == "rbf"
             assert f.attrs["gamma"] == 0.2 and f.attrs["n_features"] == 10
             np.testing.assert_array_equal(f["classes"][()], [-1.0, 1.0])
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, capsys):
@@ -106,7 +107,7 @@ def test_multiclass_train_and_predict_write_one_column_per_class(mpi_tmp_path, c
         assert lines[0] == "decision_3 decision_5 decision_7 decision_11 label"
         np.testing.assert_allclose(np.loadtxt(d / "out.txt", skiprows=1), np.column_stack([decision, label]),
                                    rtol=1e-15)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_proba_of_a_model_without_probabilities_is_refused(mpi_tmp_path, capsys):

@@ -8,6 +8,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack.cli import main
+from ppack.mpi.comm import polite_barrier
 
 from helpers import TRAIN, fails_with, make_problem, run_ppack, write_libsvm
 
@@ -27,7 +28,7 @@ def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
         (d / "nan.txt").write_text("1 1:0.5\n-1 1:nan\n")
         with h5py.File(d / "layout.h5", "w") as f:
             f["features"] = X
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     model = str(d / "m.h5")
     fails_with(capsys, ["train", "--data", str(d / "missing.h5"), "--model", model], "missing.h5: No such file")
     fails_with(capsys, ["train", "--data", str(d / "layout.h5"), "--model", model], "layout.h5")
@@ -95,7 +96,7 @@ def test_unwritable_outputs_and_foreign_checkpoints_fail_before_any_data_is_read
                f"--checkpoint {d / 'no' / 'c.h5'}: the folder {d / 'no'} does not exist")
     if WORLD.Get_rank() == 0:
         (d / "notes.h5").write_text("not a checkpoint")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     fails_with(capsys, ["train", "--data", missing, "--checkpoint", str(d / "notes.h5"), "--resume"],
                f"{d / 'notes.h5'}: not a readable HDF5 file")
     fails_with(capsys, ["predict", "--model", missing, "--data", missing, "--output", str(d / "no" / "o.npy")],
@@ -112,8 +113,9 @@ def test_bad_options_and_combinations_give_one_line_errors(options, message, mpi
     assert not (mpi_tmp_path / "m.h5").exists()
 
 
+@pytest.mark.job
 def test_real_mpiexec_jobs_exit_cleanly(tmp_path):
-    """Whole jobs on 4 ranks: a run succeeds; bad input ends every rank with status 1, one
+    """Whole jobs on 2 ranks: a run succeeds; bad input ends every rank with status 1, one
     message, no traceback, no MPI_Abort, no model file. (Each option's error is tested
     in-process on every rank above.)"""
     X, y = make_problem(300, 6, sparse=True, seed=35)
@@ -121,17 +123,17 @@ def test_real_mpiexec_jobs_exit_cleanly(tmp_path):
 
     write_dataset(tmp_path / "train.h5", X, y, storage="csr")
     ok = run_ppack(["train", "--data", tmp_path / "train.h5", "--test", tmp_path / "train.h5",
-                    "--model", tmp_path / "m.h5", "--iterations", "600", "--pack", "50"])
+                    "--model", tmp_path / "m.h5", "--iterations", "600", "--pack", "50"], ranks=2)
     assert ok.returncode == 0, ok.stderr
-    assert "test accuracy" in ok.stdout and "4 ranks" in ok.stdout
+    assert "test accuracy" in ok.stdout and "2 ranks" in ok.stdout
     assert (tmp_path / "m.h5").exists()
     predict = run_ppack(["predict", "--model", tmp_path / "m.h5", "--data", tmp_path / "train.h5",
-                         "--output", tmp_path / "d.h5"])
+                         "--output", tmp_path / "d.h5"], ranks=2)
     assert predict.returncode == 0, predict.stderr
     with h5py.File(tmp_path / "d.h5", "r") as f:
         assert f["decision"].shape == (300,) and f["label"].shape == (300,)
 
-    missing = run_ppack(["train", "--data", tmp_path / "nope.h5", "--model", tmp_path / "bad.h5"], timeout=120)
+    missing = run_ppack(["train", "--data", tmp_path / "nope.h5", "--model", tmp_path / "bad.h5"], ranks=2, timeout=120)
     assert missing.returncode == 1, missing.stderr
     assert missing.stderr.count("nope.h5: No such file") == 1  # printed once, by rank 0
     assert "Traceback" not in missing.stderr and "Abort" not in missing.stderr + missing.stdout
@@ -157,6 +159,6 @@ def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
         assert metrics["primal_objective"] > 0 and len(metrics["primal_by_round"]) == metrics["rounds"]
         with h5py.File(d / "lin.h5", "r") as f:
             assert f.attrs["model_type"] == "linear" and f.attrs["solver"] == "dcd"
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     fails_with(capsys, ["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--p", "1.5"],
                "p: only the alm solver")

@@ -4,10 +4,7 @@ import pytest
 
 from ppack.data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_names, bundled_path
 from ppack.data.hdf5 import H5Header, read_header, read_rows
-from ppack.data.libsvm import read_libsvm
 from ppack.errors import InputError
-
-from helpers import SHARED_DATA
 
 
 def test_bundled_a9a():
@@ -25,13 +22,11 @@ def test_bundled_a9a():
         bundled_path("iris")
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "a9a").is_dir(),
-                    reason="shared/data/a9a (the LIBSVM source files) is not beside the repository")
-def test_bundled_a9a_matches_source():
-    for name in (DEFAULT_TRAIN, DEFAULT_TEST):
-        X_src, y_src, info = read_libsvm(SHARED_DATA / "a9a" / f"{name}.bz2", n_features=123,
-                                         dtype=np.float32)
-        X, y = read_rows(bundled_path(name), 0, info.n_samples)
-        assert (X != X_src).nnz == 0
+def test_bundled_a9a_matches_source(benchmark_data):
+    """Against the LIBSVM source files beside the repository (skipped where they are not)."""
+    X_train, y_train, X_test, y_test = benchmark_data("a9a")
+    for name, X_src, y_src in ((DEFAULT_TRAIN, X_train, y_train), (DEFAULT_TEST, X_test, y_test)):
+        X, y = read_rows(bundled_path(name), 0, X_src.shape[0])
+        assert X.dtype == np.float32 and (X != X_src).nnz == 0
         np.testing.assert_array_equal(X.indices, X_src.indices)
         np.testing.assert_array_equal(y, y_src)

@@ -7,6 +7,7 @@ from mpi4py import MPI
 from ppack import PackSVC
 from ppack.data.hdf5 import read_rows, write_dataset
 from ppack.data.shard import load_shard
+from ppack.mpi.comm import polite_barrier
 
 from helpers import make_problem
 
@@ -22,7 +23,7 @@ def test_file_shards_train_and_predict_like_in_memory_data(sparse, mpi_tmp_path)
     path = mpi_tmp_path / "train.h5"
     if WORLD.Get_rank() == 0:
         write_dataset(path, X, y, storage="csr" if sparse else "dense")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     shard = load_shard(WORLD, path)
     assert shard.sparse == sparse and shard.stop - shard.start < 500
     from_file = PackSVC(comm=WORLD, **PARAMS).fit(shard)
@@ -53,7 +54,7 @@ def test_uint8_shards_stay_uint8_and_read_as_scaled_floats(sparse, mpi_tmp_path)
     path = mpi_tmp_path / "pixels.h5"
     if WORLD.Get_rank() == 0:
         write_dataset(path, X, y, storage="csr" if sparse else "dense", dtype="uint8")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     shard = load_shard(WORLD, path, dtype=np.float32)
     assert shard.X.dtype == np.uint8 and shard.dtype == np.float32 and shard.value_scale == 1 / 255
     rows = shard.float_rows()
@@ -76,7 +77,7 @@ def test_uint8_files_train_the_model_of_their_float_values(sparse, mpi_tmp_path)
         write_dataset(mpi_tmp_path / "u8.h5", X, y, storage=storage, dtype="uint8")
         values, _ = read_rows(mpi_tmp_path / "u8.h5", 0, len(y), dtype=np.float32)
         write_dataset(mpi_tmp_path / "f32.h5", values, y, storage=storage, dtype="float32")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     params = dict(PARAMS, gamma=2.0, dtype="float32")
     compact, floats = (load_shard(WORLD, mpi_tmp_path / name, dtype=np.float32) for name in ("u8.h5", "f32.h5"))
     assert compact.X.dtype == np.uint8 and floats.X.dtype == np.float32

@@ -392,6 +392,7 @@ def test_requeue_decision(job, tmp_path, mode, restarts, scontrol_status, time_l
     assert message in proc.stdout + proc.stderr
 
 
+@pytest.mark.second_tier  # runs ppack itself, several times: the CI's second tier
 def test_ten_class_job_end_to_end_with_real_ppack(job, tmp_path):
     """Train one K-class model with the mnist8m job and predict with it, running ppack itself."""
     make_digits(tmp_path / "train.h5", 240, [1, 4, 8], seed=7)
@@ -415,6 +416,7 @@ def test_ten_class_job_end_to_end_with_real_ppack(job, tmp_path):
     assert accuracy > 0.9  # three clusters 3 sigma apart
 
 
+@pytest.mark.second_tier  # runs ppack itself, several times: the CI's second tier
 def test_mnist8m_job_generates_its_data_with_real_ppack(job, tmp_path):
     """MNIST_SOURCE with tiny IDX files: the job writes DATA (originals, then deformed copies)
     and TEST with ppack itself, then trains on them."""
@@ -432,6 +434,7 @@ def test_mnist8m_job_generates_its_data_with_real_ppack(job, tmp_path):
     assert read_rows(test, 0, 20)[0].shape == (20, 784)
 
 
+@pytest.mark.second_tier  # runs ppack itself, several times: the CI's second tier
 def test_digit_jobs_and_vote_end_to_end_with_real_ppack(job, tmp_path):
     """Train two digits with DIGIT=k runs of the mnist8m job and vote with the predict job."""
     make_digits(tmp_path / "train.h5", 200, [3, 7], seed=5)

@@ -12,6 +12,7 @@ from ppack.data.mnist import read_idx, read_split
 from ppack.data.mnist8m import generated_rows, rows_per_rank, write_mnist8m
 from ppack.cli import main
 from ppack.errors import InputError
+from ppack.mpi.comm import polite_barrier
 
 from helpers import SHARED_DATA, fails_with, run_ppack
 from naive import bilinear_resample
@@ -148,7 +149,7 @@ def test_any_number_of_ranks_writes_the_same_file(mpi_tmp_path):
     source = mpi_tmp_path / "source"
     if WORLD.Get_rank() == 0:
         write_source(source, n=30)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     n = 3 * rows_per_rank(WORLD.Get_size()) * WORLD.Get_size() // 2 + 17  # more than one round
     write_mnist8m(WORLD, source, mpi_tmp_path / "world.h5", n, seed=3, compression=None)
     part = WORLD.Split(0 if WORLD.Get_rank() < 3 else 1, WORLD.Get_rank())
@@ -156,7 +157,7 @@ def test_any_number_of_ranks_writes_the_same_file(mpi_tmp_path):
         write_mnist8m(part, source, mpi_tmp_path / f"part{part.Get_size()}.h5", n, seed=3, compression="lzf")
     if WORLD.Get_rank() == 0:
         write_mnist8m(MPI.COMM_SELF, source, mpi_tmp_path / "one.h5", n, seed=3)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     if WORLD.Get_rank() == 0:
         X, y, scale = read_back(mpi_tmp_path / "world.h5")
         assert X.shape == (n, 784) and X.dtype == np.uint8 and scale == pytest.approx(1 / 255)
@@ -168,9 +169,10 @@ def test_any_number_of_ranks_writes_the_same_file(mpi_tmp_path):
         expected, expected_y = generated_rows(images, labels, 3, 0, n)
         np.testing.assert_array_equal(X, expected)
         np.testing.assert_array_equal(y, expected_y)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
+@pytest.mark.job
 def test_data_command_writes_a_file_training_reads(tmp_path, capsys):
     """`data mnist8m` as a real 2-rank job; `data mnist` and `train` on its file in-process."""
     source = tmp_path / "source"

@@ -82,6 +82,7 @@ abort_on_exception(comm, train)
 """
 
 
+@pytest.mark.job
 def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path):
     """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
     import subprocess
@@ -114,6 +115,7 @@ print("threads", MPI.COMM_WORLD.Get_rank(), numba.get_num_threads(), flush=True)
 """
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("how,ranks", [("auto", 2), ("by-hand", 1)])
 def test_a_python_script_under_mpiexec_gets_its_share_of_the_cores(how, ranks, tmp_path):
     """PackSVC.fit gives each rank of a job cores // ranks-on-this-node numba threads, as `train`

@@ -6,6 +6,7 @@ from mpi4py import MPI
 
 from ppack.errors import PPackError
 from ppack import PackSVC
+from ppack.mpi.comm import polite_barrier
 
 from helpers import empty_folder_and_failing_rank_1, make_problem
 
@@ -41,7 +42,7 @@ def test_resume_on_all_ranks_is_exact_and_other_rank_counts_redistribute(mpi_tmp
     assert resumed.resumed_from_ == 500
     # same ranks: every entry back on its rank and slot, so the run continues bit for bit
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     # one rank reading the 4-rank checkpoint: entries dealt out again, same model up to rounding
     on_one = PackSVC(comm=SELF, **PARAMS).fit(X, y, checkpoint=path, resume=True)
     np.testing.assert_allclose(on_one.decision_function(X), full.decision_function(X), rtol=1e-9, atol=1e-9)
@@ -64,9 +65,11 @@ def test_checkpoint_every_packs_keeps_one_complete_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]  # no temporary files left
 
 
+@pytest.mark.job
 def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     """SLURM's time limit, for real: SIGTERM to one rank of a 4-rank job stops every rank
-    after the current pack with a complete checkpoint; --resume then finishes the run. The
+    after the current pack with a complete checkpoint; --resume on 2 ranks then finishes
+    the run. The
     run is endless (10^12 iterations), so the signal is its only way out; it is sent once
     the first periodic checkpoint shows that training is under way."""
     import os
@@ -107,8 +110,8 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
         assert f.attrs["complete"]
         stopped_at = int(f.attrs["iteration"])
     assert 0 < stopped_at < 10 ** 12 and stopped_at % 20 == 0
-    args[args.index(endless)] = str(stopped_at + 200)  # finish quickly
-    done = run_ppack(args + ["--resume"])
+    args[args.index(endless)] = str(stopped_at + 200)  # finish quickly, on another rank count
+    done = run_ppack(args + ["--resume"], ranks=2)
     assert done.returncode == 0, done.stderr
     assert f"resumed from {tmp_path / 'state.h5'} at iteration {stopped_at}" in done.stdout
     assert (tmp_path / "model.h5").exists()
@@ -206,7 +209,7 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
             saved = data["features"]
         np.testing.assert_array_equal(saved, np.concatenate([p[2] for p in parts]))
         assert data["values" if sparse else "features"].dtype == table.dtype
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -217,7 +220,7 @@ def test_a_failure_on_one_rank_during_a_checkpoint_raises_everywhere_and_leaves_
     X, y = make_problem(300, 6, seed=64)
     with pytest.raises(PPackError, match="disk full on rank 1"):
         PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=d / "state.h5", stop_after_packs=2)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     assert list(d.iterdir()) == []
 
 

@@ -4,6 +4,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack import PackSVC
+from ppack.mpi.comm import polite_barrier
 
 from helpers import empty_folder_and_failing_rank_1, fitted, make_multiclass, make_problem
 
@@ -104,7 +105,7 @@ def test_save_on_all_ranks_writes_what_one_rank_would_without_gathering_the_tabl
             assert np.all(got[0][name] == want[0][name]), name
         for a, b in zip(got[1:], want[1:]):
             np.testing.assert_array_equal(a, b)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     loaded = PackSVC.load(mpi_tmp_path / f"all{sparse}.h5", comm=WORLD)
     np.testing.assert_array_equal(loaded.decision_function(X), model.decision_function(X))
 
@@ -119,7 +120,7 @@ def test_a_failure_on_one_rank_during_save_raises_everywhere_and_leaves_no_file(
     d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, estimator, "write_shard")
     with pytest.raises(PPackError, match="disk full on rank 1"):
         model.save(d / "model.h5")
-    WORLD.Barrier()
+    polite_barrier(WORLD)
     assert list(d.iterdir()) == []
 
 
@@ -176,7 +177,7 @@ def test_multiclass_model_files_predict_the_same_on_any_rank_count(sparse, mpi_t
     if WORLD.Get_rank() == 0:
         with h5py.File(path, "r") as f:
             assert f["coef"].shape == (model.n_support_, 3) and f.attrs["scale"].shape == (3,)
-    WORLD.Barrier()
+    polite_barrier(WORLD)
 
 
 def test_class_weights_move_the_model_as_libsvm_wi_does_on_an_imbalanced_set():

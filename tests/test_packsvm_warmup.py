@@ -65,6 +65,7 @@ def test_warm_kernels_on_all_ranks(sparse):
     assert model.score(X, y) > 0.6
 
 
+@pytest.mark.job
 def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path):
     X, y = make_problem(200, 6, sparse=True, seed=44)
     write_libsvm(tmp_path / "train.txt", X, y, comm=MPI.COMM_SELF)
@@ -72,7 +73,7 @@ def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path):
     cache.mkdir()
     job = run_ppack(["train", "--data", tmp_path / "train.txt", "--gamma", "0.2", "--C", "5", "--iterations",
                      "300", "--pack", "50", "--metrics-json", tmp_path / "run.json"],
-                    env={"NUMBA_CACHE_DIR": str(cache)}, timeout=400)
+                    ranks=2, env={"NUMBA_CACHE_DIR": str(cache)}, timeout=400)
     assert job.returncode == 0, job.stderr
     lines = job.stdout.splitlines()
     ready = [k for k, line in enumerate(lines) if line.startswith("numba kernels ready in ")]

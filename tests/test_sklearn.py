@@ -70,6 +70,7 @@ def test_pipeline_grid_search_and_cross_validation(multiclass):
         assert linear.shape == (3,) and 0.4 < linear.mean() < 0.9  # a linear model on a nonlinear problem
 
 
+@pytest.mark.job
 def test_importable_and_usable_without_scikit_learn():
     """With scikit-learn hidden, ppack imports and trains, and get_params/set_params still work."""
     code = ("import sys; sys.modules['sklearn'] = None\n"
