@@ -179,6 +179,11 @@ class Param:
     metavar: str = None
 
 
+# The numba/BLAS threads of each rank (`train` and `predict --threads`).
+THREADS = Param(count(), None, "numba/BLAS threads per rank (default: NUMBA_NUM_THREADS or "
+                "OMP_NUM_THREADS if set, else this node's cores divided by its ranks)")
+
+
 # The P-packSVM trainer (PackSVC and `train --solver packsvm`).
 PACKSVM_PARAMS = {
     "kernel": Param(Rule("choice", choices=KERNELS), "rbf",

@@ -104,6 +104,13 @@ def test_unwritable_outputs_and_foreign_checkpoints_fail_before_any_data_is_read
     fails_with(capsys, ["convert", missing, str(d / "no" / "x.h5")], "the folder")
 
 
+@pytest.mark.parametrize("bad", ["0", "-5"])
+def test_threads_below_one_are_refused_before_any_data_is_read(bad, mpi_tmp_path, capsys):
+    missing = str(mpi_tmp_path / "missing.h5")
+    for command in (["train", "--data", missing], ["predict", "--model", missing, "--data", missing]):
+        fails_with(capsys, [*command, "--threads", bad], f"--threads: must be an integer >= 1, got {bad}")
+
+
 @pytest.mark.parametrize("options,message", BAD_OPTIONS)
 def test_bad_options_and_combinations_give_one_line_errors(options, message, mpi_tmp_path, capsys):
     X, y = make_problem(60, 6, seed=40)

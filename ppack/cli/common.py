@@ -13,7 +13,8 @@ from ..atomic import atomic_write
 from ..data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
 from ..data.shard import load_shard
 from ..errors import PPackError
-from ..mpi.comm import on_rank0
+from ..mpi.comm import configure_threads, on_rank0, run_collectively
+from ..registry import THREADS
 
 
 class Parser(argparse.ArgumentParser):
@@ -40,12 +41,18 @@ class Report:
 def add_common(p):
     """--metrics-json, --threads, --quiet and --log-every, for train and predict."""
     p.add_argument("--metrics-json", help="write run metrics (times are the max over ranks) to this file")
-    p.add_argument("--threads", type=int, default=None,
-                   help="numba/BLAS threads per rank (default: NUMBA_NUM_THREADS or OMP_NUM_THREADS if "
-                        "set, else this node's cores divided by its ranks)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS.help)
     p.add_argument("--quiet", action="store_true", help="print only errors")
     p.add_argument("--log-every", type=float, default=30.0,
                    help="seconds between progress lines when not on a terminal (default 30)")
+
+
+def rank_threads(comm, threads):
+    """Collective: ``--threads`` checked (an integer >= 1; None: the default), then this rank's
+    numba and BLAS threads set (``mpi.comm.configure_threads``); returns the count."""
+    if threads is not None:
+        threads = run_collectively(comm, THREADS.rule.check, "--threads", threads)
+    return configure_threads(comm, threads)
 
 
 def check_outputs(comm, outputs):

@@ -8,9 +8,9 @@ from mpi4py import MPI
 from ..atomic import atomic_h5_write, atomic_write
 from ..base import load_model
 from ..errors import PPackError
-from ..mpi.comm import configure_threads, on_rank0
-from .common import (Report, add_common, check_outputs, evaluate, peak_rss_bytes, ranks_and_threads, read_shard,
-                     write_metrics)
+from ..mpi.comm import on_rank0
+from .common import (Report, add_common, check_outputs, evaluate, peak_rss_bytes, rank_threads, ranks_and_threads,
+                     read_shard, write_metrics)
 
 OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
 
@@ -28,7 +28,7 @@ def add_parser(sub):
 
 def run(comm, args):
     say = Report(comm, args.quiet)
-    threads = configure_threads(comm, args.threads)
+    threads = rank_threads(comm, args.threads)
     if args.output and Path(args.output).suffix.lower() not in OUTPUT_FORMATS:
         raise PPackError(f"--output: unknown file type {Path(args.output).suffix!r}; expected one of "
                          f"{', '.join(OUTPUT_FORMATS)}", collective=True)

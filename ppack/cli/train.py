@@ -9,12 +9,12 @@ from mpi4py import MPI
 
 from ..errors import PPackError
 from ..linear.estimator import BlockAveragedSVC
-from ..mpi.comm import configure_threads, on_rank0, run_collectively
+from ..mpi.comm import on_rank0, run_collectively
 from ..packsvm.checkpoint import check_checkpoint_file
 from ..packsvm.estimator import PackSVC
 from ..registry import KERNEL_SOLVER, SOLVERS
-from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, read_shard,
-                     training_data, write_metrics)
+from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, rank_threads,
+                     read_shard, training_data, write_metrics)
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
                       refuse_other_trainers_options)
 from .progress import Progress
@@ -65,7 +65,7 @@ def run(comm, args):
     check_outputs(comm, {"--model": args.model, "--metrics-json": args.metrics_json, "--checkpoint": args.checkpoint})
     if args.checkpoint:
         on_rank0(comm, check_checkpoint_file, args.checkpoint)
-    threads = configure_threads(comm, args.threads)
+    threads = rank_threads(comm, args.threads)
     data, test = training_data(args, say)
     shard, read_seconds = read_shard(comm, data, model.feature_dtype)
     say(describe_run(comm, data, shard, threads))
