@@ -27,8 +27,6 @@ AVERAGING = ("iterative", "oneshot")
 # how the iterative mode of each linear solver combines the rank blocks: "dual" (CoCoA
 # rounds), "data-parallel" (sums every iteration), "stochastic" (rows delivered to every rank)
 COMBINATION = {"dcd": "dual", "llsvm": "dual", "stream": "dual", "alm": "data-parallel", "pegasos": "stochastic"}
-# the linear solvers that read rows through a COFFIN feature map (``features``)
-FEATURE_MAP_SOLVERS = ("dcd", "llsvm", "stream", "alm", "pegasos")
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -171,12 +169,11 @@ SEED = integer(0, 2**63 - 1)
 
 @dataclass(frozen=True)
 class Param:
-    """A trainer parameter: its rule, default, and (for the CLI) help text and metavar."""
+    """A trainer parameter: its rule, default, and (for the CLI) help text."""
 
     rule: Rule
     default: object
     help: str
-    metavar: str = None
 
 
 # The numba/BLAS threads of each rank (`train` and `predict --threads`).
@@ -271,11 +268,6 @@ SOLVER_OPTIONS = {
     "pegasos": {"tol": real(0.0, none=True), "max_epochs": count(none=True), "seed": SEED, "epochs": count(),
                 "t0": integer(0, 2**62, none=True), "average": BOOL, "pack": count()},
 }
-
-
-def check(name, value, rule):
-    """``rule.check``: the value normalised, or a PPackError naming ``name``."""
-    return rule.check(name, value)
 
 
 def check_params(values, table):

@@ -35,13 +35,6 @@ class RowBlock:
             X = np.pad(X, ((0, 0), (0, n_features - X.shape[1])))
         return cls(n_features, y, dense=np.ascontiguousarray(X))
 
-    def row(self, k):
-        """Row k as ``(indices, values)`` for a sparse block or a dense vector (d,)."""
-        if self.dense is not None:
-            return self.dense[k]
-        indptr, indices, values = self.csr
-        return indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
-
     def take(self, rows):
         """Rows ``rows`` (list of positions) as a dense array or a CSR triple
         ``(indptr, indices, values)`` (built with numpy alone: it runs once per pack)."""

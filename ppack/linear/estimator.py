@@ -16,7 +16,7 @@ from ..errors import PPackError
 from ..model.linear import LinearModelFile, read_linear_model, save_linear_model
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
-from ..registry import COMBINATION, FEATURE_MAP_SOLVERS, LINEAR_PARAMS, check_solver_options, register_model_type
+from ..registry import COMBINATION, LINEAR_PARAMS, check_solver_options, register_model_type
 from .averaging import AveragingReport, block_averaged
 from .blocks import random_blocks
 from .features import FeatureMap, predict_decision
@@ -77,10 +77,7 @@ class BlockAveragedSVC(BaseSVC):
             raise PPackError(f"p: only the alm solver takes a loss power p, not {values['solver']}")
         if values["loss"] != "l1" and values["solver"] == "pegasos":
             raise PPackError(f"loss: pegasos optimises the hinge loss only; must be 'l1', got {values['loss']!r}")
-        self.feature_map_ = self._feature_map()
-        if self.feature_map_ is not None and values["solver"] not in FEATURE_MAP_SOLVERS:
-            raise PPackError(f"features: the {values['solver']} solver takes no feature map; "
-                             f"solvers that do: {', '.join(FEATURE_MAP_SOLVERS)}")
+        self.feature_map_ = self._feature_map()  # every linear solver reads rows through one
         self.options_ = check_solver_options(values["solver"], dict(self.solver_options or {}))
         return values
 
