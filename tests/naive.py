@@ -147,6 +147,18 @@ def averaging_problem(n=400, d=15, seed=0):
     return X, y
 
 
+def fmix64_twin(z):
+    """The splitmix64 finaliser on a Python int in [0, 2^64)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def hash_key_twin(key, seed):
+    """random_stream.hash_key in Python integers: the 64-bit hash of a feature key."""
+    return fmix64_twin((key + (seed + 1) * 0x9E3779B97F4A7C15) & MASK64)
+
+
 class SplitMix64:
     """The splitmix64 stream the solvers shuffle and sample with, in Python integers."""
 
@@ -185,7 +197,7 @@ def explicit_shifts(images, s):
 
 def explicit_features(X, fmap):
     """phi(X), (n * n_virtual, n_out) dense, straight from the definitions in features.py."""
-    from ppack.linear.features import HASH, IDENTITY, SHIFTS, hash_key_py
+    from ppack.linear.features import HASH, IDENTITY, SHIFTS
 
     X = dense(X)
     n, d = X.shape
@@ -204,7 +216,7 @@ def explicit_features(X, fmap):
         return poly
     hashed = np.zeros((n, 1 << fmap.bits))
     for col, key in enumerate(keys):
-        h = hash_key_py(key, fmap.seed)
+        h = hash_key_twin(key, fmap.seed)
         hashed[:, h & ((1 << fmap.bits) - 1)] += (1.0 if h >> 63 == 0 else -1.0) * poly[:, col]
     return hashed
 

@@ -5,11 +5,10 @@ import pytest
 import scipy.sparse as sp
 
 from ppack.errors import PPackError
-from ppack.linear.features import (FeatureMap, MappedRows, _add, _dot, _sqnorm, as_feature_map, hash_key_py,
-                                   predict_decision)
+from ppack.linear.features import FeatureMap, MappedRows, _add, _dot, _sqnorm, as_feature_map, predict_decision
 from ppack.linear.problem import loss_sum, primal_objective
 
-from naive import adds_twin, dots_twin, explicit_features, explicit_shifts, tiny_images, tiny_problem
+from naive import adds_twin, dots_twin, explicit_features, explicit_shifts, hash_key_twin, tiny_images, tiny_problem
 
 
 MAPS = ["identity", "poly2", "hash:5", "hash:12"]
@@ -56,7 +55,7 @@ def test_hash_folds_poly2_features_with_signs():
     keys = [2 * j for j in range(d)] + [2 * (k * (k + 1) // 2 + j) + 1 for k in range(d) for j in range(k + 1)]
     folded = np.zeros((X.shape[0], 1 << bits))
     for col, key in enumerate(keys):  # poly2 column order: j, then (j, k) at d + k(k+1)/2 + j
-        h = hash_key_py(key, 7)
+        h = hash_key_twin(key, 7)
         folded[:, h & ((1 << bits) - 1)] += (1.0 if h >> 63 == 0 else -1.0) * poly[:, col]
     np.testing.assert_allclose(hashed, folded, rtol=1e-12, atol=1e-12)
     assert np.count_nonzero(np.abs(hashed).sum(0)) < len(keys), "8 buckets for 20 features must collide"

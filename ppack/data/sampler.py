@@ -10,23 +10,16 @@ paper's sampling), which leaves about exp(-T/m) of the rows never drawn.
 """
 import numpy as np
 
+from ..random_stream import GOLDEN, MASK64, fmix64_array
 from ..registry import SAMPLINGS
 
 BLOCK = 8192
-_MASK64 = (1 << 64) - 1
-
-
-def _mix(x):
-    """The splitmix64 finaliser of a uint64 array (wrapping arithmetic)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def held_out(ids, fraction, seed):
     """Whether each row id (int64 array) is in the held-out validation set: a seeded hash of the
     id below ``fraction``, so every rank decides alike without a list of ids."""
-    x = _mix(ids.astype(np.uint64) + np.uint64((int(seed) * 0x9E3779B97F4A7C15) & _MASK64))
+    x = fmix64_array(ids.astype(np.uint64) + np.uint64((int(seed) * int(GOLDEN)) & MASK64))
     return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 < fraction
 
 
@@ -119,8 +112,8 @@ class EpochSampler(_BlockStream):
 
     def _keys(self, epoch):
         """The four round keys (uint64) of epoch ``epoch``'s permutation."""
-        seed_key = _mix(np.array([self.seed & _MASK64], dtype=np.uint64))
-        return list(_mix(seed_key ^ _mix(np.arange(4 * epoch, 4 * epoch + 4, dtype=np.uint64))))
+        seed_key = fmix64_array(np.array([self.seed & MASK64], dtype=np.uint64))
+        return list(fmix64_array(seed_key ^ fmix64_array(np.arange(4 * epoch, 4 * epoch + 4, dtype=np.uint64))))
 
     def permuted(self, positions, epoch):
         """Row ids (int64) at ``positions`` (int64 array in [0, n)) of epoch ``epoch``'s order."""
@@ -131,7 +124,7 @@ class EpochSampler(_BlockStream):
         def feistel(x):
             left, right = x >> half, x & mask
             for key in keys:
-                left, right = right, left ^ (_mix(right ^ key) & mask)
+                left, right = right, left ^ (fmix64_array(right ^ key) & mask)
             return (left << half) | right
 
         ids = feistel(positions.astype(np.uint64))

@@ -19,22 +19,12 @@ import numpy as np
 from numba import njit
 
 from ..errors import PPackError
+from ..random_stream import below
 from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
-from .features import _GOLDEN, _add, _dot, _fmix64, _row, _sqnorms, as_feature_map, as_rows
+from .features import _add, _dot, _row, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution, dual_bounds, dual_box
 
-MAX_ROWS = 2**32  # _rand_below draws from 32-bit ranges
-_S32 = np.uint64(32)
-
-
-@njit(cache=True, inline="always")
-def _rand_below(rng, k):
-    """A pseudo-random integer in [0, k), k <= 2^32, from the splitmix64 stream in rng (uint64 (1,)).
-
-    The top 32 bits times k, shifted down 32 (Lemire's multiply-shift): no division.
-    """
-    rng[0] += _GOLDEN
-    return np.int64(((_fmix64(rng[0]) >> _S32) * np.uint64(k)) >> _S32)
+MAX_ROWS = 2**32  # random_stream.below draws from 32-bit ranges
 
 
 @njit(cache=True)
@@ -67,7 +57,7 @@ def _dcd(indptr, indices, values, dense, y, kind, params, n_virtual, alpha, w, w
     epochs, gap = 0, np.inf
     while epochs < max_epochs:
         for s in range(active - 1):
-            j = s + _rand_below(rng, active - s)
+            j = s + below(rng, active - s)
             index[s], index[j] = index[j], index[s]
         pg_max, pg_min = -np.inf, np.inf
         s = 0

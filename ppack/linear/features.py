@@ -29,17 +29,14 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import PPackError
+from ..random_stream import hash_key, hash_key_int
 
 IDENTITY, POLY2, HASH, SHIFTS = 0, 1, 2, 3
 _NAMES = {IDENTITY: "identity", POLY2: "poly2", HASH: "hash", SHIFTS: "shifts"}
 
 _SQRT2 = math.sqrt(2.0)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_S27, _S30, _S31, _S63 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(63)
+_S63 = np.uint64(63)
 _ONE = np.uint64(1)
-_MASK64 = (1 << 64) - 1
 
 MAX_EXPAND_ENTRIES = 5_000_000
 SPEC_SYNTAX = "identity, poly2, hash:BITS[:SEED] or shifts:S[:HxW]"
@@ -49,30 +46,9 @@ SPEC_SYNTAX = "identity, poly2, hash:BITS[:SEED] or shifts:S[:HxW]"
 
 
 @njit(cache=True, inline="always")
-def _fmix64(z):
-    """The splitmix64 finalizer: a bijective 64-bit mix (uint64 -> uint64)."""
-    z = (z ^ (z >> _S30)) * _MIX1
-    z = (z ^ (z >> _S27)) * _MIX2
-    return z ^ (z >> _S31)
-
-
-@njit(cache=True, inline="always")
-def _hash_key(key, seed):
-    return _fmix64(np.uint64(key) + (np.uint64(seed) + _ONE) * _GOLDEN)
-
-
-def hash_key_py(key, seed):
-    """Pure-Python twin of ``_hash_key``: (bucket source) 64-bit hash of a feature key."""
-    z = (key + (seed + 1) * 0x9E3779B97F4A7C15) & _MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return z ^ (z >> 31)
-
-
-@njit(cache=True, inline="always")
 def _bucket_sign(key, params):
     """(bucket, +-1.0) of a poly2 feature key under hash params [bits, seed]."""
-    h = _hash_key(key, params[1])
+    h = hash_key(key, params[1])
     mask = (_ONE << np.uint64(params[0])) - _ONE
     sign = 1.0 if (h >> _S63) == np.uint64(0) else -1.0
     return np.int64(h & mask), sign
@@ -488,6 +464,6 @@ class FeatureMap:
             return [(col, val) for col, val, _ in explicit]
         out = []
         for _, val, key in explicit:
-            h = hash_key_py(key, self.seed)
+            h = hash_key_int(key, self.seed)
             out.append((h & ((1 << self.bits) - 1), val if h >> 63 == 0 else -val))
         return out

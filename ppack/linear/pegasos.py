@@ -32,8 +32,9 @@ from ..data.delivery import deliver_rows
 from ..data.sampler import RowSampler
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
+from ..random_stream import below
 from .checks import check_block, check_common, check_options, check_start, check_weights
-from .dcd import MAX_ROWS, _rand_below
+from .dcd import MAX_ROWS
 from .features import IDENTITY, _add, _dot, _row, _sqnorm, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution
 
@@ -100,7 +101,7 @@ def _pegasos(indptr, indices, values, dense, y, kind, params, n_virtual, v, vb, 
     for _ in range(epochs):
         for _ in range(n_dual):
             t += 1
-            r = _rand_below(rng, n_dual)
+            r = below(rng, n_dual)
             i, shift = (r, 0) if n_virtual == 1 else (r // n_virtual, r % n_virtual)
             idx, val = _row(i, indptr, indices, values, dense)
             ci = weights[i] if weighted else 1.0

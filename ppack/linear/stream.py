@@ -55,6 +55,7 @@ from numba import njit
 
 from ..data.hdf5 import read_header, read_rows
 from ..errors import InputError, PPackError
+from ..random_stream import below_by_remainder
 from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
 from .features import IDENTITY, MappedRows, _add, _dot, _sqnorm, as_feature_map
 from .problem import LinearSolution, dual_bounds, dual_box, weights_from_dual
@@ -78,23 +79,9 @@ N_CTR = 12
 # Entries of fstate (float64).
 EPS, EPS_NEW, M_PLUS, M_MINUS = 0, 1, 2, 3
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
 
 
 # ------------------------------------------------------------------ numba cores
-
-
-@njit(cache=True, nogil=True)
-def _rand_below(rng, k):
-    """A splitmix64 draw from the state rng[0], reduced to [0, k)."""
-    z = rng[0] + _GOLDEN
-    rng[0] = z
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z = z ^ (z >> np.uint64(31))
-    return np.int64(z % np.uint64(k))
 
 
 @njit(cache=True, nogil=True)
@@ -166,7 +153,7 @@ def _insert_rows(data, indices, indptr, block, ys, first, bias, kind, params, n_
                 ctr[ROWS_SKIPPED] += 1
                 continue
             if ctr[N_ACT] == omega:
-                _evict(act[_rand_below(rng, omega)], slot_int, act, free, in_cache, ctr,
+                _evict(act[below_by_remainder(rng, omega)], slot_int, act, free, in_cache, ctr,
                        entry_bytes, meta_bytes)
                 ctr[EVICT_READER] += 1
             ctr[N_FREE] -= 1
@@ -222,7 +209,7 @@ def _train_batch(vals, cols, dense_cols, slot_int, slot_f, act, free, in_cache, 
     while done < n_steps and ctr[N_ACT] > 0:
         if ctr[N_ACT] > FULL_FRACTION * omega:
             fstate[EPS] *= BETA
-        s = act[_rand_below(rng, ctr[N_ACT])]
+        s = act[below_by_remainder(rng, ctr[N_ACT])]
         i = slot_int[ROW, s]
         yi = slot_f[Y, s]
         k = slot_int[NNZ, s]
