@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
+from .pack_buffer import PackBuffer
+
 
 @dataclass(frozen=True)
 class Interconnect:
@@ -93,10 +95,9 @@ def allreduce_seconds(nbytes, ranks, latency, seconds_per_byte):
 def pack_bytes(r, d, longest, sparse, columns, ranks):
     """Bytes of a pack's two Allreduce buffers (float64), as ``loop.PackedSolver`` builds them:
     the r drawn rows with their labels (sparse rows as nnz, indices and values padded to the
-    longest row), then the K x r partial sums (``columns`` = K), the r(r+1)/2 pair kernels (the
-    upper triangle with its diagonal), the r owner slots, one digest slot per rank and two votes."""
+    longest row), then collective 2's ``PackBuffer`` (``columns`` = K problems)."""
     rows = r + (r + 2 * r * longest if sparse else r * d)
-    return 8 * rows, 8 * (columns * r + r * (r + 1) // 2 + r + ranks + 2)
+    return 8 * rows, 8 * PackBuffer.length(columns, r, ranks)
 
 
 def pack_seconds(pack_bytes, ranks, latency, seconds_per_byte):

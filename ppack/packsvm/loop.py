@@ -33,6 +33,7 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
 from . import averaging
 from .checkpoint import write_checkpoint
+from .pack_buffer import PackBuffer
 from .replay import NonFinite, replay_pack
 from .state import LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -145,34 +146,31 @@ class PackedSolver:
             # local work: partial predictions, this rank's share of the pair kernels, key flags
             left, right = upper_pairs(r)
             lo, hi = chunk(len(left), rank, size)
-            n_pairs = len(left)
-            n_pred = Q * r
-            slots = n_pred + n_pairs + r  # then one digest slot per rank, then the two control votes
-            buf = np.zeros(slots + size + 2)
-            buf[slots + rank] = digest
+            buf = PackBuffer(Q, r, size)
+            buf.digests[rank] = digest
             norms = ops.row_norms(block, self.spec)
-            ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec,
-                             buf[:n_pred].reshape(Q, r), self.work_bytes)
-            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf[n_pred + lo:n_pred + hi])
-            buf[n_pred + n_pairs:slots] = table.holds(ids) * (rank + 1)
+            ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec, buf.predictions,
+                             self.work_bytes)
+            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf.pairs[lo:hi])
+            buf.owner_flags[:] = table.holds(ids) * (rank + 1)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
                 time.monotonic() - last_checkpoint >= checkpointing.every_seconds
-            buf[-2] = 1.0 if (rank == 0 and due) else 0.0
             packs_this_run += 1
-            buf[-1] = 1.0 if self.should_stop() or packs_this_run == stop_after_packs else 0.0
+            buf.vote(checkpoint_due=rank == 0 and due,
+                     stop=self.should_stop() or packs_this_run == stop_after_packs)
             seconds["kernel_sums"] += MPI.Wtime() - t1
 
-            collectives.sum(buf)  # collective 2
+            collectives.sum(buf.data)  # collective 2
             seconds["communication"] += collectives.last_seconds
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
             t3 = MPI.Wtime()
-            self._check_agreement(buf[slots:slots + size], state.iteration, stats.packs)
+            self._check_agreement(buf.digests, state.iteration, stats.packs)
 
             # the r sequential updates of each problem, identical on every rank
-            pred = state.scale[:, None] * buf[:n_pred].reshape(Q, r)
-            pair = symmetric_from_upper(buf[n_pred:n_pred + n_pairs], r)
-            owners = np.rint(buf[n_pred + n_pairs:slots]).astype(np.int64) - 1
+            pred = state.scale[:, None] * buf.predictions
+            pair = symmetric_from_upper(buf.pairs, r)
+            owners = buf.owners()
             signs = problem_labels(block.y, Q)
             coef, loss, fold = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2))
             average = np.empty((Q, r + 1)) if self.average else None
@@ -206,9 +204,9 @@ class PackedSolver:
                     state.iteration < limit and self.validation(table, state):
                 limit = state.iteration  # validation accuracy stopped improving (see validation.py)
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
-            stop = buf[-1] > 0
+            stop = buf.stop
             seconds["total"] = total_before + MPI.Wtime() - run_start
-            if checkpointing is not None and (stop or buf[-2] > 0 or (
+            if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
                 write_checkpoint(comm, checkpointing.path, table, state, stats, sampler, checkpointing.params)
                 last_checkpoint = time.monotonic()

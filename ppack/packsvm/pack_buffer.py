@@ -1,0 +1,47 @@
+"""Collective 2's buffer: everything a pack sums across ranks, in one float64 Allreduce."""
+import numpy as np
+
+
+class PackBuffer:
+    """The layout of collective 2 for a pack of r rows, K binary problems and p ranks.
+
+    In order: ``predictions`` (K, r), this rank's partial sums of the stored entries'
+    kernel values; ``pairs`` (r (r + 1) / 2), the pack's pair kernels, the upper triangle
+    with its diagonal row by row, each rank filling its chunk; ``owner_flags`` (r), rank + 1
+    where this rank holds the row's entry (so the sum names the owner), else 0; ``digests``
+    (p), each rank's replica digest in its own slot; then two votes, rank 0's "checkpoint
+    is due" and anyone's "stop". All views of one zeroed array, ``data``.
+    """
+
+    def __init__(self, columns, r, ranks):
+        self.data = np.zeros(self.length(columns, r, ranks))
+        n_pred, n_pairs = columns * r, r * (r + 1) // 2
+        self.predictions = self.data[:n_pred].reshape(columns, r)
+        self.pairs = self.data[n_pred:n_pred + n_pairs]
+        self.owner_flags = self.data[n_pred + n_pairs:n_pred + n_pairs + r]
+        self.digests = self.data[n_pred + n_pairs + r:n_pred + n_pairs + r + ranks]
+        self._votes = self.data[-2:]
+
+    @staticmethod
+    def length(columns, r, ranks):
+        """Float64 entries of the buffer."""
+        return columns * r + r * (r + 1) // 2 + r + ranks + 2
+
+    def vote(self, checkpoint_due, stop):
+        """This rank's two votes (booleans), before the sum."""
+        self._votes[0] = 1.0 if checkpoint_due else 0.0
+        self._votes[1] = 1.0 if stop else 0.0
+
+    def owners(self):
+        """After the sum: the rank that holds each row's entry, -1 where none does (int64 (r,))."""
+        return np.rint(self.owner_flags).astype(np.int64) - 1
+
+    @property
+    def checkpoint_due(self):
+        """After the sum: rank 0 voted for a checkpoint."""
+        return self._votes[0] > 0
+
+    @property
+    def stop(self):
+        """After the sum: some rank voted to stop."""
+        return self._votes[1] > 0
