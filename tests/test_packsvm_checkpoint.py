@@ -253,3 +253,20 @@ def test_multiclass_weighted_and_averaged_runs_resume_exactly(comm, mpi_tmp_path
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
     with pytest.raises(PPackError, match="n_classes=4, this run has n_classes=2"):
         PackSVC(comm=comm, **params).fit(X, np.where(y == y[0], 1.0, -1.0), checkpoint=path, resume=True)
+
+
+def test_run_identity_leaves_out_the_settings_earlier_versions_did_not_record():
+    """A checkpoint of an earlier version (no averaging, uniform sampling, c = 1, no weights,
+    no validation) matches a run with those settings, so it still resumes."""
+    from ppack.kernels.spec import KernelSpec
+    from ppack.packsvm.checkpoint import run_identity
+
+    spec = KernelSpec("rbf", 0.5)
+    plain = run_identity(spec, 1e-3, 100, 0, 500, 8, "float64", 1000, 2)
+    assert set(plain) == {"kernel", "gamma", "degree", "coef0", "offset", "sigma", "pack", "seed", "n_samples",
+                          "n_features", "dtype", "iterations", "n_classes"}
+    full = run_identity(spec, 1e-3, 100, 0, 500, 8, "float64", 1000, 2, average=True, sampling="epochs", step=0.5,
+                        class_weight="{1.0: 2.0}", row_weights=True, validation=0.1)
+    assert {k: v for k, v in full.items() if k not in plain} == {
+        "average": True, "sampling": "epochs", "step": 0.5, "class_weight": "{1.0: 2.0}", "row_weights": True,
+        "validation": 0.1}

@@ -35,6 +35,28 @@ FORMAT = "ppack-checkpoint"
 FORMAT_VERSION = 1
 
 
+def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iterations, n_classes, average=False,
+                 sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None):
+    """The training parameters a checkpoint is made with, and that a resume must match (all
+    but ``iterations``). A setting at the value earlier versions always used is left out, so
+    that their checkpoints still resume: averaging off, uniform sampling, the step c = 1, no
+    weights (``class_weight`` the resolved weights' repr, None without), no validation."""
+    params = {"kernel": spec.name, "gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
+              "offset": spec.offset, "sigma": sigma, "pack": int(pack), "seed": seed, "n_samples": n_samples,
+              "n_features": n_features, "dtype": dtype, "iterations": iterations, "n_classes": n_classes}
+    if average:  # an averaged run's checkpoints hold the averages too
+        params["average"] = True
+    if sampling != "uniform":
+        params["sampling"] = sampling
+    if float(step) != 1.0:
+        params["step"] = float(step)
+    if class_weight is not None:
+        params.update(class_weight=class_weight, row_weights=bool(row_weights))
+    if validation is not None:  # the held-out rows change the sampled stream
+        params.update(validation=float(validation))
+    return params
+
+
 def write_checkpoint(comm, path, table, state, stats, sampler, params):
     """Collective: write ``path`` atomically, each rank its own table shard in turn."""
     offsets = shard_offsets(comm, table)

@@ -12,7 +12,7 @@ from ..errors import PPackError
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk, ensure_threads, on_rank0, run_collectively
 from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
-from .checkpoint import check_checkpoint_file, read_checkpoint
+from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .averaging import averaged_coefficients
@@ -147,20 +147,11 @@ class PackSVC(BaseSVC):
                               max_weight=1.0 if weights is None else comm.allreduce(
                                   float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation,
                               average=self.average, step=self.step, sampling=self.sampling)
-        params = {"kernel": self.spec_.name, "gamma": self.spec_.gamma, "degree": self.spec_.degree,
-                  "coef0": self.spec_.coef0, "offset": self.spec_.offset, "sigma": self.sigma_,
-                  "pack": int(self.pack), "seed": seed, "n_samples": m, "n_features": d,
-                  "dtype": self.dtype_, "iterations": T, "n_classes": n_classes}
-        if self.average:  # an averaged run's checkpoints hold the averages too
-            params["average"] = True
-        if self.sampling != "uniform":  # the paper's sampling keeps the checkpoints of earlier versions
-            params["sampling"] = self.sampling
-        if float(self.step) != 1.0:  # Pegasos' own step (c = 1) keeps the checkpoints of earlier versions
-            params["step"] = float(self.step)
-        if weights is not None:  # part of the run's identity for checkpoints (unweighted runs as before)
-            params.update(class_weight=repr(self.class_weight_), row_weights=shard.w is not None)
-        if validation is not None:  # the held-out rows change the sampled stream
-            params.update(validation=float(self.validation))
+        params = run_identity(self.spec_, self.sigma_, self.pack, seed, m, d, self.dtype_, T, n_classes,
+                              average=self.average, sampling=self.sampling, step=self.step,
+                              class_weight=None if weights is None else repr(self.class_weight_),
+                              row_weights=shard.w is not None,
+                              validation=None if validation is None else self.validation)
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
