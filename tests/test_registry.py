@@ -10,9 +10,9 @@ import pytest
 from ppack import PackSVC
 from ppack.errors import PPackError
 from ppack.kernels.spec import FORMULAS, KERNEL_IDS, KernelSpec
-from ppack.linear.estimator import BlockAveragedSVC, solver_function
-from ppack.registry import (BOOL, KERNELS, LINEAR_PARAMS, PACKSVM_PARAMS, SEED, SOLVER_OPTIONS, Rule, check_params,
-                            check_solver_options, count, integer, positive, real)
+from ppack.linear.estimator import SOLVE, BlockAveragedSVC
+from ppack.registry import (BOOL, KERNELS, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS, SEED, SOLVER_OPTIONS, Rule,
+                            check_params, check_solver_options, count, integer, positive, real)
 
 # (rule, value given, the normalised value and its type)
 ACCEPTED = [
@@ -122,8 +122,10 @@ def test_every_kernel_name_has_a_numba_id_and_a_formula():
 
 @pytest.mark.parametrize("solver", sorted(SOLVER_OPTIONS))
 def test_every_solver_option_is_a_keyword_of_the_solvers_solve(solver):
-    """Each name in SOLVER_OPTIONS[solver] is a named keyword argument of that solver's ``solve``."""
-    parameters = inspect.signature(solver_function(solver)).parameters
+    """Each name in SOLVER_OPTIONS[solver] is a named keyword argument of that solver's ``solve``
+    (and every linear solver of the registry has one)."""
+    assert set(SOLVE) == set(LINEAR_SOLVERS) == set(SOLVER_OPTIONS)
+    parameters = inspect.signature(SOLVE[solver]).parameters
     keywords = {name for name, p in parameters.items()
                 if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
     assert sorted(set(SOLVER_OPTIONS[solver]) - keywords) == []

@@ -4,8 +4,6 @@ Collective like PackSVC: every rank calls every method with the same arguments; 
 a ``Shard`` or an in-memory array / CSR matrix every rank holds whole. The averaged
 model is the same on every rank; rank 0 writes it and reports.
 """
-import importlib
-
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -17,6 +15,7 @@ from ..model.linear import LinearModelFile, read_linear_model, save_linear_model
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import COMBINATION, LINEAR_PARAMS, check_solver_options, register_model_type
+from . import alm, dcd, llsvm, pegasos, stream
 from .averaging import AveragingReport, block_averaged
 from .blocks import random_blocks
 from .features import FeatureMap, predict_decision
@@ -27,9 +26,8 @@ PREDICT_ROWS = 8192  # rows converted to float64 at a time when predicting
 _D = {name: param.default for name, param in LINEAR_PARAMS.items()}
 
 
-def solver_function(name):
-    """The ``solve`` function of a linear solver name (checked by the registry first)."""
-    return importlib.import_module(f"ppack.linear.{name}").solve
+# each linear solver's ``solve`` (one block), by the registry's name
+SOLVE = {"dcd": dcd.solve, "llsvm": llsvm.solve, "stream": stream.solve, "alm": alm.solve, "pegasos": pegasos.solve}
 
 
 class BlockAveragedSVC(BaseSVC):
@@ -121,7 +119,7 @@ class BlockAveragedSVC(BaseSVC):
                                                               labels, options, on_round, weights)
         else:
             self.w_, self.b_, self.report_ = run_collectively(
-                comm, block_averaged, comm, solver_function(self.solver), kind == "dual", block, block_labels,
+                comm, block_averaged, comm, SOLVE[self.solver], kind == "dual", block, block_labels,
                 float(self.C), loss=self.loss, p=self.p, bias=self.bias, mode=self.averaging, rounds=int(self.rounds),
                 tol=self.rounds_tol, solver_options=options, on_round=on_round, feature_map=self.feature_map_,
                 data_parallel=kind == "data-parallel", weights=block_weights)
