@@ -11,7 +11,6 @@ waiting forever for ranks that are not there.
 Tests marked ``second_tier`` (real SLURM jobs, mnist8m generation and training, many-rank
 runs) are deselected by default (``addopts`` in pyproject.toml); ``-m second_tier`` runs them.
 """
-import os
 
 import numba
 import numpy as np
@@ -22,11 +21,10 @@ from threadpoolctl import threadpool_limits
 
 from ppack.mpi.comm import configure_threads, polite_barrier
 
-from helpers import SHARED_DATA
+from helpers import NODE_CORES, SHARED_DATA
 
 WORLD = MPI.COMM_WORLD
 MPI_FIXTURES = frozenset({"mpi_tmp_path", "mpi_tmpdir", "mpi_file_name"})
-NODE_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 # each rank's share of the node's cores, for all-rank tests (a collective, at import on every rank)
 RANK_SHARE = configure_threads(WORLD)
 

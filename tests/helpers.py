@@ -14,6 +14,7 @@ from mpi4py import MPI
 from ppack.mpi.comm import polite_barrier
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+NODE_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def make_problem(n=400, d=12, sparse=False, seed=0, labels=(-1.0, 1.0)):
