@@ -15,7 +15,50 @@ import numpy as np
 
 from .errors import PPackError
 
-KERNELS = ("rbf", "linear", "poly", "laplacian")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The facts of one kernel; its numba formula is ``kernels.formulas.value`` at the same id
+    (the kernel's position in ``KERNEL_TABLE``).
+
+    ``reduction``: how two rows meet, "dot" (<x, z>, with the squared L2 norm of a row) or
+    "l1" (sum_f |x_f| + |z_f| - |x_f - z_f|, with the L1 norm); ``gemm``: dense rows may take
+    their reductions from BLAS GEMM (dot reductions only); ``exp``: the formula gives the
+    argument of an exp taken afterwards, vectorised over a whole block (its argument is <= 0);
+    ``float32_error``: c in the bound delta = c g_d max_norm on a float32 value's error, relative
+    to the kernel value (``kernels.precision``), or None where the error is absolute: ``--dtype
+    auto`` then keeps float64; ``libsvm_type``: LIBSVM's kernel_type, or None; ``params``: which
+    of gamma, degree and coef0 the formula reads (LIBSVM model files store exactly these);
+    ``psd``: positive semi-definite for every gamma > 0 and coef0.
+    """
+
+    name: str
+    formula: str
+    reduction: str
+    gemm: bool
+    exp: bool
+    float32_error: float | None
+    libsvm_type: str | None
+    params: tuple
+    psd: bool = True
+
+
+# Kernel ids are positions here: add a kernel at the end, with its formula in kernels/formulas.py.
+KERNEL_TABLE = (
+    Kernel("rbf", "exp(-gamma ||x - z||^2)", "dot", gemm=True, exp=True, float32_error=2.0,
+           libsvm_type="rbf", params=("gamma",)),
+    Kernel("linear", "<x, z>", "dot", gemm=True, exp=False, float32_error=None,
+           libsvm_type="linear", params=()),
+    Kernel("poly", "(gamma <x, z> + coef0)^degree", "dot", gemm=True, exp=False, float32_error=None,
+           libsvm_type="polynomial", params=("gamma", "degree", "coef0")),
+    Kernel("laplacian", "exp(-gamma ||x - z||_1)", "l1", gemm=False, exp=True, float32_error=4.0,
+           libsvm_type=None, params=("gamma",)),
+    Kernel("sigmoid", "tanh(gamma <x, z> + coef0)", "dot", gemm=True, exp=False, float32_error=None,
+           libsvm_type="sigmoid", params=("gamma", "coef0"), psd=False),
+)
+KERNELS = tuple(k.name for k in KERNEL_TABLE)
+KERNEL_FACTS = {k.name: k for k in KERNEL_TABLE}
 SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
 KERNEL_SOLVER = "packsvm"
 LINEAR_SOLVERS = ("dcd", "llsvm", "stream", "alm", "pegasos")
@@ -184,10 +227,10 @@ THREADS = Param(count(), None, "numba/BLAS threads per rank (default: NUMBA_NUM_
 # The P-packSVM trainer (PackSVC and `train --solver packsvm`).
 PACKSVM_PARAMS = {
     "kernel": Param(Rule("choice", choices=KERNELS), "rbf",
-                    "rbf exp(-gamma |x-z|^2), linear, poly (gamma <x,z> + coef0)^degree, laplacian (default rbf)"),
+                    ", ".join(f"{k.name} {k.formula}" for k in KERNEL_TABLE) + " (default rbf)"),
     "gamma": Param(positive(none=True), None, "kernel width (default 1 / n_features)"),
     "degree": Param(count(), 3, "poly degree (default 3)"),
-    "coef0": Param(real(), 0.0, "poly constant (default 0)"),
+    "coef0": Param(real(), 0.0, "poly and sigmoid constant (default 0)"),
     "bias": Param(BOOL, False, "learn a bias term, regularised with w (kernel K + 1; paper section V)"),
     "C": Param(positive(none=True), None, "SVM cost, C = 1 / (n_samples * sigma) (default 1)"),
     "sigma": Param(positive(none=True), None, "regulariser weight of the primal objective (instead of C)"),

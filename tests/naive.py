@@ -18,6 +18,8 @@ def kernel_matrix(A, B, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
         K = A @ B.T
     elif name == "poly":
         K = (gamma * (A @ B.T) + coef0) ** degree
+    elif name == "sigmoid":
+        K = np.tanh(gamma * (A @ B.T) + coef0)
     else:
         raise ValueError(name)
     return K + offset
@@ -29,7 +31,7 @@ def kernel_sums(A, B, coef, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0):
 
 
 def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offset=0.0, weights=None,
-                    average=False, step=1.0):
+                    average=False, step=1.0, project=True):
     """S-packSVM exactly as Figure 1 states it, with w kept as plain coefficients.
 
     No scale trick, no packing: w = sum_j alpha_j phi(x_j); every iteration predicts from
@@ -38,6 +40,7 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
     the ball's squared radius is max(weights) / sigma. ``average``: return the averaged
     iterate sum_t a_t alpha_t / sum_t a_t, a_t = t (t + 1) (t + 2), instead of the last.
     ``step``: c of the step c / (sigma (t + c - 1)) (1: Figure 1's 1 / (sigma t)).
+    ``project``: False leaves the projection out (kernels that are not positive semi-definite).
     Returns (alpha by row id, list of the predictions each iteration tested).
     """
     weights = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
@@ -53,7 +56,7 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
         if y[i] * prediction < 1:
             alpha[i] += step * weights[i] * y[i] / (sigma * (t + step - 1.0))
         norm = alpha @ K @ alpha
-        if norm > radius2:
+        if project and norm > radius2:
             alpha *= np.sqrt(radius2 / norm)
         averaged += t * (t + 1.0) * (t + 2.0) * alpha
         total += t * (t + 1.0) * (t + 2.0)

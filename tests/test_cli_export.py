@@ -16,7 +16,8 @@ WORLD = MPI.COMM_WORLD
 # float64: LIBSVM computes in float64, so the decision values agree to float64 rounding
 FAST = ["--iterations", "500", "--pack", "50", "--seed", "4", "--dtype", "float64", "--quiet"]
 KERNEL_OPTIONS = {"rbf": ["--gamma", "0.2", "--C", "5"], "linear": ["--C", "1"],
-                  "poly": ["--gamma", "0.2", "--degree", "3", "--coef0", "1", "--C", "1"]}
+                  "poly": ["--gamma", "0.2", "--degree", "3", "--coef0", "1", "--C", "1"],
+                  "sigmoid": ["--gamma", "0.1", "--coef0", "-0.5", "--C", "1"]}
 
 
 def libsvm_predict(model_path, data_path, options="-q"):
@@ -34,6 +35,7 @@ def assert_decisions_close(actual, expected):
     ("rbf", False, (0, 1), False), ("rbf", True, (3, 7), True),
     ("linear", False, (3, 7), True), ("linear", True, (0, 1), False),
     ("poly", False, (0, 1), True), ("poly", True, (3, 7), False),
+    ("sigmoid", False, (3, 7), False),
 ])
 def test_exported_model_predicts_like_ppack_in_libsvm(kernel, sparse, labels, bias, mpi_tmp_path, capsys):
     X, y = make_problem(300, 8, sparse=sparse, seed=51, labels=labels)
@@ -115,6 +117,7 @@ def test_exported_probabilities_match_libsvm_b1(mpi_tmp_path, capsys):
 
 @pytest.mark.parametrize("kernel, options", [
     ("rbf", "-t 2 -g 0.25 -c 3"), ("linear", "-t 0 -c 0.3"), ("poly", "-t 1 -d 2 -g 0.3 -r 1 -c 0.5"),
+    ("sigmoid", "-t 3 -g 0.1 -r -0.5 -c 1"),
 ])
 def test_predict_takes_a_model_trained_by_libsvm(kernel, options, mpi_tmp_path, capsys):
     """LIBSVM's labels (label line "7 3": the first label of the data) and decision values, from

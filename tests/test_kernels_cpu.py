@@ -12,6 +12,7 @@ from ppack.kernels.spec import KernelSpec
 from naive import kernel_sums
 
 KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
+           ("sigmoid", {"coef0": -0.5}),
            ("rbf", {"offset": 1.0})]
 
 

@@ -12,6 +12,7 @@ from helpers import make_problem
 from naive import kernel_matrix, kernel_sums
 
 KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
+           ("sigmoid", {"coef0": -0.5}),
            ("rbf", {"offset": 1.0})]
 # float64 storage: sums agree to rounding; float32 storage rounds the features first,
 # so the twin is fed the same float32-rounded values and only the dot products differ.

@@ -51,9 +51,10 @@ def test_float32_kernel_values_stay_within_the_bound(kernel, gamma, offset):
         assert bound < 1e-3  # not vacuous for well-scaled rows
 
 
-def test_float32_kernel_error_is_none_for_linear_and_poly_and_grows_with_gamma_and_norm():
+def test_float32_kernel_error_is_none_for_linear_poly_and_sigmoid_and_grows_with_gamma_and_norm():
     assert float32_kernel_error(KernelSpec("linear"), 10.0, 5) is None
     assert float32_kernel_error(KernelSpec("poly", gamma=1.0), 10.0, 5) is None
+    assert float32_kernel_error(KernelSpec("sigmoid", gamma=1.0), 10.0, 5) is None
     small = float32_kernel_error(KernelSpec("rbf", gamma=0.1), 10.0, 20)
     assert small < float32_kernel_error(KernelSpec("rbf", gamma=1.0), 10.0, 20)
     assert small < float32_kernel_error(KernelSpec("rbf", gamma=0.1), 1e3, 20)
@@ -77,6 +78,7 @@ def test_auto_chooses_float32_for_scaled_rows_and_float64_for_offset_rows(sparse
     assert resolve_dtype(SELF, "float32", _shard(far), spec) == ("float32", bound)
     assert resolve_dtype(SELF, "float64", _shard(far), spec) == ("float64", None)
     assert resolve_dtype(SELF, "auto", _shard(X), KernelSpec("linear")) == ("float64", None)
+    assert resolve_dtype(SELF, "auto", _shard(X), KernelSpec("sigmoid", gamma=0.1)) == ("float64", None)
 
 
 def test_auto_trains_the_model_of_the_type_it_chose():

@@ -11,7 +11,8 @@ from ppack.model.libsvm_file import (class_model_path, export_libsvm, read_libsv
 
 from helpers import fitted, make_multiclass, make_problem
 
-OPTIONS = {"rbf": "-t 2 -g 0.3 -c 2", "linear": "-t 0 -c 0.5", "poly": "-t 1 -d 2 -g 0.2 -r 1.5 -c 0.5"}
+OPTIONS = {"rbf": "-t 2 -g 0.3 -c 2", "linear": "-t 0 -c 0.5", "poly": "-t 1 -d 2 -g 0.2 -r 1.5 -c 0.5",
+           "sigmoid": "-t 3 -g 0.2 -r -0.5 -c 0.5"}
 
 
 def libsvm_model_file(path, kernel="rbf", n=120, labels=(7.0, 3.0), classes=2, seed=5):
@@ -25,7 +26,7 @@ def libsvm_model_file(path, kernel="rbf", n=120, labels=(7.0, 3.0), classes=2, s
     return path
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
 def test_header_and_support_vectors_are_read_as_libsvm_wrote_them(kernel, tmp_path):
     path = libsvm_model_file(tmp_path / "m.model", kernel)
     reference = svmutil.svm_load_model(str(path))
@@ -35,6 +36,8 @@ def test_header_and_support_vectors_are_read_as_libsvm_wrote_them(kernel, tmp_pa
         assert h.spec.gamma == pytest.approx(0.3 if kernel == "rbf" else 0.2)
     if kernel == "poly":
         assert (h.spec.degree, h.spec.coef0) == (2, 1.5)
+    if kernel == "sigmoid":
+        assert h.spec.coef0 == -0.5
     assert list(h.labels) == reference.get_labels()
     assert h.total_sv == reference.get_nr_sv() == sum(h.nr_sv)
     assert h.rho == reference.rho[0]
@@ -95,7 +98,7 @@ VALID = ("svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 2\ntotal_sv 3\nrh
     (("c_svc", "one_class"), "field 'svm_type': one_class"),
     (("c_svc", "c_svm"), "field 'svm_type': c_svm (not a LIBSVM type)"),
     (("nr_class 2", "nr_class 3"), "field 'nr_class': 3 classes"),
-    (("kernel_type rbf", "kernel_type sigmoid"), "field 'kernel_type': sigmoid has no ppack kernel"),
+    (("kernel_type rbf", "kernel_type sigmoid"), "field 'coef0': missing (the sigmoid kernel needs it)"),
     (("kernel_type rbf", "kernel_type precomputed"), "field 'kernel_type': precomputed"),
     (("gamma 0.5\n", ""), "field 'gamma': missing (the rbf kernel needs it)"),
     (("gamma 0.5", "gamma -1"), "gamma"),

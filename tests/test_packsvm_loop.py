@@ -45,6 +45,30 @@ def test_packed_equals_unpacked_reference(name, sparse, step, sampling):
     assert model.stats_.projections > 0, "the test must exercise the projection"
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sigmoid_trains_without_the_projection_as_the_reference_does(sparse):
+    """The sigmoid kernel is not positive semi-definite: beta' K beta can turn negative (it does
+    here), so ppack leaves the projection out for it (``Kernel.psd``); the packed run equals the
+    unpacked reference without projection, and the coefficients stay finite and bounded."""
+    X, y = make_problem(120, 6, sparse=sparse, seed=1)
+    params = {"kernel": "sigmoid", "gamma": 0.5, "coef0": -1.0, "sigma": 0.02, "iterations": 450, "pack": 64,
+              "step": 1.0}
+    model = fitted(X, y, **params)
+    ids = make_sampler(model.sampling, 120, 3).take(450)
+    expected, _ = spack_reference(X, y, 0.02, ids, "sigmoid", 0.5, coef0=-1.0, project=False)
+    got = w_coefficients(model)
+    assert set(got) == set(expected)
+    keys = sorted(expected)
+    np.testing.assert_allclose([got[k] for k in keys], [expected[k] for k in keys], rtol=1e-9, atol=1e-12)
+    assert model.stats_.projections == 0
+    alpha = np.array([expected[k] for k in keys])
+    K = kernel_matrix(X[keys], X[keys], "sigmoid", 0.5, coef0=-1.0)
+    assert alpha @ K @ alpha < 0, "the test must reach a negative beta' K beta"
+    # each coefficient is at most the row's draws times 1 / (sigma T) (no projection needed)
+    draws = np.bincount(ids, minlength=120)[keys]
+    assert np.all(np.abs(alpha) <= draws / (0.02 * 450) * (1 + 1e-12))
+
+
 # r- and p-invariance hold to the rounding of the kernel values: float64's, or float32's when
 # "auto" computes them in float32 (pair kernels and kernel sums then round differently)
 INVARIANCE_RTOL = {"float64": 1e-9, "auto": 1e-6}

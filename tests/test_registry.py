@@ -9,9 +9,10 @@ import pytest
 
 from ppack import PackSVC
 from ppack.errors import PPackError
-from ppack.kernels.spec import FORMULAS, KERNEL_IDS, KernelSpec
+from ppack.kernels.formulas import KIND
+from ppack.kernels.spec import KernelSpec
 from ppack.linear.estimator import SOLVE, BlockAveragedSVC
-from ppack.registry import (BOOL, KERNELS, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS, SEED, SOLVER_OPTIONS, Rule,
+from ppack.registry import (BOOL, KERNEL_TABLE, KERNELS, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS, SEED, SOLVER_OPTIONS, Rule,
                             check_params, check_solver_options, count, integer, positive, real)
 
 # (rule, value given, the normalised value and its type)
@@ -58,7 +59,8 @@ REFUSED = [
     (BOOL, "maybe", "NAME: must be True or False, got 'maybe'"),
     (BOOL, 2, "NAME: must be True or False, got 2"),
     (BOOL, None, "NAME: must be True or False, got None"),
-    (Rule("choice", choices=KERNELS), "sigmoid", "NAME: must be one of rbf, linear, poly, laplacian, got 'sigmoid'"),
+    (Rule("choice", choices=KERNELS), "precomputed",
+     "NAME: must be one of rbf, linear, poly, laplacian, sigmoid, got 'precomputed'"),
     (Rule("text", none=True), "", "NAME: must be a string or None, got ''"),
     (Rule("directory"), "/nonexistent/ppack-test-dir", "NAME: must be an existing directory, got "
                                                       "'/nonexistent/ppack-test-dir'"),
@@ -112,12 +114,15 @@ def test_estimator_defaults_are_the_registry_defaults(estimator, table):
 
 
 def test_every_kernel_name_has_a_numba_id_and_a_formula():
-    """Each kernel name maps to its own integer id of the numba cores, and KernelSpec uses it."""
-    assert set(KERNEL_IDS) == set(KERNELS) == set(FORMULAS)
-    assert sorted(KERNEL_IDS.values()) == list(range(len(KERNELS)))
+    """Each kernel name maps to its own integer id of the numba cores (its table position), and
+    KernelSpec uses it; every entry has a formula text (the numba formulas are checked against
+    numpy in test_kernels_formulas.py)."""
+    assert KERNELS == tuple(k.name for k in KERNEL_TABLE) == tuple(KIND)
+    assert list(KIND.values()) == list(range(len(KERNELS)))
     for name in KERNELS:
-        assert KernelSpec(name).kind == KERNEL_IDS[name]
-        assert KernelSpec(name).params()[0] == KERNEL_IDS[name]
+        assert KernelSpec(name).kind == KIND[name]
+        assert KernelSpec(name).params()[0] == KIND[name]
+        assert KernelSpec(name).facts.formula in KernelSpec(name).describe()
 
 
 @pytest.mark.parametrize("solver", sorted(SOLVER_OPTIONS))

@@ -6,7 +6,7 @@ from .common import Report, check_outputs
 
 def add_parser(sub):
     e = sub.add_parser("export", help="write a kernel model in another program's format (LIBSVM)")
-    e.add_argument("model", help="ppack kernel model (rbf, linear or poly) written by train")
+    e.add_argument("model", help="ppack kernel model (rbf, linear, poly or sigmoid) written by train")
     e.add_argument("output", help="file to write; a K-class model writes K files OUTPUT.<label>.model, class "
                                   "<label> against the rest (rest label -1, or one less than the smallest class "
                                   "when -1 is a class)")

@@ -18,7 +18,7 @@ OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".cs
 def add_parser(sub):
     pr = sub.add_parser("predict", help="decision values and labels of a data set")
     pr.add_argument("--model", required=True,
-                    help="model file written by train, or a binary LIBSVM model file (c_svc; rbf, linear, polynomial)")
+                    help="model file written by train, or a binary LIBSVM model file (c_svc; rbf, linear, polynomial, sigmoid)")
     pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
     pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
     pr.add_argument("--proba", action="store_true",

@@ -5,10 +5,11 @@ support vectors, e.g. one-vs-rest classes): ``out[c, k] += sum_j coef[j, c] (K(s
 + offset)`` with coef (n_sv, K) and out (K, r). Each kernel value is evaluated once and
 used for all K columns; K = 1 is the binary case.
 
-A kernel value is ``k(reduce(a, b), norm(a), norm(b))`` where ``reduce`` is the dot
-product (rbf, linear, poly) or the L1 overlap ``sum |a_f| + |b_f| - |a_f - b_f|``
-(laplacian), and ``norm`` is the squared L2 norm or the L1 norm respectively. Both
-reductions vanish where either row is zero, so sparse rows only visit their nonzeros.
+A kernel value is ``formulas.value`` of the two rows' reduction and their norms: the
+reduction is the dot product, or the L1 overlap ``sum |a_f| + |b_f| - |a_f - b_f|`` for the
+kernels whose table entry says "l1" (``L1_REDUCTION``), the norm the squared L2 norm or the
+L1 norm respectively. Both reductions vanish where either row is zero, so sparse rows only
+visit their nonzeros.
 
 The block of r rows is given transposed and dense, ``XT`` of shape (n_features, r):
 one support vector's nonzero (f, v) then updates all r reductions with one contiguous,
@@ -30,7 +31,8 @@ from llvmlite import ir as llvm_ir
 from numba import get_num_threads, njit, prange, types
 from numba.extending import intrinsic, overload
 
-from .spec import LAPLACIAN, POLY, RBF
+from . import formulas
+from .formulas import EXP_TAIL, L1_REDUCTION
 
 # Support vectors per parallel work item; fixed so results are thread-count independent.
 SV_BLOCK = 64
@@ -135,28 +137,18 @@ def exp_nonpositive(x):
 def _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset, acc):
     """acc[c, k] += sum_i coef[j0+i, c] * (K + offset) for the reductions Z[i, k] of m support vectors.
 
-    acc (K, r), coef (n_sv, K). Z (SV_BLOCK, r) is overwritten; the exp runs over the
-    block as one flat array, so it vectorises over m * r values instead of r at a time. A
-    float32 Z (float32 storage) gets the kernel values in float32, eight to a vector; the
-    distance itself is formed in float64 from the float64 norms either way.
+    acc (K, r), coef (n_sv, K). Z (SV_BLOCK, r) is overwritten with the kernel values
+    (``formulas.values``); an exp kernel's exp runs over the block as one flat array, so it
+    vectorises over m * r values instead of r at a time. A float32 Z (float32 storage) gets
+    the kernel values in float32, eight to a vector; the formula itself is evaluated in
+    float64 from the float64 norms either way.
     """
     r = Z.shape[1]
-    if kind == RBF or kind == LAPLACIAN:
-        twice = 2.0 if kind == RBF else 1.0
-        for i in range(m):
-            n_sv = norms[j0 + i]
-            for k in range(r):
-                Z[i, k] = -gamma * max(n_sv + x_norm[k] - twice * Z[i, k], 0.0)
+    for i in range(m):
+        formulas.values(kind, Z[i], norms[j0 + i], x_norm, gamma, coef0, degree)
+    if EXP_TAIL[kind]:
         flat = Z.reshape(Z.shape[0] * r)[:m * r]
         _exp_block(flat)
-    elif kind == POLY:
-        for i in range(m):
-            for k in range(r):
-                base = gamma * Z[i, k] + coef0
-                value = base
-                for _ in range(degree - 1):
-                    value *= base
-                Z[i, k] = value
     _weighted_rows(Z, m, coef, j0, offset, acc)
 
 
@@ -265,10 +257,11 @@ def _sum_rows(partial, out):
 
 
 @njit(inline="always")
-def _reduce_entry(kind, v, xt_row, z):
-    """Add one support-vector nonzero ``v`` (at feature f, with ``xt_row = XT[f]``) to ``z``."""
+def _reduce_entry(l1, v, xt_row, z):
+    """Add one support-vector nonzero ``v`` (at feature f, with ``xt_row = XT[f]``) to ``z``:
+    its product with each block row's value, or with ``l1`` its L1 overlap."""
     r = z.shape[0]
-    if kind == LAPLACIAN:
+    if l1:
         av = abs(v)
         for k in range(r):
             xb = xt_row[k]
@@ -289,6 +282,7 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
     float32; x_norm (r,); n_chunks: parallel work items (``work_items``); out (K, r) float64.
     """
     r = XT.shape[1]
+    l1 = L1_REDUCTION[kind]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
@@ -300,7 +294,7 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
             for i in range(m):
                 z = Z[i]
                 e, end = indptr[j0 + i], indptr[j0 + i + 1]
-                if kind != LAPLACIAN:
+                if not l1:
                     # four nonzeros per pass: one load and store of z per four multiply-adds
                     while e + 4 <= end:
                         f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
@@ -309,7 +303,7 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
                             z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
                         e += 4
                 for e in range(e, end):
-                    _reduce_entry(kind, values[e], XT[indices[e]], z)
+                    _reduce_entry(l1, values[e], XT[indices[e]], z)
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
                               partial[b])
     _sum_rows(partial, out)
@@ -320,10 +314,11 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
                        kind, gamma, coef0, degree, offset, out):
     """As ``csr_partial_sums`` for dense support vectors ``features`` (n_sv, n_features).
 
-    Used for the laplacian kernel (no GEMM form) and as the numba twin of the GEMM path.
+    Used for the kernels without a GEMM form (L1 reductions) and as the numba twin of the GEMM path.
     """
     r = XT.shape[1]
     d = features.shape[1]
+    l1 = L1_REDUCTION[kind]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
@@ -336,7 +331,7 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
                 for f in range(d):
                     v = features[j0 + i, f]
                     if v != 0.0:
-                        _reduce_entry(kind, v, XT[f], Z[i])
+                        _reduce_entry(l1, v, XT[f], Z[i])
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
                               partial[b])
     _sum_rows(partial, out)
@@ -387,26 +382,10 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
 
 
 @njit(inline="always")
-def _pair_term(kind, z, norm_a, norm_b, gamma, coef0, degree):
-    """The kernel value of a reduction z, except for rbf and laplacian its exp's argument
-    (``_finish_pairs`` takes the exp of all of them at once, vectorised)."""
-    if kind == RBF:
-        return -gamma * max(norm_a + norm_b - 2.0 * z, 0.0)
-    if kind == LAPLACIAN:
-        return -gamma * max(norm_a + norm_b - z, 0.0)
-    if kind == POLY:
-        base = gamma * z + coef0
-        value = base
-        for _ in range(degree - 1):
-            value *= base
-        return value
-    return z
-
-
-@njit(inline="always")
 def _finish_pairs(kind, offset, out):
-    """out (the ``_pair_term`` of every pair) becomes the kernel values plus ``offset``."""
-    if kind == RBF or kind == LAPLACIAN:
+    """out (``formulas.values`` of every pair) becomes the kernel values plus ``offset``: an exp
+    kernel's exp is taken of all of them at once, vectorised."""
+    if EXP_TAIL[kind]:
         exp_nonpositive_inplace(out)
     if offset != 0.0:
         for q in range(out.shape[0]):
@@ -417,6 +396,7 @@ def _finish_pairs(kind, offset, out):
 def csr_pair_kernels(indptr, indices, values, norms, left, right,
                      kind, gamma, coef0, degree, offset, out):
     """out[q] = K(row left[q], row right[q]) + offset for rows of a small CSR block."""
+    l1 = L1_REDUCTION[kind]
     for q in range(left.shape[0]):
         a, b = left[q], right[q]
         ia, ea = indptr[a], indptr[a + 1]
@@ -426,7 +406,7 @@ def csr_pair_kernels(indptr, indices, values, norms, left, right,
             fa, fb = indices[ia], indices[ib]
             if fa == fb:
                 va, vb = values[ia], values[ib]
-                if kind == LAPLACIAN:
+                if l1:
                     z += abs(va) + abs(vb) - abs(va - vb)
                 else:
                     z += va * vb
@@ -436,7 +416,8 @@ def csr_pair_kernels(indptr, indices, values, norms, left, right,
                 ia += 1
             else:
                 ib += 1
-        out[q] = _pair_term(kind, z, norms[a], norms[b], gamma, coef0, degree)
+        out[q] = z
+        formulas.values(kind, out[q:q + 1], norms[a], norms[b:b + 1], gamma, coef0, degree)
     _finish_pairs(kind, offset, out)
 
 
@@ -452,6 +433,7 @@ def dense_pair_kernels(X, XT, norms, left, right, kind, gamma, coef0, degree, of
     """
     d = X.shape[1]
     n = left.shape[0]
+    l1 = L1_REDUCTION[kind]
     acc = np.empty(X.shape[0])
     q0 = 0
     while q0 < n:
@@ -467,15 +449,15 @@ def dense_pair_kernels(X, XT, norms, left, right, kind, gamma, coef0, degree, of
         for f in range(d):
             va = X[a, f]
             xt = XT[f, lo:hi + 1]
-            if kind == LAPLACIAN:
+            if l1:
                 for k in range(m):  # indices from range(m) are known >= 0: the loop vectorises
                     z[k] += abs(va) + abs(xt[k]) - abs(va - xt[k])
             else:
                 for k in range(m):
                     z[k] += va * xt[k]
+        formulas.values(kind, z, norms[a], norms[lo:hi + 1], gamma, coef0, degree)
         for q in range(q0, q1):
-            b = right[q]
-            out[q] = _pair_term(kind, z[b - lo], norms[a], norms[b], gamma, coef0, degree)
+            out[q] = z[right[q] - lo]
         q0 = q1
     _finish_pairs(kind, offset, out)
 

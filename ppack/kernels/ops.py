@@ -14,7 +14,6 @@ import functools
 import numpy as np
 
 from . import cpu as BACKEND
-from .spec import LAPLACIAN
 
 # Working memory for one kernel-sum pass: the dense transposed row block of the sparse
 # path and the (tile, r) dot-product tile of the dense path stay under this many bytes.
@@ -71,8 +70,8 @@ def csr_row_norms(indptr, indices, values, l1):
 
 
 def row_norms(rows, spec):
-    """The per-row norms ``spec``'s kernel needs, (n,) float64: squared L2, or L1 for
-    laplacian. ``rows``: a RowBlock, a dense array, a scipy CSR matrix or a CSR triple."""
+    """The per-row norms ``spec``'s kernel needs, (n,) float64: squared L2, or L1 for the L1
+    reductions (laplacian). ``rows``: a RowBlock, a dense array, a scipy CSR matrix or a CSR triple."""
     l1 = spec.uses_l1
     if hasattr(rows, "n_rows"):  # a RowBlock
         return dense_row_norms(rows.dense, l1) if rows.dense is not None else csr_row_norms(*rows.csr, l1)
@@ -108,7 +107,7 @@ def partial_sums(stored, stored_norms, coef, block, block_norms, spec, out, work
     coef = np.ascontiguousarray(coef, dtype=np.float64).reshape(n, n_columns)
     sparse = isinstance(stored, tuple)
     d = block.n_features
-    if sparse or spec.kind == LAPLACIAN:
+    if sparse or not spec.facts.gemm:
         # the reductions run in the stored rows' dtype: float32 storage computes in float32
         dtype = (stored[2] if sparse else stored).dtype
         cols = max(1, min(r, work_bytes // (8 * d)))

@@ -1,23 +1,9 @@
-"""A validated kernel: its name (from the registry) turned into the id the numba cores take.
-
-Every kernel is a function of one pairwise "reduction" of two rows (their dot product,
-or for laplacian their L1 overlap) and of a per-row norm, so the numba cores only see an
-integer kernel id and three floats.
-"""
+"""A validated kernel: its name, parameters and facts (``registry.KERNEL_TABLE``), and the
+id and scalars the numba cores take."""
 from dataclasses import dataclass
 
 from ..errors import PPackError
-from ..registry import KERNELS, PACKSVM_PARAMS
-
-# The numba cores' integer id of each kernel name (in the registry's order).
-RBF, LINEAR, POLY, LAPLACIAN = range(4)
-KERNEL_IDS = dict(zip(KERNELS, (RBF, LINEAR, POLY, LAPLACIAN)))
-FORMULAS = {
-    "rbf": "exp(-gamma * ||x - z||^2)",
-    "linear": "<x, z>",
-    "poly": "(gamma * <x, z> + coef0)^degree",
-    "laplacian": "exp(-gamma * ||x - z||_1)",
-}
+from ..registry import KERNEL_FACTS, KERNELS, PACKSVM_PARAMS
 
 
 @dataclass(frozen=True)
@@ -45,17 +31,22 @@ class KernelSpec:
 
     @property
     def kind(self):
-        """Integer id used by the numba cores."""
-        return KERNEL_IDS[self.name]
+        """Integer id used by the numba cores: the kernel's position in ``registry.KERNEL_TABLE``."""
+        return KERNELS.index(self.name)
+
+    @property
+    def facts(self):
+        """The kernel's entry of ``registry.KERNEL_TABLE``."""
+        return KERNEL_FACTS[self.name]
 
     @property
     def uses_l1(self):
-        """True when the per-row norm is the L1 norm (laplacian) instead of the squared L2 norm."""
-        return self.kind == LAPLACIAN
+        """True when the per-row norm is the L1 norm (L1 reductions) instead of the squared L2 norm."""
+        return self.facts.reduction == "l1"
 
     def params(self):
         """The numba cores' trailing scalar arguments."""
         return self.kind, float(self.gamma), float(self.coef0), int(self.degree), float(self.offset)
 
     def describe(self):
-        return f"{self.name}: {FORMULAS[self.name]} (gamma={self.gamma}, degree={self.degree}, coef0={self.coef0})"
+        return f"{self.name}: {self.facts.formula} (gamma={self.gamma}, degree={self.degree}, coef0={self.coef0})"

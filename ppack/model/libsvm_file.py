@@ -2,8 +2,9 @@
 
 Layout: header lines ``field value ...`` up to a line ``SV``, then one line per support
 vector, ``sv_coef index:value ...`` (1-based ascending indices, zeros omitted). The fields
-this module reads and writes: ``svm_type c_svc``, ``kernel_type`` (linear, polynomial,
-rbf), ``degree`` (polynomial), ``gamma`` (polynomial, rbf), ``coef0`` (polynomial),
+this module reads and writes: ``svm_type c_svc``, ``kernel_type`` (each kernel's
+``libsvm_type`` in ``registry.KERNEL_TABLE``: linear, polynomial, rbf, sigmoid), the kernel
+parameters its formula reads (``degree``, ``gamma``, ``coef0``, in LIBSVM's order),
 ``nr_class 2``, ``total_sv``, ``rho``, ``label`` (two integers), optional ``probA`` and
 ``probB`` (Platt's sigmoid), and ``nr_sv`` (support vectors of each label; the lines hold
 the first label's first). LIBSVM's decision value is ``sum_j sv_coef_j K(sv_j, x) - rho``,
@@ -29,13 +30,16 @@ from ..atomic import atomic_write
 from ..data.libsvm import CHUNK_BYTES, _chunks, _Parser
 from ..errors import InputError, PPackError
 from ..kernels.spec import KernelSpec
+from ..registry import KERNEL_FACTS, KERNEL_TABLE
 from .format import LIBSVM_MAGIC
 from .kernel import read_kernel_header, read_support_vectors
 
-# LIBSVM's kernel_type -> ppack's kernel name (LIBSVM's sigmoid and precomputed have none;
-# ppack's laplacian has no LIBSVM kernel type)
-KERNEL_NAMES = {"linear": "linear", "polynomial": "poly", "rbf": "rbf"}
+# LIBSVM's kernel_type -> ppack's kernel name (LIBSVM's precomputed has none; ppack's
+# laplacian has no LIBSVM kernel type)
+KERNEL_NAMES = {k.libsvm_type: k.name for k in KERNEL_TABLE if k.libsvm_type is not None}
 LIBSVM_KERNEL_TYPES = {ppack: libsvm for libsvm, ppack in KERNEL_NAMES.items()}
+# the kernel parameters as LIBSVM's svm_save_model writes them (those the formula reads)
+LIBSVM_PARAM_ORDER = ("degree", "gamma", "coef0")
 SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
 MAX_HEADER_LINES = 64  # a file without "SV" in its first lines is not a LIBSVM model
 SLICE_BYTES = 8 << 20  # support vectors read from a ppack model at once (dense bytes)
@@ -57,9 +61,10 @@ class LibsvmModelHeader:
 
     def describe(self):
         spec = self.spec
-        kernel = {"linear": "linear", "rbf": f"rbf (gamma={spec.gamma:g})",
-                  "poly": f"polynomial (gamma={spec.gamma:g}, degree={spec.degree}, coef0={spec.coef0:g})"}
-        return (f"c_svc, kernel {kernel[spec.name]}; labels {self.labels[0]} (decision > 0), {self.labels[1]}; "
+        params = ", ".join(f"{name}={getattr(spec, name):g}" for name in LIBSVM_PARAM_ORDER
+                           if name in spec.facts.params)
+        kernel = LIBSVM_KERNEL_TYPES[spec.name] + (f" ({params})" if params else "")
+        return (f"c_svc, kernel {kernel}; labels {self.labels[0]} (decision > 0), {self.labels[1]}; "
                 f"{self.total_sv} support vectors ({self.nr_sv[0]}, {self.nr_sv[1]}), rho {self.rho:.17g}"
                 f"{', probability sigmoid' if self.probability is not None else ''}")
 
@@ -68,8 +73,8 @@ class LibsvmModelHeader:
 
 
 def read_libsvm_model_header(path):
-    """The header of a LIBSVM model file, checked: c_svc, nr_class 2, kernel linear,
-    polynomial or rbf. Raises InputError naming the file and the field (or line)."""
+    """The header of a LIBSVM model file, checked: c_svc, nr_class 2, a kernel ppack has
+    (linear, polynomial, rbf or sigmoid). Raises InputError naming the file and the field (or line)."""
     path = str(path)
     fields, sv_offset, sv_line = _header_fields(path)
 
@@ -102,11 +107,11 @@ def read_libsvm_model_header(path):
         raise InputError(f"field 'kernel_type': {kernel_type} has no ppack kernel; expected one of "
                          f"{', '.join(KERNEL_NAMES)}", path)
     name = KERNEL_NAMES[kernel_type]
-    gamma = value("gamma", float, needed_by=f"{kernel_type} kernel") if name != "linear" else 1.0
-    degree = value("degree", int, needed_by="polynomial kernel") if name == "poly" else 3
-    coef0 = value("coef0", float, needed_by="polynomial kernel") if name == "poly" else 0.0
+    params = {"gamma": 1.0, "degree": 3, "coef0": 0.0}
+    for param in KERNEL_FACTS[name].params:
+        params[param] = value(param, int if param == "degree" else float, needed_by=f"{kernel_type} kernel")
     try:
-        spec = KernelSpec(name, gamma, degree, coef0, 0.0)
+        spec = KernelSpec(name, params["gamma"], params["degree"], params["coef0"], 0.0)
     except PPackError as exc:
         raise InputError(f"field {exc}", path) from None
     total_sv = value("total_sv", int)
@@ -231,7 +236,7 @@ def export_plan(model_path, out_path):
 
 
 def export_libsvm(model_path, out_path, rows_per_slice=None):
-    """Write a ppack kernel model (rbf, linear or poly) as LIBSVM model files (see the module
+    """Write a ppack kernel model (any kernel with a LIBSVM kernel type) as LIBSVM model files (see the module
     docstring): ``out_path`` for a binary model, ``class_model_path(out_path, c)`` for each
     class c of a one-vs-rest model. The support vectors are read ``rows_per_slice`` at a time
     (default: about SLICE_BYTES of dense rows); each file appears whole or not at all, and on
@@ -304,12 +309,8 @@ def _write_model(f, header_text, parts):
 
 def _header_text(spec, rho, labels, nr_sv, probability):
     lines = ["svm_type c_svc", f"kernel_type {LIBSVM_KERNEL_TYPES[spec.name]}"]
-    if spec.name == "poly":
-        lines.append(f"degree {int(spec.degree)}")
-    if spec.name in ("poly", "rbf"):
-        lines.append(f"gamma {spec.gamma:.17g}")
-    if spec.name == "poly":
-        lines.append(f"coef0 {spec.coef0:.17g}")
+    lines += [f"degree {int(spec.degree)}" if name == "degree" else f"{name} {float(getattr(spec, name)):.17g}"
+              for name in LIBSVM_PARAM_ORDER if name in spec.facts.params]
     lines += ["nr_class 2", f"total_sv {sum(nr_sv)}", f"rho {rho:.17g}", f"label {labels[0]} {labels[1]}"]
     if probability is not None:
         lines += [f"probA {float(probability[0]):.17g}", f"probB {float(probability[1]):.17g}"]

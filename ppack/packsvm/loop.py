@@ -179,7 +179,7 @@ class PackedSolver:
                     state.scale[c], state.norm[c], projections = replay_pack(
                         signs[c], pred[c], pair, state.iteration, state.scale[c], state.norm[c], self.sigma,
                         coef[c], loss[c], fold[c], block.weight, self.max_weight,
-                        None if average is None else average[c], self.step)
+                        None if average is None else average[c], self.step, self.spec.facts.psd)
                 except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                     raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
                 stats.projections += projections

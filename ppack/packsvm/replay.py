@@ -45,7 +45,7 @@ class NonFinite(ArithmeticError):
 
 
 def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0,
-                average_out=None, step=1.0):
+                average_out=None, step=1.0, project=True):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
@@ -67,13 +67,16 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     the coefficient added at iteration k, in true units (coefficient times scale); [r], the
     factor by which the coefficients v held on entry contribute (sum_t a_t s_t times the folds
     so far, in the units of v on entry). step: c of the step c / (sigma (t + c - 1)), 0 < c <= 1.
+    project: False skips the projection (kernels that are not positive semi-definite, whose
+    tracked "norm" beta' K beta can be negative and bounds nothing; w stays bounded by the
+    steps' own shrinkage, each coefficient at most the row's draws times 1 / (sigma t)).
     """
     info = np.zeros(4)
     if average_out is None:
         average_out = np.empty(0)
     weight = np.ones(len(y)) if weight is None else weight
     s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
-                                   float(max_weight), average_out, float(step))
+                                   float(max_weight) if project else math.inf, average_out, float(step))
     if info[2] != 0.0:
         k, code = int(info[2]) - 1, int(info[3])
         value = {1: pred[k], 2: norm, 3: coef_out[k], 4: s}[code]
@@ -92,7 +95,7 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
         average_out[k] = 0.0
     r = y.shape[0]
     projections = 0
-    limit = max_weight / sigma  # the squared radius (1 / sigma without weights)
+    limit = max_weight / sigma  # the squared radius (1 / sigma without weights; inf: no projection)
     fold_m, fold_e = 1.0, 0.0
     for k in range(r):
         coef_out[k] = 0.0
