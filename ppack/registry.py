@@ -61,15 +61,10 @@ KERNELS = tuple(k.name for k in KERNEL_TABLE)
 KERNEL_FACTS = {k.name: k for k in KERNEL_TABLE}
 SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
 KERNEL_SOLVER = "packsvm"
-LINEAR_SOLVERS = ("dcd", "llsvm", "stream", "alm", "pegasos")
-SOLVERS = (KERNEL_SOLVER,) + LINEAR_SOLVERS
 LOSSES = ("l1", "l2")
 STORAGES = ("dense", "csr")
 DTYPES = {"float32": np.float32, "float64": np.float64}
 AVERAGING = ("iterative", "oneshot")
-# how the iterative mode of each linear solver combines the rank blocks: "dual" (CoCoA
-# rounds), "data-parallel" (sums every iteration), "stochastic" (rows delivered to every rank)
-COMBINATION = {"dcd": "dual", "llsvm": "dual", "stream": "dual", "alm": "data-parallel", "pegasos": "stochastic"}
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -211,6 +206,42 @@ SEED = integer(0, 2**63 - 1)
 
 
 @dataclass(frozen=True)
+class LinearSolver:
+    """One linear solver: its name, how its iterative mode combines the rank blocks ("dual":
+    CoCoA rounds; "data-parallel": sums every iteration; "stochastic": rows delivered to every
+    rank), and its options (``solver_options``, `--solver-option NAME=VALUE`), each with its
+    Rule. Every solver reads rows through any COFFIN feature map; its ``solve`` is
+    ``linear.estimator.SOLVE[name]``."""
+
+    name: str
+    combination: str
+    options: dict
+
+
+_SHARED_OPTIONS = {"tol": positive(), "max_epochs": count(), "seed": SEED}
+LINEAR_SOLVER_TABLE = (
+    LinearSolver("dcd", "dual", {**_SHARED_OPTIONS, "shrinking": BOOL}),
+    LinearSolver("llsvm", "dual", {
+        **_SHARED_OPTIONS, "inner_iterations": count(), "max_block_rows": count(none=True),
+        "workdir": Rule("directory", none=True), "tau": real(0.0, low_open=True, choices=("radius",)),
+        "shuffle_first_pass": BOOL, "reshrink": BOOL, "full_passes": count()}),
+    LinearSolver("stream", "dual", {
+        **_SHARED_OPTIONS, "cache_rows": count(none=True), "cache_bytes": count(none=True),
+        "chunk_rows": count(none=True), "batch_updates": count(), "max_updates": count(none=True),
+        "updates_per_row": real(0.0)}),
+    LinearSolver("alm", "data-parallel", {
+        **_SHARED_OPTIONS, "mu0": positive(none=True), "rho": real(1.0), "mu_max": positive(),
+        "regularize_bias": BOOL, "bisect_tol": positive()}),
+    LinearSolver("pegasos", "stochastic", {
+        "tol": real(0.0, none=True), "max_epochs": count(none=True), "seed": SEED, "epochs": count(),
+        "t0": integer(0, 2**62, none=True), "average": BOOL, "pack": count()}),
+)
+LINEAR_SOLVER_ENTRIES = {s.name: s for s in LINEAR_SOLVER_TABLE}
+LINEAR_SOLVERS = tuple(LINEAR_SOLVER_ENTRIES)
+SOLVERS = (KERNEL_SOLVER,) + LINEAR_SOLVERS
+
+
+@dataclass(frozen=True)
 class Param:
     """A trainer parameter: its rule, default, and (for the CLI) help text."""
 
@@ -296,21 +327,6 @@ LINEAR_PARAMS = {
     "class_weight": PACKSVM_PARAMS["class_weight"],
 }
 
-# Options of each linear solver (``solver_options``, `--solver-option NAME=VALUE`).
-_SHARED_OPTIONS = {"tol": positive(), "max_epochs": count(), "seed": SEED}
-SOLVER_OPTIONS = {
-    "dcd": {**_SHARED_OPTIONS, "shrinking": BOOL},
-    "llsvm": {**_SHARED_OPTIONS, "inner_iterations": count(), "max_block_rows": count(none=True),
-              "workdir": Rule("directory", none=True), "tau": real(0.0, low_open=True, choices=("radius",)),
-              "shuffle_first_pass": BOOL, "reshrink": BOOL, "full_passes": count()},
-    "stream": {**_SHARED_OPTIONS, "cache_rows": count(none=True), "cache_bytes": count(none=True),
-               "chunk_rows": count(none=True), "batch_updates": count(), "max_updates": count(none=True),
-               "updates_per_row": real(0.0)},
-    "alm": {**_SHARED_OPTIONS, "mu0": positive(none=True), "rho": real(1.0), "mu_max": positive(),
-            "regularize_bias": BOOL, "bisect_tol": positive()},
-    "pegasos": {"tol": real(0.0, none=True), "max_epochs": count(none=True), "seed": SEED, "epochs": count(),
-                "t0": integer(0, 2**62, none=True), "average": BOOL, "pack": count()},
-}
 
 
 def check_params(values, table):
@@ -320,7 +336,7 @@ def check_params(values, table):
 
 def check_solver_options(solver, options):
     """``options`` of a linear solver, normalised; unknown names are an error that lists the known."""
-    known = SOLVER_OPTIONS[solver]
+    known = LINEAR_SOLVER_ENTRIES[solver].options
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise PPackError(f"solver option {unknown[0]}: not an option of the {solver} solver; "

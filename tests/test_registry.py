@@ -12,7 +12,7 @@ from ppack.errors import PPackError
 from ppack.kernels.formulas import KIND
 from ppack.kernels.spec import KernelSpec
 from ppack.linear.estimator import SOLVE, BlockAveragedSVC
-from ppack.registry import (BOOL, KERNEL_TABLE, KERNELS, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS, SEED, SOLVER_OPTIONS, Rule,
+from ppack.registry import (BOOL, KERNEL_TABLE, KERNELS, LINEAR_PARAMS, LINEAR_SOLVER_ENTRIES, LINEAR_SOLVERS, PACKSVM_PARAMS, SEED, Rule,
                             check_params, check_solver_options, count, integer, positive, real)
 
 # (rule, value given, the normalised value and its type)
@@ -125,12 +125,12 @@ def test_every_kernel_name_has_a_numba_id_and_a_formula():
         assert KernelSpec(name).facts.formula in KernelSpec(name).describe()
 
 
-@pytest.mark.parametrize("solver", sorted(SOLVER_OPTIONS))
+@pytest.mark.parametrize("solver", LINEAR_SOLVERS)
 def test_every_solver_option_is_a_keyword_of_the_solvers_solve(solver):
-    """Each name in SOLVER_OPTIONS[solver] is a named keyword argument of that solver's ``solve``
-    (and every linear solver of the registry has one)."""
-    assert set(SOLVE) == set(LINEAR_SOLVERS) == set(SOLVER_OPTIONS)
+    """Each option of the solver's registry entry is a named keyword argument of that solver's
+    ``solve`` (and every linear solver of the registry has one)."""
+    assert set(SOLVE) == set(LINEAR_SOLVERS) == set(LINEAR_SOLVER_ENTRIES)
     parameters = inspect.signature(SOLVE[solver]).parameters
     keywords = {name for name, p in parameters.items()
                 if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
-    assert sorted(set(SOLVER_OPTIONS[solver]) - keywords) == []
+    assert sorted(set(LINEAR_SOLVER_ENTRIES[solver].options) - keywords) == []

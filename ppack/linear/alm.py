@@ -36,8 +36,8 @@ import numpy as np
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
 from ..registry import LINEAR_PARAMS
-from .checks import check_block, check_common, check_options, check_start, check_weights
-from .features import IDENTITY, MappedRows, as_feature_map
+from .checks import open_block
+from .features import IDENTITY, MappedRows
 from .problem import LinearSolution
 
 
@@ -77,24 +77,22 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     lambda (n,), mu, p, grad_norm, grad_tol, converged, objective, residual
     (||X w + 1 b - y + e||).
     """
-    X, y = check_block(X, y)
-    C, loss, bias = check_common(C, loss, bias)
+    X, y, C, loss, bias, options, fmap, w0, b, c = open_block(
+        "alm", X, y, C, loss, bias,
+        dict(tol=tol, max_epochs=max_epochs, seed=seed, mu0=mu0, rho=rho, mu_max=mu_max,
+             regularize_bias=regularize_bias, bisect_tol=bisect_tol, **unknown),
+        feature_map, w0, b0, weights)
     p = LINEAR_PARAMS["p"].rule.check("p", p)
     p = (1.0 if loss == "l1" else 2.0) if p is None else p
-    options = check_options("alm", tol=tol, max_epochs=max_epochs, seed=seed, mu0=mu0, rho=rho, mu_max=mu_max,
-                            regularize_bias=regularize_bias, bisect_tol=bisect_tol, **unknown)
     tol, max_epochs, rho, mu_max = options["tol"], options["max_epochs"], options["rho"], options["mu_max"]
     mu0 = 0.1 * C if options["mu0"] is None else options["mu0"]
     if mu_max < mu0:
         raise PPackError(f"mu_max: must be >= mu0 = {mu0!r}, got {mu_max!r}")
     bisect_tol = options["bisect_tol"]
-    fmap = as_feature_map(feature_map, X.shape[1])
-    c = check_weights(weights, X.shape[0])
     if fmap.kind != IDENTITY:  # the identity keeps scipy's and BLAS's products
         X, y = MappedRows(X, fmap), np.repeat(y, fmap.n_virtual)
         c = None if c is None else np.repeat(c, fmap.n_virtual)
     n, d = X.shape
-    w0, b = check_start(w0, b0, bias, d)
     w = np.zeros(d) if w0 is None else w0
     lam = _multipliers(alpha0, y)
     regb = options["regularize_bias"] and bias

@@ -5,16 +5,49 @@ number > 0, got -1.0"), whether the solver is called directly or through the est
 and the CLI.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import PPackError
 from ..registry import LINEAR_PARAMS, check_solver_options
+from .features import as_feature_map
+
+
+class Opening(NamedTuple):
+    """A linear solver's arguments for one block, checked (``open_block``), in the order a
+    solver unpacks them: X canonical CSR or C-contiguous float64 (n, d); y (n,) in {-1, +1};
+    C, loss, bias; the solver's options normalised; fmap the feature map; w0 (n_out,) or None
+    and b0; weights (n,) or None."""
+
+    X: object
+    y: np.ndarray
+    C: float
+    loss: str
+    bias: bool
+    options: dict
+    fmap: object
+    w0: object
+    b0: float
+    weights: object
+
+
+
+def open_block(solver, X, y, C, loss, bias, options, feature_map=None, w0=None, b0=0.0, weights=None):
+    """The checks every linear solver opens with, in one order: the block (``check_block``),
+    C, loss and bias, the solver's ``options`` (a dict, against the registry's entry), the
+    feature map, the warm start and the row weights. Returns an ``Opening``."""
+    X, y = check_block(X, y)
+    C, loss, bias = check_common(C, loss, bias)
+    options = check_options(solver, **options)
+    fmap = as_feature_map(feature_map, X.shape[1])
+    w0, b0 = check_start(w0, b0, bias, fmap.n_out(X.shape[1]))
+    return Opening(X, y, C, loss, bias, options, fmap, w0, b0, check_weights(weights, X.shape[0]))
 
 
 def check_options(solver, **values):
-    """The solver's options (name=value), each checked against ``registry.SOLVER_OPTIONS``;
+    """The solver's options (name=value), each checked against its ``registry.LINEAR_SOLVER_TABLE`` entry;
     returns them normalised. Unknown names are an error listing the known ones."""
     return check_solver_options(solver, values)
 

@@ -20,8 +20,8 @@ from numba import njit
 
 from ..errors import PPackError
 from ..random_stream import below
-from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
-from .features import _add, _dot, _row, _sqnorms, as_feature_map, as_rows
+from .checks import check_alpha0, open_block
+from .features import _add, _dot, _row, _sqnorms, as_rows
 from .problem import LinearSolution, dual_bounds, dual_box
 
 MAX_ROWS = 2**32  # random_stream.below draws from 32-bit ranges
@@ -134,18 +134,15 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     converged (a full epoch ended with gap <= tol) and seconds (solver loop only). Bad
     arguments and unknown options raise PPackError naming them.
     """
-    X, y = check_block(X, y)
+    X, y, C, loss, bias, options, fmap, w0, b0, weights = open_block(
+        "dcd", X, y, C, loss, bias, dict(tol=tol, max_epochs=max_epochs, seed=seed, shrinking=shrinking, **unknown),
+        feature_map, w0, b0, weights)
     n, d = X.shape
-    C, loss, bias = check_common(C, loss, bias)
-    options = check_options("dcd", tol=tol, max_epochs=max_epochs, seed=seed, shrinking=shrinking, **unknown)
-    fmap = as_feature_map(feature_map, d)
     n_out, n_virtual, params = fmap.n_out(d), fmap.n_virtual, fmap.params(d)
-    w0, b0 = check_start(w0, b0, bias, n_out)
     upper, diag = dual_box(C, loss)
     n_dual = n * n_virtual
     if n_dual > MAX_ROWS:
         raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
-    weights = check_weights(weights, n)
     uppers = diags = np.empty(0)
     if weights is not None:
         uppers, diags = dual_bounds(C, loss, weights, n_virtual)

@@ -14,7 +14,7 @@ from ..errors import PPackError
 from ..model.linear import LinearModelFile, read_linear_model, save_linear_model
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
-from ..registry import COMBINATION, LINEAR_PARAMS, check_solver_options, register_model_type
+from ..registry import LINEAR_PARAMS, LINEAR_SOLVER_ENTRIES, check_solver_options, register_model_type
 from . import alm, dcd, llsvm, pegasos, stream
 from .averaging import AveragingReport, block_averaged
 from .blocks import random_blocks
@@ -26,7 +26,7 @@ PREDICT_ROWS = 8192  # rows converted to float64 at a time when predicting
 _D = {name: param.default for name, param in LINEAR_PARAMS.items()}
 
 
-# each linear solver's ``solve`` (one block), by the registry's name
+# each linear solver's ``solve`` (one block), by its name in ``registry.LINEAR_SOLVER_TABLE``
 SOLVE = {"dcd": dcd.solve, "llsvm": llsvm.solve, "stream": stream.solve, "alm": alm.solve, "pegasos": pegasos.solve}
 
 
@@ -38,7 +38,7 @@ class BlockAveragedSVC(BaseSVC):
     averaging ("iterative" or "oneshot"), rounds, rounds_tol (when rounds stop: relative duality
     gap, or relative change for primal solvers), features (COFFIN feature map, e.g.
     "poly2", "hash:20", "shifts:1"), solver_options (checked against
-    ``registry.SOLVER_OPTIONS``, passed to the solver), shuffle (deal the rows out to the
+    the solver's ``registry.LINEAR_SOLVER_TABLE`` entry, passed to the solver), shuffle (deal the rows out to the
     ranks at random before solving, so each block is a random sample even of a sorted
     file), seed, class_weight (None, "balanced" or {label: weight}: weights on each class's
     loss, times the rows' own weights: a Shard's ``w`` or fit's ``sample_weight``), comm.
@@ -104,7 +104,7 @@ class BlockAveragedSVC(BaseSVC):
         shard = self._as_shard(X, y, sample_weight, fitting=True)
         labels = self._fit_classes(shard)
         weights = self._row_weights(shard, values["class_weight"])
-        kind = COMBINATION[self.solver]
+        kind = LINEAR_SOLVER_ENTRIES[self.solver].combination
         distributed_sgd = kind == "stochastic" and self.averaging == "iterative"
         block, block_labels, block_weights = self._block(shard), labels, weights
         if self.shuffle and not distributed_sgd:  # the distributed mode samples from every rank's rows

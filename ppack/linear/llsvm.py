@@ -56,8 +56,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
-from .features import IDENTITY, MappedRows, _add, _dot, _row, _sqnorms, as_feature_map, as_rows
+from .checks import check_alpha0, open_block
+from .features import IDENTITY, MappedRows, _add, _dot, _row, _sqnorms, as_rows
 from .problem import LinearSolution, dual_bounds, dual_box
 
 HEADER_BYTES = 12  # label float64 + nnz int32
@@ -386,20 +386,17 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=0.1, max_epochs=1000, seed=0, w0
     all rows below ``tol``. Any other keyword is an error that lists the options.
     """
     started = time.perf_counter()
-    opts = check_options("llsvm", tol=tol, max_epochs=max_epochs, seed=seed, inner_iterations=inner_iterations,
-                         max_block_rows=max_block_rows, workdir=workdir, tau=tau,
-                         shuffle_first_pass=shuffle_first_pass, reshrink=reshrink, full_passes=full_passes,
-                         **options)
+    X, y, C, loss, bias, opts, fmap, w0, b0, weights = open_block(
+        "llsvm", X, y, C, loss, bias,
+        dict(tol=tol, max_epochs=max_epochs, seed=seed, inner_iterations=inner_iterations,
+             max_block_rows=max_block_rows, workdir=workdir, tau=tau, shuffle_first_pass=shuffle_first_pass,
+             reshrink=reshrink, full_passes=full_passes, **options),
+        feature_map, w0, b0, weights)
     tol = opts["tol"]
-    C, loss, bias = check_common(C, loss, bias)
-    X, y = check_block(X, y)
     n, d = X.shape
-    fmap = as_feature_map(feature_map, d)
     kind, params, n_virtual, n_out = fmap.kind, fmap.params(d), fmap.n_virtual, fmap.n_out(d)
     n_dual = n * n_virtual
-    w0, b0 = check_start(w0, b0, bias, n_out)
     upper, diag = dual_box(C, loss)
-    weights = check_weights(weights, n)
     uppers = diags = np.empty(0)
     if weights is not None:
         uppers, diags = dual_bounds(C, loss, weights, n_virtual)

@@ -33,7 +33,7 @@ from ..data.sampler import RowSampler
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
 from ..random_stream import below
-from .checks import check_block, check_common, check_options, check_start, check_weights
+from .checks import check_common, check_options, check_weights, open_block
 from .dcd import MAX_ROWS
 from .features import IDENTITY, _add, _dot, _row, _sqnorm, _sqnorms, as_feature_map, as_rows
 from .problem import LinearSolution
@@ -118,11 +118,16 @@ def _largest(weights):
     return c_max if c_max > 0.0 else 1.0
 
 
-def _check(C, loss, bias, options):
-    """The arguments both modes share, checked: (C, bias, options normalised)."""
-    C, loss, bias = check_common(C, loss, bias)
+def _check_loss(loss):
     if loss != "l1":
         raise PPackError(f"loss: pegasos optimises the hinge loss only; must be 'l1', got {loss!r}")
+
+
+def _check(C, loss, bias, options):
+    """The distributed mode's arguments (it reads a shard, not a block), checked: (C, bias,
+    options normalised)."""
+    C, loss, bias = check_common(C, loss, bias)
+    _check_loss(loss)
     return C, bias, check_options("pegasos", **options)
 
 
@@ -146,11 +151,12 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     per delivery in ``solve_distributed``) has no effect on one block. weights (n,) >= 0 or
     None: each row's loss weight (its steps scaled by it).
     """
-    X, y = check_block(X, y)
+    X, y, C, loss, bias, options, fmap, w0, b0, weights = open_block(
+        "pegasos", X, y, C, loss, bias,
+        dict(tol=tol, max_epochs=max_epochs, seed=seed, epochs=epochs, t0=t0, average=average, pack=pack, **unknown),
+        feature_map, w0, b0, weights)
+    _check_loss(loss)
     n, d = X.shape
-    C, bias, options = _check(C, loss, bias, dict(tol=tol, max_epochs=max_epochs, seed=seed, epochs=epochs, t0=t0,
-                                                   average=average, pack=pack, **unknown))
-    fmap = as_feature_map(feature_map, d)
     if alpha0 is not None:
         raise PPackError(f"alpha0: must be None (pegasos has no dual variables), got {type(alpha0).__name__}")
     epochs, seed = _epochs(options), options["seed"]
@@ -158,8 +164,6 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=None, max_epochs=None, seed=0, w
     n_dual = n * n_virtual
     if n_dual > MAX_ROWS:
         raise PPackError(f"X: must have at most {MAX_ROWS} (virtual) rows per block, got {n_dual}")
-    w0, b0 = check_start(w0, b0, bias, n_out)
-    weights = check_weights(weights, n)
     c_max = 1.0 if weights is None else _largest(weights)
     t0 = options["t0"]
     if t0 is None:

@@ -56,7 +56,7 @@ from numba import njit
 from ..data.hdf5 import read_header, read_rows
 from ..errors import InputError, PPackError
 from ..random_stream import below_by_remainder
-from .checks import check_alpha0, check_block, check_common, check_options, check_start, check_weights
+from .checks import check_alpha0, check_common, check_options, check_start, check_weights, open_block
 from .features import IDENTITY, MappedRows, _add, _dot, _sqnorm, as_feature_map
 from .problem import LinearSolution, dual_bounds, dual_box, weights_from_dual
 
@@ -624,14 +624,14 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=100, seed=0, w0
     Returns a LinearSolution; info reports the passes, updates, gaps, evictions and the
     peak cached rows and bytes.
     """
-    opts = check_options("stream", tol=tol, max_epochs=max_epochs, seed=seed, cache_rows=cache_rows,
-                         cache_bytes=cache_bytes, chunk_rows=chunk_rows, batch_updates=batch_updates,
-                         max_updates=max_updates, updates_per_row=updates_per_row, **options)
-    C, loss, bias = check_common(C, loss, bias)
-    X, y = check_block(X, y)
+    X, y, C, loss, bias, opts, fmap, w0, b0, weights = open_block(
+        "stream", X, y, C, loss, bias,
+        dict(tol=tol, max_epochs=max_epochs, seed=seed, cache_rows=cache_rows, cache_bytes=cache_bytes,
+             chunk_rows=chunk_rows, batch_updates=batch_updates, max_updates=max_updates,
+             updates_per_row=updates_per_row, **options),
+        feature_map, w0, b0, weights)
     if X.shape[0] < 1 or X.shape[1] < 1:
         raise PPackError(f"X: must have at least one row and one column, got shape {X.shape}")
-    fmap = as_feature_map(feature_map, X.shape[1])
     return _solve_source(_ArraySource(X, y), fmap, C, loss, bias, w0, b0, alpha0, opts, rebuild=(X, y),
                          weights=weights)
 
