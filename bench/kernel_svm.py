@@ -97,23 +97,23 @@ def kernel_sum_rate(d, n_sv=20000, r=100, dtype=np.float64, repeats=5):
     """GFLOP/s of one rank's rbf kernel-sum phase on dense data: 2 r n_sv d flops per pack."""
     from mpi4py import MPI
 
-    from ppack.data.block import RowBlock
-    from ppack.kernels import ops
+    from ppack.kernels.block import RowBlock
+    from ppack.kernels.compute import KernelCompute
     from ppack.kernels.spec import KernelSpec
-    from ppack.mpi.comm import configure_threads
+    from ppack.kernels.threads import configure_threads
 
     configure_threads(MPI.COMM_SELF)
     rng = np.random.default_rng(0)
     spec = KernelSpec("rbf", gamma=1.0 / d)
     coef = rng.normal(size=n_sv)
-    stored = rng.random((n_sv, d)).astype(dtype)
-    stored_norms = ops.row_norms(stored, spec)
+    compute = KernelCompute(spec, d, False, dtype)
+    compute.store(rng.random((n_sv, d)).astype(dtype))
     block = RowBlock.from_rows(rng.random((r, d)).astype(dtype), np.zeros(r), d)
-    block_norms = ops.row_norms(block, spec)
+    block_norms = compute.row_norms(block)
     out = np.zeros(r)
 
     def kernel_sums():
-        ops.partial_sums(stored, stored_norms, coef, block, block_norms, spec, out)
+        compute.partial_sums(coef, block, block_norms, out)
 
     kernel_sums()
     best = min(_timed(kernel_sums) for _ in range(repeats))

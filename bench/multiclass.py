@@ -319,7 +319,7 @@ def main():
     args = parse_args()
     from mpi4py import MPI
 
-    from ppack.mpi.comm import configure_threads
+    from ppack.kernels.threads import configure_threads
 
     comm = MPI.COMM_WORLD
     rank0 = comm.Get_rank() == 0

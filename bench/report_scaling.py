@@ -8,7 +8,7 @@ process never initialises MPI or numba's thread pool:
 3. packing and ranks: ``python -m ppack train`` on a9a under ``mpiexec -n p`` (one thread per
    rank) for p = 1, 2, 4 and r = 1, 10, 100, 1000 at a fixed T; time per pack by phase from
    the metrics, speed-up and efficiency, bytes per collective from ``comm_model.pack_bytes``;
-4. kernel throughput: ``ops.partial_sums`` (dense and CSR rows, float32 and float64) against
+4. kernel throughput: ``KernelCompute.partial_sums`` (dense and CSR rows, float32 and float64) against
    numpy's GEMM of the same dtype measured in the same process;
 5. communication model: Allreduce of 8 B to 1 MiB timed under ``mpiexec -n 2`` and ``-n 4``,
    alpha and beta fitted with ``comm_model.fit``, and the paper's CovType, CCAT and MNIST8m
@@ -254,7 +254,7 @@ def measure_kernels(quick):
     from mpi4py import MPI
 
     from kernel_svm import blas_kernel
-    from ppack.mpi.comm import configure_threads
+    from ppack.kernels.threads import configure_threads
 
     configure_threads(MPI.COMM_SELF)
     n_sv, budget = (4000, 0.03) if quick else (20000, 0.2)
@@ -300,8 +300,8 @@ def kernel_sum_rate(d, n_sv, r, dtype, sparse, budget):
     ``dtype``, dense or CSR with ``SPARSE_DENSITY`` of the entries nonzero."""
     import scipy.sparse as sp
 
-    from ppack.data.block import RowBlock
-    from ppack.kernels import ops
+    from ppack.kernels.block import RowBlock
+    from ppack.kernels.compute import KernelCompute
     from ppack.kernels.spec import KernelSpec
 
     rng = np.random.default_rng(0)
@@ -314,12 +314,12 @@ def kernel_sum_rate(d, n_sv, r, dtype, sparse, budget):
     else:
         stored = rng.random((n_sv, d)).astype(dtype)
         values, rows = n_sv * d, rng.random((r, d)).astype(dtype)
-    stored_norms = ops.row_norms(stored, spec)
+    compute = KernelCompute(spec, d, sparse, dtype)
+    compute.store(stored)
     block = RowBlock.from_rows(rows, np.zeros(r), d)
-    block_norms = ops.row_norms(block, spec)
+    block_norms = compute.row_norms(block)
     out = np.zeros(r)
-    seconds = best_seconds(lambda: ops.partial_sums(stored, stored_norms, coef, block, block_norms, spec, out),
-                           budget)
+    seconds = best_seconds(lambda: compute.partial_sums(coef, block, block_norms, out), budget)
     return 2 * r * values / seconds / 1e9
 
 
@@ -339,7 +339,7 @@ def kernels_markdown(result, figures):
     return "\n".join([
         "### 4. Kernel throughput",
         "",
-        f"The kernel-sum phase (`ppack.kernels.ops.partial_sums`, rbf, one coefficient column) of one process "
+        f"The kernel-sum phase (`ppack.kernels.compute.KernelCompute.partial_sums`, rbf, one coefficient column) of one process "
         f"on {result['threads']} thread(s) against {result['n_sv']:,} stored rows, for r rows at a time; dense "
         f"rows, or CSR rows with {SPARSE_DENSITY:.0%} of the entries nonzero (stored and drawn alike). "
         "GFLOP/s counts 2 r x (stored values) flops: 2 r n_sv d dense, 2 r nnz sparse (the sparse path "

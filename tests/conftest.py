@@ -19,7 +19,8 @@ import scipy.sparse as sp
 from mpi4py import MPI
 from threadpoolctl import threadpool_limits
 
-from ppack.mpi.comm import configure_threads, polite_barrier
+from ppack.kernels.threads import configure_threads
+from ppack.mpi.comm import polite_barrier
 
 from helpers import NODE_CORES, SHARED_DATA
 

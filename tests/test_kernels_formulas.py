@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ppack.data.block import RowBlock
-from ppack.kernels import ops
+from ppack.kernels.block import RowBlock
+from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.registry import KERNEL_TABLE, KERNELS
 
@@ -31,14 +31,15 @@ def test_each_kernel_formula_equals_numpy(name, sparse):
     X = rng.normal(size=(9, 5)) * (rng.random((9, 5)) < 0.7)
     block = RowBlock.from_rows(sp.csr_matrix(X) if sparse else X, np.ones(9), 5)
     spec = KernelSpec(name, **PARAMS)
-    norms = ops.row_norms(block, spec)
+    compute = KernelCompute(spec, 5, sparse)
+    compute.store(block.csr if sparse else X)
+    norms = compute.row_norms(block)
     left, right = (a.astype(np.int64) for a in np.triu_indices(9))
     pairs = np.empty(len(left))
-    ops.pair_kernels(block, norms, left, right, spec, pairs)
+    compute.pair_kernels(block, norms, left, right, pairs)
     expected = kernel_matrix(X, X, name, **PARAMS)
     np.testing.assert_allclose(pairs, expected[left, right], rtol=1e-12, atol=1e-14)
     coef = rng.normal(size=(9, 1))
     sums = np.zeros(9)
-    stored = (block.csr if sparse else X)
-    ops.partial_sums(stored, norms, coef, block, norms, spec, sums)
+    compute.partial_sums(coef, block, norms, sums)
     np.testing.assert_allclose(sums, coef[:, 0] @ expected, rtol=1e-11, atol=1e-12)

@@ -6,12 +6,11 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ppack import PackSVC
-from ppack.data.block import RowBlock
+from ppack.kernels.block import RowBlock
 from ppack.data.shard import Shard
-from ppack.kernels import ops
+from ppack.kernels.compute import KernelCompute, row_norms
 from ppack.kernels.precision import AUTO_FLOAT32_BOUND, float32_kernel_error, resolve_dtype
 from ppack.kernels.spec import KernelSpec
-from ppack.packsvm.table import SupportVectorTable
 
 from helpers import make_problem
 from naive import kernel_matrix
@@ -23,11 +22,11 @@ def float32_kernel_matrix(A, B, spec):
     """The (len(A), len(B)) kernel values ppack's float32 kernel sums take: one coefficient
     column per stored row (identity coefficients), so each output is one kernel value."""
     n, d = A.shape
-    table = SupportVectorTable(d, False, np.float32, n_columns=n)
-    table.insert_many(np.arange(n), np.eye(n), A, ops.row_norms(A, spec))
+    compute = KernelCompute(spec, d, False, np.float32)
+    compute.store(A)
     block = RowBlock.from_rows(B, np.zeros(len(B)), d)
     out = np.zeros((n, len(B)))
-    ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, out)
+    compute.partial_sums(np.eye(n), block, compute.row_norms(block), out)
     return out
 
 
@@ -45,7 +44,7 @@ def test_float32_kernel_values_stay_within_the_bound(kernel, gamma, offset):
     exact = kernel_matrix(X[:30], X, kernel, gamma)
     seen = exact > 1e-30  # values float32 cannot hold are 0 there
     relative = np.abs(got[seen] - exact[seen]) / exact[seen]
-    bound = float32_kernel_error(spec, ops.row_norms(X, spec).max(), X.shape[1])
+    bound = float32_kernel_error(spec, row_norms(X, spec).max(), X.shape[1])
     assert relative.max() <= bound
     if offset == 0.0 and kernel == "rbf":
         assert bound < 1e-3  # not vacuous for well-scaled rows

@@ -4,7 +4,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack.data.shard import Shard
-from ppack.kernels import ops
+from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.mpi.comm import chunk
 from ppack.packsvm import predict
@@ -34,10 +34,10 @@ def test_decisions_are_scale_times_coef_times_kernel_matrix(comm, sparse, name, 
     scale = 0.75
     rank, size = comm.Get_rank(), comm.Get_size()
     lo, hi = chunk(25, rank, size)
-    table = SupportVectorTable(6, sparse, np.float64)
-    table.insert_many(1000 + np.arange(lo, hi), coef[lo:hi], sv[lo:hi], ops.row_norms(sv[lo:hi], spec))
+    table = SupportVectorTable(KernelCompute(spec, 6, sparse, np.float64))
+    table.insert_many(1000 + np.arange(lo, hi), coef[lo:hi], sv[lo:hi])
     shard = Shard.from_arrays(X, y, rank, size)
-    decisions, labels = distributed_decisions(comm, table, scale, spec, shard, 6)
+    decisions, labels = distributed_decisions(comm, table, scale, shard, 6)
     if rank == 0:
         expected = scale * coef @ kernel_matrix(sv, X, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
         np.testing.assert_allclose(decisions, expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max())

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ppack.kernels import ops
+from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.table import SupportVectorTable
 
@@ -13,11 +13,11 @@ from helpers import make_problem
 def test_table_lookup_growth_and_bulk_insert():
     spec = KernelSpec("rbf")
     X, _ = make_problem(300, 5, sparse=True, seed=6)
-    table = SupportVectorTable(5, True, np.float64)
+    table = SupportVectorTable(KernelCompute(spec, 5, True, np.float64))
     for j in range(200):  # grows past the initial capacity several times
-        table.insert_many([10 * j], [float(j)], X[j], ops.row_norms(X[j], spec))
+        table.insert_many([10 * j], [float(j)], X[j])
         assert table.slots_of(np.array([10 * j])).tolist() == [j]
-    table.insert_many(np.arange(5000, 5100), np.ones(100), X[200:300], ops.row_norms(X[200:300], spec))
+    table.insert_many(np.arange(5000, 5100), np.ones(100), X[200:300])
     assert len(table) == 300
     assert table.slots_of(np.array([10 * 123, 5050])).tolist() == [123, 250]
     assert table.holds(np.array([10 * 123, 7, 5050])).tolist() == [True, False, True]
@@ -28,9 +28,10 @@ def test_table_lookup_growth_and_bulk_insert():
     np.testing.assert_array_equal(rebuilt.toarray(), X.toarray())
     np.testing.assert_allclose(table.norms, np.asarray(X.multiply(X).sum(axis=1)).ravel())
     with pytest.raises(KeyError):
-        table.insert_many([10 * 7], [1.0], X[0], ops.row_norms(X[0], spec))
+        table.insert_many([10 * 7], [1.0], X[0])
     with pytest.raises(KeyError):  # a key twice in one insertion
-        table.insert_many([9001, 9001], [1.0, 2.0], X[:2], ops.row_norms(X[:2], spec))
+        table.insert_many([9001, 9001], [1.0, 2.0], X[:2])
+    assert len(table) == 300 and table.compute.stored.n == 300  # a refused insertion stores no rows
 
 
 @pytest.mark.parametrize("occupancy", [[0], [3, 1, 1, 4], [2, 2, 2], [0, 5, 0, 9, 1]])

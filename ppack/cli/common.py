@@ -13,7 +13,8 @@ from ..atomic import atomic_write
 from ..data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
 from ..data.shard import load_shard
 from ..errors import PPackError
-from ..mpi.comm import configure_threads, on_rank0, run_collectively
+from ..kernels.threads import configure_threads
+from ..mpi.comm import on_rank0, run_collectively
 from ..registry import THREADS
 
 
@@ -49,7 +50,7 @@ def add_common(p):
 
 def rank_threads(comm, threads):
     """Collective: ``--threads`` checked (an integer >= 1; None: the default), then this rank's
-    numba and BLAS threads set (``mpi.comm.configure_threads``); returns the count."""
+    numba and BLAS threads set (``kernels.threads.configure_threads``); returns the count."""
     if threads is not None:
         threads = run_collectively(comm, THREADS.rule.check, "--threads", threads)
     return configure_threads(comm, threads)

@@ -11,7 +11,7 @@ predictions and linear Pegasos.
 import numpy as np
 from numba import njit
 
-from .block import RowBlock
+from ..kernels.block import RowBlock
 
 
 @njit(cache=True)

@@ -19,7 +19,7 @@ formed: a block's (m, r) kernel values times its (m, K) coefficients is added to
 block's own (K, r) partial sums. Blocks run in parallel and their partial sums are added
 in a fixed order, so the result does not depend on the number of threads.
 
-Layer 1 (the public wrappers in ``ops.py``) validates and allocates;
+Layer 1 (``compute.KernelCompute``, the seam the trainer calls) validates and allocates;
 the ``@njit`` functions here allocate only per block of support vectors, never per row,
 and raise nothing. The parallel cores allow fused multiply-add contraction (and nothing
 else of fast-math): it is what lets LLVM vectorise the exp polynomial.
@@ -366,7 +366,7 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
     [0, 1], g_d ~ 4.7e-5 and sum_f |x_f z_f| <= 784: with gamma * delta >~ 1 (large
     gamma, dense rows with large norms) float32 kernel sums can be wrong at order one;
     store float64 there. Blocked BLAS sums usually stay far inside the bound (100 to 300
-    times in tests/test_kernels_ops.py's near-rows case).
+    times in tests/test_kernels_compute.py's near-rows case).
     """
     r = XT.shape[1]
     n_tiles = (n_sv + tile - 1) // tile

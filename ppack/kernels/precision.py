@@ -15,7 +15,7 @@ import math
 
 from mpi4py import MPI
 
-from . import ops
+from .compute import row_norms
 
 # The worst-case relative error of a float32 kernel value that "auto" accepts. Blocked sums
 # stay 100 to 300 times inside the worst case in tests, so typical errors are ~1e-4 or less.
@@ -50,11 +50,11 @@ def read_dtype(requested):
 
 
 def largest_norm(comm, shard, spec):
-    """Collective: the largest kernel norm (``ops.row_norms``) of any row of the data set."""
+    """Collective: the largest kernel norm (``compute.row_norms``) of any row of the data set."""
     largest = 0.0
     for start in range(0, shard.stop - shard.start, NORM_ROWS):
         rows = shard.float_rows(start, start + NORM_ROWS)
-        largest = max(largest, float(ops.row_norms(rows, spec).max(initial=0.0)))
+        largest = max(largest, float(row_norms(rows, spec).max(initial=0.0)))
     return comm.allreduce(largest, op=MPI.MAX)
 
 

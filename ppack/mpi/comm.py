@@ -101,7 +101,6 @@ def local_rank_count(comm):
 # The launcher's count of this job's processes on this node: MPICH's and Intel MPI's Hydra,
 # Open MPI. Read without communication, so a model on COMM_SELF under mpiexec sees it too.
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
-_threads_configured = False
 
 
 def launcher_local_size():
@@ -113,50 +112,6 @@ def launcher_local_size():
     return None
 
 
-def ensure_threads(comm):
-    """Collective: ``configure_threads(comm)`` unless this process has already done so or its
-    numba thread count was set by hand. The estimators call it, so that a Python script under
-    mpiexec gets the CLI's share of cores per rank (4 ranks on 2 cores each running every
-    core's worth of numba threads measured 9 times slower). BLAS is left as it is: the
-    kernel sums limit it themselves."""
-    import numba
-
-    if _threads_configured or numba.get_num_threads() != numba.config.NUMBA_NUM_THREADS:
-        return
-    configure_threads(comm, limit_blas=False)
-
-
-def configure_threads(comm, threads=None, limit_blas=True):
-    """Give each rank its share of this node's cores for numba and BLAS.
-
-    With ``threads=None`` the count comes from ``NUMBA_NUM_THREADS`` or
-    ``OMP_NUM_THREADS`` when the user set one (SLURM ``--cpus-per-task``), otherwise
-    it is the cores this process may use divided by the ranks on this node, so that
-    4 ranks on a 2-core laptop do not oversubscribe. The threads are numba's; BLAS is
-    kept single-threaded, because the kernel sums call it from inside numba's parallel
-    loops (two thread pools taking turns spin against each other; ``limit_blas=False``
-    leaves it). The ranks on this node are the launcher's count (``launcher_local_size``)
-    or, without one, those of ``comm`` (a collective). Returns the count.
-    """
-    import numba
-    import scipy.linalg.cython_blas  # noqa: F401 - load the BLAS numba calls, so the limit reaches it
-    from threadpoolctl import threadpool_limits
-
-    if threads is None:
-        for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
-            if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
-                threads = int(os.environ[var])
-                break
-    if threads is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        threads = max(1, (cores or 1) // (launcher_local_size() or local_rank_count(comm)))
-    threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
-    if limit_blas:
-        threadpool_limits(1, user_api="blas")
-    global _threads_configured
-    _threads_configured = True
-    return threads
 
 
 def abort_on_exception(comm, func, *args, **kwargs):

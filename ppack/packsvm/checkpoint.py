@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from ..atomic import collective_h5_write
 from ..data.sampler import sampler_from_state
 from ..errors import InputError
-from ..kernels.ops import row_norms
+from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..mpi.comm import chunk, run_collectively
 from .state import LossWindows, SolverState, SolverStats
 from .table import SupportVectorTable, shard_offsets, write_shard
@@ -99,7 +99,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
     collective_h5_write(comm, path, create, write_own, finish)
 
 
-def read_checkpoint(comm, path, params, spec, dtype, tol_window):
+def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES):
     """Collective: ``(table, state, stats, sampler)`` of this rank from a checkpoint.
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
@@ -129,14 +129,15 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window):
             n_features = int(a["n_features"])
             scale, norm = (np.atleast_1d(a[name]).astype(np.float64) for name in ("scale", "norm"))
             averaged = "avg" in f
-            table = SupportVectorTable(n_features, a["storage"] == "csr", dtype, len(scale), averaged)
+            table = SupportVectorTable(KernelCompute(spec, n_features, a["storage"] == "csr", dtype, work_bytes),
+                                       len(scale), averaged)
             keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
             avg = None
             if averaged:  # this rank's rows only (a contiguous range, as written)
                 lo, hi = (int(mine[0]), int(mine[-1]) + 1) if len(mine) else (0, 0)
                 avg = f["avg"][lo:hi][mine - lo]
-            table.insert_many(keys, coef, X, row_norms(X, spec), avg)
+            table.insert_many(keys, coef, X, None, avg)
             windows = json.loads(a["loss_windows"]) if "loss_windows" in a else {}  # absent in older files
             if windows.get("size") != tol_window:
                 windows = {"size": tol_window}

@@ -3,14 +3,15 @@ import numpy as np
 from mpi4py import MPI
 
 from ..base import BaseSVC, available_if
-from ..kernels import ops
+from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.precision import read_dtype, resolve_dtype
 from ..kernels.spec import KernelSpec
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
 from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
 from ..errors import PPackError
 from ..mpi.collectives import Collectives
-from ..mpi.comm import chunk, ensure_threads, on_rank0, run_collectively
+from ..kernels.threads import ensure_threads
+from ..mpi.comm import chunk, on_rank0, run_collectively
 from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
@@ -56,7 +57,7 @@ class PackSVC(BaseSVC):
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
                  sampling=_D["sampling"], step=_D["step"], average=_D["average"], validation=_D["validation"],
                  validation_every=_D["validation_every"], patience=_D["patience"],
-                 random_state=None, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES, progress=None):
+                 random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -157,7 +158,8 @@ class PackSVC(BaseSVC):
         previous = None
         exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
         if resume and exists:
-            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window)
+            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
+                                       self.work_bytes)
         self.resumed_from_ = None if previous is None else previous[1].iteration
         compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse)
         if on_kernels_ready is not None:
@@ -212,8 +214,8 @@ class PackSVC(BaseSVC):
         comm = self._comm()
         holdout = None if self.validation is None else (float(self.validation), self.training_["seed"])
         ids, fitted_on = fit_rows(shard.n_samples, self.training_["seed"], iterations, self.sampling, holdout)
-        decisions, labels = distributed_decisions(comm, self.table_, self.scale_, self.spec_, shard,
-                                                  self.n_features_in_, self.work_bytes, ids=ids)
+        decisions, labels = distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_,
+                                                  ids=ids)
         values = self._class_values
         columns = 1 if len(values) == 2 else len(values)
         sigmoids = np.empty((2, columns))
@@ -240,8 +242,7 @@ class PackSVC(BaseSVC):
     def _decisions(self, shard):
         comm = self._comm()
         ensure_threads(comm)
-        return distributed_decisions(comm, self.table_, self.scale_, self.spec_, shard, self.n_features_in_,
-                                     self.work_bytes)
+        return distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_)
 
     # -- model file ------------------------------------------------------------------
     def save(self, path):
@@ -261,7 +262,7 @@ class PackSVC(BaseSVC):
         write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]), write_own)
 
     @classmethod
-    def load(cls, path, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES):
+    def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
         """Collective: a fitted PackSVC from a model file; each rank loads a slice of it."""
         comm = MPI.COMM_WORLD if comm is None else comm
         header = run_collectively(comm, read_kernel_header, path)
@@ -270,7 +271,8 @@ class PackSVC(BaseSVC):
                     sigma=header.sigma, bias=spec.offset > 0, comm=comm, work_bytes=work_bytes,
                     dtype="float32" if header.dtype == np.float32 else "float64")
         model.dtype_, model.float32_error_bound_ = model.dtype, None
-        model.table_ = run_collectively(comm, _read_table_slice, path, header, comm.Get_rank(), comm.Get_size())
+        model.table_ = run_collectively(comm, _read_table_slice, path, header, comm.Get_rank(), comm.Get_size(),
+                                        work_bytes)
         model.spec_, model.scale_ = spec, header.scale
         model.sigma_, model.C_, model.classes_ = header.sigma, header.C, header.classes
         model.n_features_in_, model.n_support_ = header.n_features, header.n_support
@@ -281,12 +283,13 @@ class PackSVC(BaseSVC):
         return model
 
 
-def _read_table_slice(path, header, rank, size):
+def _read_table_slice(path, header, rank, size, work_bytes):
     """This rank's even slice of a kernel model's support vectors, as a table."""
     start, stop = chunk(header.n_support, rank, size)
     keys, coef, X = read_support_vectors(path, header, start, stop)
-    table = SupportVectorTable(header.n_features, header.storage == "csr", header.dtype, header.n_columns)
-    table.insert_many(keys, coef, X, ops.row_norms(X, header.spec))
+    table = SupportVectorTable(KernelCompute(header.spec, header.n_features, header.storage == "csr", header.dtype,
+                                             work_bytes), header.n_columns)
+    table.insert_many(keys, coef, X)
     return table
 
 
@@ -313,7 +316,8 @@ class LibsvmSVC(PackSVC):
 
     def _widen(self, n_features):
         if n_features > self.n_features_in_:  # the support vectors are 0 on the features beyond
-            self.n_features_in_ = self.table_.n_features = int(n_features)
+            self.table_.compute.stored.widen(n_features)
+            self.n_features_in_ = int(n_features)
 
     def _as_shard(self, X, *args, **kwargs):
         shape = (X.n_samples, X.n_features) if hasattr(X, "n_features") else np.shape(X)
@@ -330,7 +334,7 @@ class LibsvmSVC(PackSVC):
         return (None if decisions is None else decisions + self.intercept_), labels
 
     @classmethod
-    def load(cls, path, comm=None, work_bytes=ops.DEFAULT_WORK_BYTES):
+    def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
         """Collective: rank 0 checks the header, then every rank reads its slice of the support vectors."""
         comm = MPI.COMM_WORLD if comm is None else comm
         header = comm.bcast(on_rank0(comm, read_libsvm_model_header, path), root=0)
@@ -338,8 +342,8 @@ class LibsvmSVC(PackSVC):
         start, stop = chunk(header.total_sv, comm.Get_rank(), comm.Get_size())
         coef, X, width = run_collectively(comm, read_libsvm_model_rows, path, header, start, stop)
         n_features = max(1, comm.allreduce(width, op=MPI.MAX))
-        table = SupportVectorTable(n_features, True, np.float64, 1)
-        table.insert_many(np.arange(start, stop, dtype=np.int64), coef, X, ops.row_norms(X, spec))
+        table = SupportVectorTable(KernelCompute(spec, n_features, True, np.float64, work_bytes), 1)
+        table.insert_many(np.arange(start, stop, dtype=np.int64), coef, X)
         model = cls(kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0, comm=comm,
                     work_bytes=work_bytes, probability=header.probability is not None)
         model.table_, model.spec_, model.scale_, model.intercept_ = table, spec, 1.0, -header.rho

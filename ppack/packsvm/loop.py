@@ -28,7 +28,8 @@ from numba import njit
 from ..data.delivery import deliver_rows
 from ..errors import PPackError
 from ..data.sampler import make_sampler
-from ..kernels import ops
+from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
+from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
 from . import averaging
@@ -75,7 +76,7 @@ class PackedSolver:
     """
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
-                 work_bytes=ops.DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform"):
         self.comm = comm
         self.step = float(step)
@@ -106,7 +107,7 @@ class PackedSolver:
         is then their largest over all ranks).
         ``stopped`` is True when the run ended early on request.
         """
-        with ops.single_threaded_blas():  # once for all the packs' kernel sums
+        with single_threaded_blas():  # once for all the packs' kernel sums
             return self._run_packs(shard, labels, checkpointing, resume, stop_after_packs, weights)
 
     def _run_packs(self, shard, labels, checkpointing, resume, stop_after_packs, weights):
@@ -114,7 +115,8 @@ class PackedSolver:
         rank, size = comm.Get_rank(), comm.Get_size()
         Q = self.n_columns
         if resume is None:
-            table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype, Q, averaged=self.average)
+            table = SupportVectorTable(KernelCompute(self.spec, shard.n_features, shard.sparse, shard.dtype,
+                                                     self.work_bytes), Q, averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
                                 loss_windows=LossWindows(self.tol_window),
                                 avg_weight=0.0 if self.average else None)
@@ -123,6 +125,7 @@ class PackedSolver:
                                    None if self.validation is None else self.validation.holdout)
         else:
             table, state, stats, sampler = resume
+        compute = table.compute
         seconds = stats.seconds
         seconds.setdefault("total", 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
@@ -148,10 +151,9 @@ class PackedSolver:
             lo, hi = chunk(len(left), rank, size)
             buf = PackBuffer(Q, r, size)
             buf.digests[rank] = digest
-            norms = ops.row_norms(block, self.spec)
-            ops.partial_sums(table.features, table.norms, table.coef, block, norms, self.spec, buf.predictions,
-                             self.work_bytes)
-            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], self.spec, buf.pairs[lo:hi])
+            norms = compute.row_norms(block)
+            compute.partial_sums(table.coef, block, norms, buf.predictions)
+            compute.pair_kernels(block, norms, left[lo:hi], right[lo:hi], buf.pairs[lo:hi])
             buf.owner_flags[:] = table.holds(ids) * (rank + 1)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \

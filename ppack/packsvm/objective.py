@@ -29,8 +29,7 @@ def support_vector_norms(comm, model, shard):
     f of the support vectors (their keys are training rows): (n_columns,) on every rank."""
     collectives = Collectives(comm)
     keys = np.unique(np.concatenate(comm.allgather(model.table_.keys)))
-    decisions, _ = distributed_decisions(comm, model.table_, model.scale_, model.spec_, shard,
-                                         model.n_features_in_, model.work_bytes, ids=keys)
+    decisions, _ = distributed_decisions(comm, model.table_, model.scale_, shard, model.n_features_in_, ids=keys)
     columns = model.table_.n_columns
     f = collectives.broadcast(decisions.reshape(len(keys), columns) if collectives.rank == 0
                               else np.empty((len(keys), columns)))
@@ -48,8 +47,7 @@ def primal_objective(comm, model, shard, norms, weights, ids):
     collectives = Collectives(comm)
     if np.isnan(norms).any() and len(ids) == shard.n_samples:  # an averaged model, exact asked
         norms = support_vector_norms(comm, model, shard)
-    decisions, raw = distributed_decisions(comm, model.table_, model.scale_, model.spec_, shard,
-                                           model.n_features_in_, model.work_bytes, ids=ids)
+    decisions, raw = distributed_decisions(comm, model.table_, model.scale_, shard, model.n_features_in_, ids=ids)
     row_weights = None
     if weights is not None:  # the sampled rows' weights, from the ranks that hold them (one sum)
         row_weights = np.zeros(len(ids))

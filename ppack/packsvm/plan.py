@@ -32,7 +32,7 @@ from ..data.hdf5 import COMPACT_DTYPES, is_hdf5, read_header
 from ..data.libsvm import read_libsvm
 from ..data.shard import load_shard
 from ..errors import PPackError
-from ..kernels.ops import DEFAULT_WORK_BYTES
+from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..kernels.precision import read_dtype
 from ..registry import PACKSVM_PARAMS
 from .comm_model import INFINIBAND_EDR, best_algorithm, pack_bytes, pack_seconds

@@ -7,7 +7,6 @@ brings the block's decision values there.
 import numpy as np
 
 from ..data.delivery import deliver_rows
-from ..kernels import ops
 from ..mpi.collectives import Collectives
 
 # Rows per block: the block's dense transposed copy (n_features x rows, float64) should
@@ -21,17 +20,20 @@ def block_rows(n_features):
     return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, BLOCK_BYTES // (8 * max(1, n_features))))
 
 
-def distributed_decisions(comm, table, scale, spec, shard, n_features, work_bytes=ops.DEFAULT_WORK_BYTES,
-                          ids=None, collectives=None):
+def distributed_decisions(comm, table, scale, shard, n_features, ids=None, collectives=None, coef=None):
     """Collective: ``(decisions, labels)`` of every row of ``shard``'s data set (or of the
     global row ids ``ids``, the same on every rank) on rank 0.
 
     decisions (n_samples,) = scale * sum_j beta_j (K(sv_j, x) + offset) for a one-column
     table, (n_samples, K) with each column's own scale (``scale`` (K,)) for K columns; labels
     (n_samples,) the raw labels as stored (NaN when absent). Other ranks get ``(None, None)``.
+    table: a SupportVectorTable (its rows and kernel are its ``compute``'s); coef: the
+    coefficients to sum (n, K), the table's when None (validation passes the averaged ones).
     ``collectives``: the ``Collectives`` to count the calls on (a new one if None).
     """
     collectives = Collectives(comm) if collectives is None else collectives
+    compute = table.compute
+    coef = table.coef if coef is None else coef
     root = collectives.rank == 0
     all_ids = np.arange(shard.n_samples, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     n = len(all_ids)
@@ -45,8 +47,7 @@ def distributed_decisions(comm, table, scale, spec, shard, n_features, work_byte
         # rows in the table's type, whatever the shard's: norms and dot products of the same values
         block = deliver_rows(collectives, shard, shard.y, block_ids, n_features, dtype=table.dtype)
         part = np.zeros((Q, len(block_ids)))
-        ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, part,
-                         work_bytes)
+        compute.partial_sums(coef, block, compute.row_norms(block), part)
         total = collectives.sum_to_root(part)
         if root:
             decisions[:, b0:b0 + len(block_ids)] = scale * total

@@ -1,29 +1,27 @@
-"""One rank's shard of the distributed support-vector hash table: storage only.
+"""One rank's shard of the distributed support-vector hash table: keys and coefficients.
 
-Entries are (key = global row id, coefficient beta, feature vector, its kernel norm).
-They live in contiguous growable arrays (dense rows, or CSR for sparse data) that
-``kernels.ops`` evaluates in blocks, and a dict maps key -> slot for O(1) lookup.
-Entries are never removed. The model is ``w = scale * sum_j beta_j phi(x_j)`` over the
-entries of all shards.
+Entries are (key = global row id, coefficient beta); their feature vectors and norms are
+the stored rows of the table's ``kernels.compute.KernelCompute``, in the same order. A
+dict maps key -> slot for O(1) lookup. Entries are never removed. The model is ``w =
+scale * sum_j beta_j phi(x_j)`` over the entries of all shards.
 """
 import numpy as np
 
+from ..kernels.stored import resized
+
 
 class SupportVectorTable:
-    """Support vectors of one rank: ``keys`` (n,), ``coef`` (n, n_columns), ``norms`` (n,), features.
+    """Support vectors of one rank: ``keys`` (n,), ``coef`` (n, n_columns), and through
+    ``compute`` (a KernelCompute, which owns them) their features and ``norms`` (n,).
 
-    ``sparse`` tables keep features as CSR arrays ``indptr`` (n+1,), ``indices``,
-    ``values``; dense tables as ``features`` (n, n_features). ``dtype`` is the feature
-    storage type (float32 or float64); coefficients are float64, one column per binary
-    problem (1 for a binary model, K for K classes one-vs-rest, which share their support
-    vectors: a row is an entry when any class gave it a coefficient). ``norms`` are the
-    rows' norms as the kernel needs them (``kernels.ops.row_norms``), given on insertion.
+    Coefficients are float64, one column per binary problem (1 for a binary model, K for K
+    classes one-vs-rest, which share their support vectors: a row is an entry when any class
+    gave it a coefficient). ``averaged`` tables also keep ``avg``, the weighted sum of each
+    coefficient so far (``averaging.py``).
     """
 
-    def __init__(self, n_features, sparse, dtype=np.float64, n_columns=1, averaged=False):
-        self.n_features = int(n_features)
-        self.sparse = bool(sparse)
-        self.dtype = np.dtype(dtype)
+    def __init__(self, compute, n_columns=1, averaged=False):
+        self.compute = compute
         self.n_columns = int(n_columns)
         self.averaged = bool(averaged)
         self.n = 0
@@ -31,25 +29,15 @@ class SupportVectorTable:
         cap = 64
         self._keys = np.empty(cap, dtype=np.int64)
         self._coef = np.empty((cap, self.n_columns))
-        # averaged tables: the weighted sum of each coefficient so far (``averaging.py``)
         self._avg = np.empty((cap if averaged else 0, self.n_columns))
-        self._norms = np.empty(cap)
-        if self.sparse:
-            self._indptr = np.zeros(cap + 1, dtype=np.int64)
-            self._indices = np.empty(cap * 16, dtype=np.int32)
-            self._values = np.empty(cap * 16, dtype=self.dtype)
-        else:
-            self._features = np.empty((cap, self.n_features), dtype=self.dtype)
 
     def __len__(self):
         return self.n
 
     @property
     def nbytes(self):
-        """Bytes allocated for the entries (capacity, not just the live ones), the key map aside."""
-        arrays = [self._keys, self._coef, self._norms, self._avg]
-        arrays += [self._indptr, self._indices, self._values] if self.sparse else [self._features]
-        return int(sum(a.nbytes for a in arrays))
+        """Bytes allocated for the entries and their rows (capacity, not just the live ones), the key map aside."""
+        return int(self._keys.nbytes + self._coef.nbytes + self._avg.nbytes + self.compute.stored.nbytes)
 
     # -- views of the live entries -------------------------------------------------
     @property
@@ -68,15 +56,25 @@ class SupportVectorTable:
 
     @property
     def norms(self):
-        return self._norms[:self.n]
+        return self.compute.stored.norms
 
     @property
     def features(self):
         """Dense (n, n_features) features, or the CSR triple (indptr, indices, values)."""
-        if self.sparse:
-            end = self._indptr[self.n]
-            return self._indptr[:self.n + 1], self._indices[:end], self._values[:end]
-        return self._features[:self.n]
+        return self.compute.stored.features
+
+    @property
+    def sparse(self):
+        return self.compute.stored.sparse
+
+    @property
+    def dtype(self):
+        """The feature storage type (float32 or float64)."""
+        return self.compute.stored.dtype
+
+    @property
+    def n_features(self):
+        return self.compute.stored.n_features
 
     # -- hash-table operations -----------------------------------------------------
     def slots_of(self, keys):
@@ -87,31 +85,28 @@ class SupportVectorTable:
         """Whether each of ``keys`` (int64 array) has an entry in this shard: bool array."""
         return np.fromiter(map(self._slots.__contains__, keys.tolist()), dtype=bool, count=len(keys))
 
-    def insert_many(self, keys, coef, X, norms, avg=None):
-        """New entries: keys and norms (k,), coef (k,) or (k, n_columns), X dense (k, d) or
-        scipy CSR or a CSR triple with k rows; for averaged tables ``avg`` as coef (zeros if None)."""
+    def insert_many(self, keys, coef, X, norms=None, avg=None):
+        """New entries: keys (k,), coef (k,) or (k, n_columns), X dense (k, d) or scipy CSR or a
+        CSR triple with k rows and their norms (k,) (computed when None); for averaged tables
+        ``avg`` as coef (zeros if None)."""
         k = len(keys)
-        if self.sparse:
-            indptr, indices, values = X if isinstance(X, tuple) else (X.indptr, X.indices, X.data)
-            self._grow(self.n + k, len(indices))
-            a = self._indptr[self.n]
-            self._indices[a:a + len(indices)] = indices
-            self._values[a:a + len(values)] = values
-            self._indptr[self.n + 1:self.n + k + 1] = a + indptr[1:]
-        else:
-            self._grow(self.n + k, 0)
-            self._features[self.n:self.n + k] = X
+        keys = np.asarray(keys)
+        listed = keys.tolist()
+        if not self._slots.keys().isdisjoint(listed) or len(set(listed)) < k:
+            raise KeyError(f"keys {sorted(self._slots.keys() & set(listed))} are already in the table, or some "
+                           f"of the {k} new keys repeat")
+        self.compute.store(X, norms)
+        if self.n + k > len(self._keys):
+            new = max(self.n + k, 2 * len(self._keys))
+            self._keys, self._coef = resized(self._keys, new), resized(self._coef, new)
+            if self.averaged:
+                self._avg = resized(self._avg, new)
         sl = slice(self.n, self.n + k)
         self._keys[sl] = keys
         self._coef[sl] = np.reshape(coef, (k, self.n_columns))
         if self.averaged:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
-        self._norms[sl] = norms
-        keys = np.asarray(keys).tolist()
-        if not self._slots.keys().isdisjoint(keys) or len(set(keys)) < k:
-            raise KeyError(f"keys {sorted(self._slots.keys() & set(keys))} are already in the table, or some "
-                           f"of the {k} new keys repeat")
-        self._slots.update(zip(keys, range(self.n, self.n + k)))
+        self._slots.update(zip(listed, range(self.n, self.n + k)))
         self.n += k
 
     def scale_coefficients(self, factor, exponent=0):
@@ -124,33 +119,6 @@ class SupportVectorTable:
         if np.any(exponent):
             coef[:] = np.ldexp(coef, exponent)
 
-    def _grow(self, n_entries, extra_nnz):
-        cap = len(self._keys)
-        if n_entries > cap:
-            new = max(n_entries, 2 * cap)
-            self._keys = _resized(self._keys, new)
-            self._coef = _resized(self._coef, new)
-            if self.averaged:
-                self._avg = _resized(self._avg, new)
-            self._norms = _resized(self._norms, new)
-            if self.sparse:
-                self._indptr = _resized(self._indptr, new + 1)
-            else:
-                self._features = _resized(self._features, new)
-        if self.sparse:
-            need = self._indptr[self.n] + extra_nnz
-            if need > len(self._indices):
-                new = max(need, 2 * len(self._indices))
-                self._indices = _resized(self._indices, new)
-                self._values = _resized(self._values, new)
-
-
-def _resized(array, n):
-    new = np.empty((n,) + array.shape[1:], dtype=array.dtype)
-    m = min(n, len(array))
-    new[:m] = array[:m]
-    return new
-
 
 def shard_offsets(comm, table):
     """Collective: where every rank's shard lies in a file written rank by rank, in rank order.
@@ -159,7 +127,7 @@ def shard_offsets(comm, table):
     ``entries[k]:entries[k + 1]`` and, for CSR tables, its stored values
     ``nonzeros[k]:nonzeros[k + 1]``. Only the two counts per rank cross ranks.
     """
-    nnz = int(table.features[0][-1]) if table.sparse else 0
+    nnz = table.compute.stored.nnz
     counts = np.array(comm.allgather((table.n, nnz)), dtype=np.int64).reshape(-1, 2)
     offsets = np.zeros((len(counts) + 1, 2), dtype=np.int64)
     np.cumsum(counts, axis=0, out=offsets[1:])

@@ -8,7 +8,6 @@ Allreduce calls). Training stops when the accuracy has not improved for ``patien
 evaluations in a row; the model returned is the last one (the averaged iterate, with
 ``average=True``, is the one measured).
 """
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -37,14 +36,11 @@ class Validation:
     def __call__(self, table, state):
         """Collective: measure the accuracy now; True when training should stop."""
         model = self.model
-        scale = state.scale
+        scale, coef = state.scale, None
         if table.averaged:  # the model being trained is the averaged iterate: measure that one
-            table = SimpleNamespace(features=table.features, norms=table.norms, n_columns=table.n_columns,
-                                    dtype=table.dtype, coef=averaged_coefficients(table, state))
-            scale = np.ones_like(scale)
-        decisions, raw = distributed_decisions(self.comm, table, scale, model.spec_, self.shard,
-                                               self.shard.n_features, model.work_bytes, ids=self.ids,
-                                               collectives=self.collectives)
+            scale, coef = np.ones_like(scale), averaged_coefficients(table, state)
+        decisions, raw = distributed_decisions(self.comm, table, scale, self.shard, self.shard.n_features,
+                                               ids=self.ids, collectives=self.collectives, coef=coef)
         accuracy = np.zeros(1)
         if self.comm.Get_rank() == 0:
             values = model._class_values

@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 from ..data.delivery import deliver_rows
 from ..data.shard import Shard
-from ..kernels import ops
+from ..kernels.compute import KernelCompute
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
 from .loop import least_occupied, symmetric_from_upper, upper_pairs
@@ -70,16 +70,17 @@ def _run_kernels(spec, dtype, sparse):
     collectives = Collectives(MPI.COMM_SELF)
     ids = np.arange(_ROWS, dtype=np.int64)
     block = deliver_rows(collectives, shard, shard.y, ids)  # _pad_rows for sparse data
-    norms = ops.row_norms(block, spec)
-    table = SupportVectorTable(shard.n_features, shard.sparse, shard.dtype)
+    table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
+    compute = table.compute
+    norms = compute.row_norms(block)
     keep = [0, 2]
     table.insert_many(ids[keep], np.array([0.5, -0.25]), block.take(keep), norms[keep])
     r = block.n_rows
     left, right = upper_pairs(r)
     pair_values = np.zeros(len(left))
-    ops.pair_kernels(block, norms, left, right, spec, pair_values)
+    compute.pair_kernels(block, norms, left, right, pair_values)
     partial = np.zeros((1, r))  # the table's one coefficient column
-    ops.partial_sums(table.features, table.norms, table.coef, block, norms, spec, partial)
+    compute.partial_sums(table.coef, block, norms, partial)
     pred = partial[0].copy()
     pair = symmetric_from_upper(pair_values, r)
     coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
@@ -87,5 +88,4 @@ def _run_kernels(spec, dtype, sparse):
     least_occupied(np.zeros(2, dtype=np.int64), 1)
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
-    ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec,
-                     np.zeros((1, r)))
+    compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))

@@ -1,7 +1,7 @@
 """RowBlock: the rows every rank holds."""
 import numpy as np
 
-from ppack.data.block import RowBlock
+from ppack.kernels.block import RowBlock
 
 from helpers import make_problem
 

@@ -1,12 +1,13 @@
-"""Partial kernel sums and pair kernels (whichever backend ops chooses) against the numpy twins (tests/naive.py)."""
+"""Partial kernel sums and pair kernels of the compute seam (whichever backend it chooses) against the numpy
+twins (tests/naive.py)."""
 import numpy as np
 import pytest
 
-from ppack.data.block import RowBlock
-from ppack.kernels import ops
+from ppack.kernels.block import RowBlock
+from ppack.kernels import compute as compute_module
+from ppack.kernels.compute import DEFAULT_WORK_BYTES, KernelCompute, csr_row_norms, row_norms
 from ppack.kernels.cpu import exp_nonpositive
 from ppack.kernels.spec import KernelSpec
-from ppack.packsvm.table import SupportVectorTable
 
 from helpers import make_problem
 from naive import kernel_matrix, kernel_sums
@@ -19,16 +20,16 @@ KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3
 RTOL = {np.float64: 1e-10, np.float32: 2e-4}
 
 
-def _table_and_block(sparse, dtype, name, params, n_sv=150, r=37, d=20):
+def _compute_and_block(sparse, dtype, name, params, n_sv=150, r=37, d=20, work_bytes=DEFAULT_WORK_BYTES):
     spec = KernelSpec(name, gamma=0.05, **params)
     X, _ = make_problem(n_sv + r, d, sparse=sparse, seed=3)
     X = X.astype(dtype)
     sv, rows = X[:n_sv], X[n_sv:]
-    table = SupportVectorTable(d, sparse, dtype)
+    compute = KernelCompute(spec, d, sparse, dtype, work_bytes)
     coef = np.random.default_rng(1).normal(size=n_sv)
-    table.insert_many(1000 + np.arange(n_sv), coef, sv, ops.row_norms(sv, spec))
+    compute.store(sv)
     block = RowBlock.from_rows(rows, np.zeros(r), d)
-    return spec, table, block, sv, rows, coef
+    return spec, compute, block, sv, rows, coef
 
 
 @pytest.mark.parametrize("name,params", KERNELS)
@@ -37,13 +38,13 @@ def _table_and_block(sparse, dtype, name, params, n_sv=150, r=37, d=20):
 @pytest.mark.parametrize("work_bytes", [64 << 20, 2048])  # 2 KiB forces many tiles / column groups
 @pytest.mark.parametrize("n_columns", [None, 3])  # None: coef (n,) and out (r,); else coef (n, K), out (K, r)
 def test_partial_sums_match_naive(name, params, sparse, dtype, work_bytes, n_columns):
-    spec, table, block, sv, rows, coef = _table_and_block(sparse, dtype, name, params)
+    spec, compute, block, sv, rows, coef = _compute_and_block(sparse, dtype, name, params, work_bytes=work_bytes)
     r = block.n_rows
     if n_columns is not None:
         coef = np.random.default_rng(2).normal(size=(len(coef), n_columns))
     start = np.random.default_rng(5).normal(size=(r,) if n_columns is None else (n_columns, r))
     out = start.copy()
-    ops.partial_sums(table.features, table.norms, coef, block, ops.row_norms(block, spec), spec, out, work_bytes)
+    compute.partial_sums(coef, block, compute.row_norms(block), out)
     expected = start + kernel_sums(sv, rows, coef, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
     np.testing.assert_allclose(out, expected, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(expected).max())
 
@@ -52,32 +53,33 @@ def test_partial_sums_match_naive(name, params, sparse, dtype, work_bytes, n_col
 @pytest.mark.parametrize("sparse", [False, True])
 def test_partial_sums_columns_match_one_column_runs_exactly(name, params, sparse):
     """Each of K columns gets the same operations in the same order as a one-column run."""
-    spec, table, block, sv, rows, coef = _table_and_block(sparse, np.float32, name, params)
+    spec, compute, block, sv, rows, coef = _compute_and_block(sparse, np.float32, name, params, work_bytes=2048)
     coef = np.random.default_rng(2).normal(size=(len(coef), 5))
-    norms = ops.row_norms(block, spec)
+    norms = compute.row_norms(block)
     out = np.zeros((5, block.n_rows))
-    ops.partial_sums(table.features, table.norms, coef, block, norms, spec, out, 2048)
+    compute.partial_sums(coef, block, norms, out)
     for c in range(5):
         one = np.zeros(block.n_rows)
-        ops.partial_sums(table.features, table.norms, coef[:, c], block, norms, spec, one, 2048)
+        compute.partial_sums(coef[:, c], block, norms, one)
         np.testing.assert_array_equal(out[c], one)
 
 
 def test_partial_sums_shapes():
-    spec, table, block, sv, rows, coef = _table_and_block(False, np.float64, "rbf", {})
-    r, norms = block.n_rows, ops.row_norms(block, spec)
+    spec, compute, block, sv, rows, coef = _compute_and_block(False, np.float64, "rbf", {})
+    r, norms = block.n_rows, compute.row_norms(block)
     one_column = np.zeros((1, r))  # coef (n,) or (n, 1) may also fill a (1, r) out
-    ops.partial_sums(table.features, table.norms, coef, block, norms, spec, one_column)
+    compute.partial_sums(coef, block, norms, one_column)
     flat = np.zeros(r)
-    ops.partial_sums(table.features, table.norms, coef[:, None], block, norms, spec, flat)
+    compute.partial_sums(coef[:, None], block, norms, flat)
     np.testing.assert_array_equal(one_column[0], flat)
     for bad_coef, bad_out in [(coef, np.zeros((2, r))), (np.stack([coef] * 2, 1), np.zeros(r)),
-                              (np.stack([coef] * 2, 1), np.zeros((2, r + 1))), (coef[:, None, None], flat)]:
+                              (np.stack([coef] * 2, 1), np.zeros((2, r + 1))), (coef[:, None, None], flat),
+                              (coef[:-1], flat)]:  # one coefficient row per stored row
         with pytest.raises(ValueError):
-            ops.partial_sums(table.features, table.norms, bad_coef, block, norms, spec, bad_out)
+            compute.partial_sums(bad_coef, block, norms, bad_out)
     empty = np.zeros((0, 3))  # no stored rows: nothing to add
     out = np.ones((3, r))
-    ops.partial_sums(table.features[:0], table.norms[:0], empty, block, norms, spec, out)
+    KernelCompute(spec, block.n_features, False).partial_sums(empty, block, norms, out)
     assert np.all(out == 1.0)
 
 
@@ -89,7 +91,8 @@ def test_pair_kernels_match_naive(name, params, sparse):
     block = RowBlock.from_rows(X, np.zeros(30), 15)
     left, right = np.triu_indices(30)
     out = np.empty(len(left))
-    ops.pair_kernels(block, ops.row_norms(block, spec), left, right, spec, out)
+    compute = KernelCompute(spec, 15, sparse)
+    compute.pair_kernels(block, compute.row_norms(block), left, right, out)
     K = kernel_matrix(X, X, name, spec.gamma, spec.degree, spec.coef0, spec.offset)
     np.testing.assert_allclose(out, K[left, right], rtol=1e-12, atol=1e-12)
 
@@ -118,15 +121,16 @@ def test_pair_kernels_are_the_same_bits_whatever_the_path_and_the_split(name, dt
     X[rng.random((r, d)) > density] = 0.0
     spec = KernelSpec(name, gamma=0.3)
     left, right = np.triu_indices(r)
-    norms = ops.row_norms(X, spec)  # one set of norms for both blocks (dense and CSR norms sum in other orders)
+    compute = KernelCompute(spec, d, False, dtype)  # pair kernels read the block, not the stored rows
+    norms = row_norms(X, spec)  # one set of norms for both blocks (dense and CSR norms sum in other orders)
     results = []
     for rows in (X, sp.csr_matrix(X)):
         block = RowBlock.from_rows(rows, np.zeros(r), d)
         whole = np.empty(len(left))
-        ops.pair_kernels(block, norms, left, right, spec, whole)
+        compute.pair_kernels(block, norms, left, right, whole)
         for lo, hi in [(0, 50), (50, 51), (51, len(left))]:
             part = np.empty(hi - lo)
-            ops.pair_kernels(block, norms, left[lo:hi], right[lo:hi], spec, part)
+            compute.pair_kernels(block, norms, left[lo:hi], right[lo:hi], part)
             np.testing.assert_array_equal(part, whole[lo:hi])
         results.append(whole)
     np.testing.assert_array_equal(results[0], results[1])
@@ -169,12 +173,11 @@ def test_dense_rbf_near_rows_within_dot_product_bound(dtype, gamma, work_bytes):
     sv, rows, coef = _near_rows(dtype, d)
     r = len(rows)
     spec = KernelSpec("rbf", gamma=gamma)
-    table = SupportVectorTable(d, False, dtype)
-    table.insert_many(1000 + np.arange(r), coef, sv, ops.row_norms(sv, spec))
+    compute = KernelCompute(spec, d, False, dtype, work_bytes)
+    compute.store(sv)
     block = RowBlock.from_rows(rows, np.zeros(r), d)
     out = np.zeros(r)
-    ops.partial_sums(table.features, table.norms, table.coef, block, ops.row_norms(block, spec), spec, out,
-                     work_bytes)
+    compute.partial_sums(coef, block, compute.row_norms(block), out)
     A, B = sv.astype(np.float64), rows.astype(np.float64)
     K = kernel_matrix(A, B, "rbf", gamma)
     expected = coef @ K
@@ -194,17 +197,16 @@ def test_dense_kernel_sums_run_with_single_threaded_blas(monkeypatch):
     there (two pools spinning against each other ran 20x slower) and given back afterwards."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    spec, table, block, sv, rows, coef = _table_and_block(False, np.float64, "rbf", {})
+    spec, compute, block, sv, rows, coef = _compute_and_block(False, np.float64, "rbf", {})
     seen = []
 
     def recording_gemm(*args):
         seen.append({lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
 
-    monkeypatch.setattr(ops.BACKEND, "gemm_partial_sums", recording_gemm)
+    monkeypatch.setattr(compute_module.BACKEND, "gemm_partial_sums", recording_gemm)
     with threadpool_limits(2, user_api="blas"):
         before = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
-        ops.partial_sums(table.features, table.norms, coef, block, ops.row_norms(block, spec), spec,
-                         np.zeros(block.n_rows))
+        compute.partial_sums(coef, block, compute.row_norms(block), np.zeros(block.n_rows))
         after = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
     assert len(seen) == 1 and seen[0] and set(seen[0].values()) == {1}
     assert after == before
@@ -225,4 +227,4 @@ def test_csr_row_norms_match_numpys_reduceat(dtype, l1):
     nonempty = lengths > 0
     expected = np.zeros(len(lengths))
     expected[nonempty] = np.add.reduceat(terms, indptr[:-1][nonempty])
-    np.testing.assert_array_equal(ops.csr_row_norms(indptr, None, values, l1), expected)
+    np.testing.assert_array_equal(csr_row_norms(indptr, None, values, l1), expected)

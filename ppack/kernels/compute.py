@@ -1,0 +1,138 @@
+"""The kernel trainer's compute seam: the stored support-vector rows and every kernel operation.
+
+``KernelCompute`` owns a rank's stored rows (features and norms, ``StoredRows``) for one
+kernel and offers the named operations the trainer needs: ``store``, ``row_norms``,
+``partial_sums`` (the stored rows against a block of rows, for one or K coefficient
+columns) and ``pair_kernels`` (pairs of rows within a block). A block of rows is a
+``kernels.block.RowBlock`` with its norms (r,). The work is done by a backend module with the
+numba cores' names, chosen here (CPU today, ``cpu.py``; a GPU backend would be a sibling
+with the same functions); the thread and BLAS policy is ``threads.py``. Callers see arrays
+and blocks, never the cores' CPU arguments (work items, tiles, column groups).
+"""
+import numpy as np
+
+from . import cpu as BACKEND
+from .spec import KernelSpec
+from .stored import StoredRows
+from .threads import single_threaded_blas
+
+# Working memory for one kernel-sum pass: the dense transposed row block of the sparse
+# path and the (tile, r) dot-product tile of the dense path stay under this many bytes.
+DEFAULT_WORK_BYTES = 64 * 2**20
+# Support vectors per GEMM tile on the dense path: small enough that the tile of dot
+# products is still in cache when the fused kernel pass reads it.
+MAX_TILE_ROWS = 512
+# Pair kernels of a CSR block take the dense path when the block, densified, holds at most
+# this many times its nonzeros.
+DENSE_PAIRS_FILL = 4
+
+
+def dense_row_norms(X, l1):
+    """Squared L2 (or, with ``l1``, L1) norm of every row of a dense array, (n,) float64."""
+    X = np.asarray(X, dtype=np.float64)
+    return np.abs(X).sum(axis=1) if l1 else np.einsum("ij,ij->i", X, X)
+
+
+def csr_row_norms(indptr, indices, values, l1):
+    """``dense_row_norms`` of CSR rows."""
+    return BACKEND.csr_row_norms(np.asarray(indptr, dtype=np.int64), values, bool(l1))
+
+
+def row_norms(rows, spec):
+    """The per-row norms ``spec``'s kernel needs, (n,) float64: squared L2, or L1 for the L1
+    reductions (laplacian). ``rows``: a RowBlock, a dense array, a scipy CSR matrix or a CSR triple."""
+    l1 = spec.uses_l1
+    if hasattr(rows, "n_rows"):  # a RowBlock
+        return dense_row_norms(rows.dense, l1) if rows.dense is not None else csr_row_norms(*rows.csr, l1)
+    if isinstance(rows, tuple):
+        return csr_row_norms(*rows, l1)
+    if hasattr(rows, "indptr"):
+        return csr_row_norms(rows.indptr, rows.indices, rows.data, l1)
+    return dense_row_norms(rows, l1)
+
+
+class KernelCompute:
+    """One kernel's compute on a rank: ``spec`` (a KernelSpec), the stored rows (``stored``:
+    ``n_features``, dense or ``sparse``, in ``dtype``) and ``work_bytes`` of working memory
+    per kernel-sum pass."""
+
+    def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES):
+        if not isinstance(spec, KernelSpec):
+            raise TypeError(f"KernelCompute: spec must be a KernelSpec, got {type(spec).__name__}")
+        self.spec = spec
+        self.stored = StoredRows(n_features, sparse, dtype)
+        self.work_bytes = int(work_bytes)
+        self._params = spec.params()
+
+    def store(self, X, norms=None):
+        """Append rows to the stored ones: X dense (k, d), scipy CSR or a CSR triple; their
+        norms (k,), computed when None."""
+        self.stored.append(X, self.row_norms(X) if norms is None else norms)
+
+    def row_norms(self, rows):
+        """``row_norms`` for this kernel: (n,) float64."""
+        return row_norms(rows, self.spec)
+
+    def partial_sums(self, coef, block, block_norms, out):
+        """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
+        with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).
+
+        coef (n,) with out (r,), or coef (n, K) with out (K, r) (or (r,) when K is 1), n the
+        stored rows; block: a RowBlock of r rows with block_norms (r,); out float64. The work is
+        split into column groups (sparse path) or row tiles (dense path) so that working arrays
+        stay under ``work_bytes``.
+        """
+        stored, stored_norms, spec, work_bytes = self.stored.features, self.stored.norms, self.spec, self.work_bytes
+        coef = np.asarray(coef)
+        if coef.ndim not in (1, 2):
+            raise ValueError(f"partial_sums: coef must be (n,) or (n, K), got shape {coef.shape}")
+        n = coef.shape[0]
+        if n != self.stored.n:
+            raise ValueError(f"partial_sums: coef has {n} rows for {self.stored.n} stored rows")
+        r = block.n_rows
+        n_columns = 1 if coef.ndim == 1 else coef.shape[1]
+        # the cores take coef (n, K) and out (K, r): 1-D arguments become views of that shape
+        out2 = out[None, :] if out.ndim == 1 else out
+        if out2.shape != (n_columns, r):
+            raise ValueError(f"partial_sums: out has shape {out.shape}; coef {coef.shape} and {r} rows need "
+                             f"({n_columns}, {r})" + (f" or ({r},)" if n_columns == 1 else ""))
+        if n == 0 or n_columns == 0:
+            return
+        coef = np.ascontiguousarray(coef, dtype=np.float64).reshape(n, n_columns)
+        sparse = self.stored.sparse
+        d = block.n_features
+        if sparse or not spec.facts.gemm:
+            # the reductions run in the stored rows' dtype: float32 storage computes in float32
+            dtype = (stored[2] if sparse else stored).dtype
+            cols = max(1, min(r, work_bytes // (8 * d)))
+            for c0 in range(0, r, cols):
+                c1 = min(r, c0 + cols)
+                # the whole block is the pack's columns, which the pair kernels use too: built once
+                XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
+                part = np.zeros((n_columns, c1 - c0))
+                items = BACKEND.work_items(n)
+                if sparse:
+                    BACKEND.csr_partial_sums(*stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
+                                             *self._params, part)
+                else:
+                    BACKEND.dense_partial_sums(stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
+                                               *self._params, part)
+                out2[:, c0:c1] += part
+            return
+        # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
+        XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)
+        tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
+        with single_threaded_blas():
+            BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *self._params, out2)
+
+    def pair_kernels(self, block, block_norms, left, right, out):
+        """out[q] = K(row left[q], row right[q]) + offset for rows of the block; left, right (Q,)
+        int64, out (Q,) float64."""
+        # a CSR block dense enough takes the vectorised dense path too: it adds only exact zeros
+        # where a row has no entry, so the values equal the sparse path's bit for bit
+        if block.dense is not None or block.n_rows * block.n_features <= DENSE_PAIRS_FILL * len(block.csr[2]):
+            XT = block.columns()
+            X = block.dense if block.dense is not None else np.ascontiguousarray(XT.T)
+            BACKEND.dense_pair_kernels(X, XT, block_norms, left, right, *self._params, out)
+        else:
+            BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *self._params, out)

@@ -1,0 +1,95 @@
+"""Stored rows: a rank's support-vector features and their kernel norms, in growable arrays.
+
+Dense rows are one (n, d) array; sparse rows are CSR arrays ``indptr`` (n+1,), ``indices``,
+``values``. Rows are only appended, never removed; the capacity doubles as it fills.
+"""
+import numpy as np
+
+
+class StoredRows:
+    """``n`` rows of ``n_features`` features in ``dtype`` (float32 or float64), dense or CSR
+    (``sparse``), with their norms (n,) float64 as the kernel needs them."""
+
+    def __init__(self, n_features, sparse, dtype=np.float64):
+        self.n_features = int(n_features)
+        self.sparse = bool(sparse)
+        self.dtype = np.dtype(dtype)
+        self.n = 0
+        cap = 64
+        self._norms = np.empty(cap)
+        if self.sparse:
+            self._indptr = np.zeros(cap + 1, dtype=np.int64)
+            self._indices = np.empty(cap * 16, dtype=np.int32)
+            self._values = np.empty(cap * 16, dtype=self.dtype)
+        else:
+            self._features = np.empty((cap, self.n_features), dtype=self.dtype)
+
+    @property
+    def nbytes(self):
+        """Bytes allocated (capacity, not just the live rows)."""
+        arrays = [self._norms] + ([self._indptr, self._indices, self._values] if self.sparse else [self._features])
+        return int(sum(a.nbytes for a in arrays))
+
+    @property
+    def features(self):
+        """Dense (n, n_features) features, or the CSR triple (indptr, indices, values)."""
+        if self.sparse:
+            end = self._indptr[self.n]
+            return self._indptr[:self.n + 1], self._indices[:end], self._values[:end]
+        return self._features[:self.n]
+
+    @property
+    def norms(self):
+        """(n,) float64."""
+        return self._norms[:self.n]
+
+    @property
+    def nnz(self):
+        """Stored values of a CSR store (0 when dense)."""
+        return int(self._indptr[self.n]) if self.sparse else 0
+
+    def widen(self, n_features):
+        """Count ``n_features`` (>= today's) features: CSR rows are 0 on the new ones."""
+        if not self.sparse or n_features < self.n_features:
+            raise ValueError(f"widen: CSR rows only, to at least {self.n_features} features, got {n_features}")
+        self.n_features = int(n_features)
+
+    def append(self, X, norms):
+        """Add k rows: X dense (k, d), scipy CSR or a CSR triple; norms (k,)."""
+        k = len(norms)
+        if self.sparse:
+            indptr, indices, values = X if isinstance(X, tuple) else (X.indptr, X.indices, X.data)
+            self._grow(self.n + k, len(indices))
+            a = self._indptr[self.n]
+            self._indices[a:a + len(indices)] = indices
+            self._values[a:a + len(values)] = values
+            self._indptr[self.n + 1:self.n + k + 1] = a + indptr[1:]
+        else:
+            self._grow(self.n + k, 0)
+            self._features[self.n:self.n + k] = X
+        self._norms[self.n:self.n + k] = norms
+        self.n += k
+
+    def _grow(self, n_rows, extra_nnz):
+        cap = len(self._norms)
+        if n_rows > cap:
+            new = max(n_rows, 2 * cap)
+            self._norms = resized(self._norms, new)
+            if self.sparse:
+                self._indptr = resized(self._indptr, new + 1)
+            else:
+                self._features = resized(self._features, new)
+        if self.sparse:
+            need = self._indptr[self.n] + extra_nnz
+            if need > len(self._indices):
+                new = max(need, 2 * len(self._indices))
+                self._indices = resized(self._indices, new)
+                self._values = resized(self._values, new)
+
+
+def resized(array, n):
+    """A copy of ``array`` with n entries along its first axis (the first ones kept)."""
+    new = np.empty((n,) + array.shape[1:], dtype=array.dtype)
+    m = min(n, len(array))
+    new[:m] = array[:m]
+    return new
