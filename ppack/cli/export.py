@@ -1,12 +1,14 @@
 """`export --libsvm MODEL.h5 OUT.model`: a ppack kernel model as LIBSVM model files (rank 0 writes)."""
 from ..mpi.comm import on_rank0
 from ..model.libsvm_file import export_libsvm
+from ..registry import KERNEL_TABLE
 from .common import Report, check_outputs
 
 
 def add_parser(sub):
     e = sub.add_parser("export", help="write a kernel model in another program's format (LIBSVM)")
-    e.add_argument("model", help="ppack kernel model (rbf, linear, poly or sigmoid) written by train")
+    e.add_argument("model", help="ppack kernel model written by train, with a kernel LIBSVM has ("
+                   + ", ".join(k.name for k in KERNEL_TABLE if k.libsvm_type) + ")")
     e.add_argument("output", help="file to write; a K-class model writes K files OUTPUT.<label>.model, class "
                                   "<label> against the rest (rest label -1, or one less than the smallest class "
                                   "when -1 is a class)")

@@ -9,6 +9,7 @@ from ..atomic import atomic_h5_write, atomic_write
 from ..base import load_model
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
+from ..registry import KERNEL_TABLE
 from .common import (Report, add_common, check_outputs, evaluate, peak_rss_bytes, rank_threads, ranks_and_threads,
                      read_shard, write_metrics)
 
@@ -18,7 +19,8 @@ OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".cs
 def add_parser(sub):
     pr = sub.add_parser("predict", help="decision values and labels of a data set")
     pr.add_argument("--model", required=True,
-                    help="model file written by train, or a binary LIBSVM model file (c_svc; rbf, linear, polynomial, sigmoid)")
+                    help="model file written by train, or a binary LIBSVM model file "
+                         "(c_svc; kernel_type " + ", ".join(k.libsvm_type for k in KERNEL_TABLE if k.libsvm_type) + ")")
     pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
     pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
     pr.add_argument("--proba", action="store_true",
