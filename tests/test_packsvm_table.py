@@ -47,3 +47,26 @@ def test_new_entries_go_one_by_one_to_the_least_occupied_rank(occupancy):
         counts[owner] += 1
         expected.append(owner)
     assert got.tolist() == expected and got_counts.tolist() == counts
+
+
+def test_key_slots_map_like_a_dict_through_growth():
+    """The numba open-addressing map against a dict: keys of every size, absent keys, many
+    rehashes, and refused insertions (present or repeated keys) that change nothing."""
+    from ppack.packsvm.key_slots import KeySlots
+
+    rng = np.random.default_rng(3)
+    keys = np.unique(np.concatenate([rng.integers(0, 2**62, 3000), np.arange(500), [2**63 - 1]]))
+    keys = rng.permutation(keys)
+    slots, reference = KeySlots(), {}
+    for start in range(0, len(keys), 97):  # batches, as packs add them
+        batch = keys[start:start + 97]
+        assert slots.add(batch, len(reference)) == -1
+        reference.update(zip(batch.tolist(), range(len(reference), len(reference) + len(batch))))
+    assert slots.n == len(reference) and len(slots.keys) >= 2 * len(reference)
+    probe = np.concatenate([keys, rng.integers(0, 2**62, 500)])
+    expected = [reference.get(k, -1) for k in probe.tolist()]
+    assert slots.lookup(probe).tolist() == expected
+    before = slots.keys.copy()
+    assert slots.add(np.array([2**61 + 5, int(keys[10])]), 0) == 1  # present
+    assert slots.add(np.array([7 * 10**15, 3 * 10**15, 7 * 10**15]), 0) == 2  # repeated
+    assert np.array_equal(slots.keys, before) and slots.n == len(reference)

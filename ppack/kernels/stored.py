@@ -4,6 +4,7 @@ Dense rows are one (n, d) array; sparse rows are CSR arrays ``indptr`` (n+1,), `
 ``values``. Rows are only appended, never removed; the capacity doubles as it fills.
 """
 import numpy as np
+from numba import njit
 
 
 class StoredRows:
@@ -47,6 +48,20 @@ class StoredRows:
     def nnz(self):
         """Stored values of a CSR store (0 when dense)."""
         return int(self._indptr[self.n]) if self.sparse else 0
+
+    def append_rows(self, block, positions, norms):
+        """Add rows ``positions`` (int64 (k,)) of a RowBlock (in this store's dtype), with
+        their norms (k,): one copy, no intermediate arrays."""
+        k = len(positions)
+        if self.sparse:
+            indptr, indices, values = block.csr
+            self._grow(self.n + k, _row_nonzeros(indptr, positions))
+            _append_csr(indptr, indices, values, positions, self.n, self._indptr, self._indices, self._values)
+        else:
+            self._grow(self.n + k, 0)
+            self._features[self.n:self.n + k] = block.dense[positions]
+        self._norms[self.n:self.n + k] = norms
+        self.n += k
 
     def widen(self, n_features):
         """Count ``n_features`` (>= today's) features: CSR rows are 0 on the new ones."""
@@ -93,3 +108,24 @@ def resized(array, n):
     m = min(n, len(array))
     new[:m] = array[:m]
     return new
+
+
+@njit(cache=True)
+def _row_nonzeros(indptr, positions):
+    """Nonzeros of the CSR rows ``positions``."""
+    total = 0
+    for k in range(positions.shape[0]):
+        total += indptr[positions[k] + 1] - indptr[positions[k]]
+    return total
+
+
+@njit(cache=True)
+def _append_csr(indptr, indices, values, positions, n, out_indptr, out_indices, out_values):
+    """Copy CSR rows ``positions`` after the first n rows of the out arrays (sized for them)."""
+    at = out_indptr[n]
+    for k in range(positions.shape[0]):
+        for e in range(indptr[positions[k]], indptr[positions[k] + 1]):
+            out_indices[at] = indices[e]
+            out_values[at] = values[e]
+            at += 1
+        out_indptr[n + k + 1] = at

@@ -32,11 +32,13 @@ from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
+from ..random_stream import fmix64
 from . import averaging
 from .checkpoint import write_checkpoint
 from .pack_buffer import PackBuffer
-from .replay import NonFinite, replay_pack
-from .state import LossWindows, SolverState, SolverStats, moving_average, replica_digest
+from .key_slots import lookup
+from .replay import NonFinite, replay_problems
+from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
 
 
@@ -127,7 +129,8 @@ class PackedSolver:
             table, state, stats, sampler = resume
         compute = table.compute
         seconds = stats.seconds
-        seconds.setdefault("total", 0.0)
+        for phase in PHASES:  # a checkpoint of an older version may lack some
+            seconds.setdefault(phase, 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
         collectives = Collectives(comm)
         calls_before = stats.allreduce_calls
@@ -135,6 +138,7 @@ class PackedSolver:
         last_checkpoint = time.monotonic()
         packs_this_run = 0
         digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
+        buf = None
 
         limit = self.iterations
         while state.iteration < limit:
@@ -147,13 +151,22 @@ class PackedSolver:
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
             # local work: partial predictions, this rank's share of the pair kernels, key flags
-            left, right = upper_pairs(r)
-            lo, hi = chunk(len(left), rank, size)
-            buf = PackBuffer(Q, r, size)
+            if buf is None or buf.r != r:  # one buffer for all the packs of r rows
+                buf = PackBuffer(Q, r, size)
+                left, right = upper_pairs(r)
+                lo, hi = chunk(len(left), rank, size)
+                left, right, my_pairs = left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
+            else:
+                buf.clear()
             buf.digests[rank] = digest
             norms = compute.row_norms(block)
+            t2 = MPI.Wtime()
             compute.partial_sums(table.coef, block, norms, buf.predictions)
-            compute.pair_kernels(block, norms, left[lo:hi], right[lo:hi], buf.pairs[lo:hi])
+            t3 = MPI.Wtime()
+            compute.pair_kernels(block, norms, left, right, my_pairs)
+            t4 = MPI.Wtime()
+            seconds["partial_sums"] += t3 - t2
+            seconds["pair_kernels"] += t4 - t3
             buf.owner_flags[:] = table.holds(ids) * (rank + 1)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
@@ -170,28 +183,22 @@ class PackedSolver:
             self._check_agreement(buf.digests, state.iteration, stats.packs)
 
             # the r sequential updates of each problem, identical on every rank
-            pred = state.scale[:, None] * buf.predictions
-            pair = symmetric_from_upper(buf.pairs, r)
-            owners = buf.owners()
-            signs = problem_labels(block.y, Q)
             coef, loss, fold = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2))
             average = np.empty((Q, r + 1)) if self.average else None
-            for c in range(Q):
-                try:
-                    state.scale[c], state.norm[c], projections = replay_pack(
-                        signs[c], pred[c], pair, state.iteration, state.scale[c], state.norm[c], self.sigma,
-                        coef[c], loss[c], fold[c], block.weight, self.max_weight,
-                        None if average is None else average[c], self.step, self.spec.facts.psd)
-                except NonFinite as exc:  # every rank replays the same numbers: all raise here together
-                    raise PPackError(self._divergence_message(exc, c if Q > 1 else None), collective=True) from None
-                stats.projections += projections
+            try:
+                stats.projections += replay_problems(
+                    buf.predictions, buf.pairs, state.scale, state.norm, block.y, state.iteration, self.sigma, coef,
+                    loss, fold, block.weight, self.max_weight, average, self.step, self.spec.facts.psd)
+            except NonFinite as exc:  # every rank replays the same numbers: all raise here together
+                raise PPackError(self._divergence_message(exc, exc.problem if Q > 1 else None),
+                                 collective=True) from None
             if average is not None:
                 averaging.after_replay(table, average[:, r])
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
             state.iteration += r
             if np.any(fold[:, 0] != 1.0) or np.any(fold[:, 1] != 0.0):  # the folds, before the pack's coefficients
                 table.scale_coefficients(fold[:, 0], fold[:, 1].astype(np.int64))
-            self._update_table(table, state, ids, owners, coef, loss > 0.0, block, norms, rank, average)
+            self._update_table(table, state, ids, buf.owner_flags, coef, loss, block, norms, rank, average)
             mean_loss = loss.mean(axis=0)  # the --tol test and the progress follow the mean over classes
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
@@ -241,43 +248,108 @@ class PackedSolver:
             f"order is the same on every rank)", collective=True)
 
     @staticmethod
-    def _update_table(table, state, ids, owners, coef, stepped, block, norms, rank, average=None):
-        """Apply the pack's added coefficients: merge repeated keys, place new ones.
+    def _update_table(table, state, ids, owner_flags, coef, loss, block, norms, rank, average=None):
+        """Apply the pack's added coefficients: merge repeated keys, add to the entries this rank
+        holds, place new ones (``merge_pack``); then store this rank's new entries' rows.
 
-        coef (n_columns, r); stepped (n_columns, r): whether iteration k added a coefficient to
-        a problem, decided by the hinge test, not by ``coef != 0``, which a coefficient folded
-        many times in its pack may underflow to. A row any problem stepped on is an entry.
-        average (n_columns, r + 1) or None: the replay's weighted sums of the added coefficients.
+        coef, loss (n_columns, r): a coefficient was added at iteration k to a problem when its
+        hinge loss was positive (decided by the hinge test, not by ``coef != 0``, which a
+        coefficient folded many times in its pack may underflow to). A row any problem stepped
+        on is an entry. average (n_columns, r + 1) or None: the replay's weighted sums of the
+        added coefficients.
         """
-        at = np.flatnonzero(stepped.any(axis=0))  # pack positions that added coefficients
-        if at.size == 0:
-            return
-        keys = ids[at]
-        value = coef[:, at].T  # (entries, n_columns)
-        part = None if average is None else average[:, at].T
-        if len(set(keys.tolist())) < len(keys):  # a row drawn twice in the pack: one entry, summed in pack order
-            keys, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-            order = np.argsort(first)  # new keys are placed in the order the pack met them
+        keys = table.key_slots
+        part = np.empty((coef.shape[0], 0)) if average is None else average
+        positions, value, summed = merge_pack(ids, owner_flags, coef, loss, part, rank, state.occupancy, keys.keys,
+                                              keys.slots, table.coef, table.avg)
+        if positions.size:
+            table.insert_block_rows(ids[positions], value, block, positions, norms[positions],
+                                    None if average is None else summed)
 
-            def per_key(rows):
-                sums = np.zeros((len(keys), rows.shape[1]))
-                np.add.at(sums, inverse, rows)  # adds in index order
-                return sums[order]
-            value, part = per_key(value), None if part is None else per_key(part)
-            keys, at = keys[order], at[first[order]]
-        owner = owners[at]
-        mine = np.flatnonzero(owner == rank)
-        if mine.size:
-            slots = table.slots_of(keys[mine])
-            if part is not None:  # the added coefficients' share of the pack's average
-                table.avg[slots] += part[mine]
-            table.coef[slots] += value[mine]
-        new = np.flatnonzero(owner < 0)
-        if new.size:
-            new = new[least_occupied(state.occupancy, new.size) == rank]
-        if new.size:
-            table.insert_many(keys[new], value[new], block.take(at[new]), norms[at[new]],
-                              None if part is None else part[new])
+
+@njit(cache=True)
+def merge_pack(ids, owner_flags, coef, loss, average, rank, occupancy, table_keys, table_slots, table_coef,
+               table_avg):
+    """The pack's coefficients into the table, the same decisions on every rank.
+
+    ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank + 1, or 0);
+    coef, loss (K, r); average (K, r + 1), or (K, 0) when not averaging. Rows with a positive
+    loss in some problem are merged by key, in pack order (a key's values summed in the
+    order the pack met them); entries this rank holds get them added to ``table_coef`` (and
+    their average parts to ``table_avg``); new keys are placed one by one on the least
+    occupied rank (``occupancy`` counts them in). Returns this rank's new entries: their
+    first pack positions (m,), coefficients (m, K) and average parts (m, K).
+    """
+    K, r = coef.shape
+    averaging = average.shape[1] > 0
+    stepped = np.zeros(r, dtype=np.bool_)
+    n_at = 0
+    for k in range(r):
+        for c in range(K):
+            if loss[c, k] > 0.0:
+                stepped[k] = True
+        if stepped[k]:
+            n_at += 1
+    # merge repeated keys with a small open-addressing map of the pack's keys
+    size = 16
+    while size < 2 * n_at:
+        size *= 2
+    bucket_key = np.full(size, -1, dtype=np.int64)
+    bucket_unique = np.empty(size, dtype=np.int64)
+    first = np.empty(n_at, dtype=np.int64)
+    value = np.zeros((n_at, K))
+    part = np.zeros((n_at, K))
+    n_unique = 0
+    for k in range(r):
+        if not stepped[k]:
+            continue
+        b = np.int64(fmix64(np.uint64(ids[k])) & np.uint64(size - 1))
+        while bucket_key[b] != -1 and bucket_key[b] != ids[k]:
+            b = (b + 1) & (size - 1)
+        if bucket_key[b] == -1:
+            bucket_key[b], bucket_unique[b] = ids[k], n_unique
+            first[n_unique] = k
+            n_unique += 1
+        u = bucket_unique[b]
+        for c in range(K):
+            value[u, c] += coef[c, k]
+            if averaging:
+                part[u, c] += average[c, k]
+    owners = np.empty(n_unique, dtype=np.int64)
+    n_new = 0
+    for u in range(n_unique):
+        owners[u] = np.int64(np.rint(owner_flags[first[u]])) - 1
+        if owners[u] < 0:
+            n_new += 1
+    slot = np.empty(1, dtype=np.int64)
+    for u in range(n_unique):
+        if owners[u] == rank:
+            lookup(table_keys, table_slots, ids[first[u]:first[u] + 1], slot)
+            for c in range(K):
+                if averaging:
+                    table_avg[slot[0], c] += part[u, c]
+                table_coef[slot[0], c] += value[u, c]
+    placed = least_occupied(occupancy, n_new)
+    mine = 0
+    i = 0
+    for u in range(n_unique):
+        if owners[u] < 0:
+            if placed[i] == rank:
+                mine += 1
+            i += 1
+    positions = np.empty(mine, dtype=np.int64)
+    new_value = np.empty((mine, K))
+    new_part = np.empty((mine, K))
+    i = j = 0
+    for u in range(n_unique):
+        if owners[u] < 0:
+            if placed[i] == rank:
+                positions[j] = first[u]
+                new_value[j] = value[u]
+                new_part[j] = part[u]
+                j += 1
+            i += 1
+    return positions, new_value, new_part
 
 
 @njit(cache=True)
@@ -292,31 +364,7 @@ def least_occupied(occupancy, n):
     return owners
 
 
-def problem_labels(y, n_columns):
-    """(n_columns, r) labels in {-1, +1} of the binary problems: ``y`` itself (already +-1) for
-    one column; for K columns, +1 where the class code ``y`` (0..K-1) is the column's class."""
-    if n_columns == 1:
-        return y[None, :]
-    return np.where(y[None, :] == np.arange(n_columns)[:, None], 1.0, -1.0)
-
-
 @lru_cache(maxsize=4)
 def upper_pairs(r):
     """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
     return np.triu_indices(r)
-
-
-@lru_cache(maxsize=4)
-def _flat_pairs(r):
-    left, right = upper_pairs(r)
-    return left * r + right, right * r + left
-
-
-def symmetric_from_upper(values, r):
-    """The symmetric (r, r) matrix whose upper triangle, in ``upper_pairs`` order, is ``values``
-    (flat indices: a third of the time of two 2-D fancy assignments, once per pack)."""
-    upper, lower = _flat_pairs(r)
-    pair = np.empty(r * r)
-    pair[upper] = values
-    pair[lower] = values
-    return pair.reshape(r, r)

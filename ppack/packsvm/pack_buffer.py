@@ -14,6 +14,7 @@ class PackBuffer:
     """
 
     def __init__(self, columns, r, ranks):
+        self.r = r
         self.data = np.zeros(self.length(columns, r, ranks))
         n_pred, n_pairs = columns * r, r * (r + 1) // 2
         self.predictions = self.data[:n_pred].reshape(columns, r)
@@ -26,6 +27,10 @@ class PackBuffer:
     def length(columns, r, ranks):
         """Float64 entries of the buffer."""
         return columns * r + r * (r + 1) // 2 + r + ranks + 2
+
+    def clear(self):
+        """Zero the buffer for the next pack of the same size."""
+        self.data[:] = 0.0
 
     def vote(self, checkpoint_due, stop):
         """This rank's two votes (booleans), before the sum."""

@@ -152,3 +152,59 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
             average_out[r] += a * s * math.ldexp(fold_m, int(fold_e))
     info[0], info[1] = fold_m, fold_e
     return s, norm, projections
+
+
+def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, fold_out,
+                    weight=None, max_weight=1.0, average_out=None, step=1.0, project=True):
+    """``replay_pack`` for the K binary problems of a pack in one numba call; returns the
+    projections of all of them.
+
+    predictions (K, r): the summed partial predictions of the unscaled w_c (collective 2),
+    read only; pairs (r (r + 1) / 2): the pack's pair kernels, the upper triangle row by row;
+    scale, norm (K,): each problem's s and ||w||^2, updated in place; labels (r,): the rows'
+    +-1 labels for K = 1, else their class codes 0..K-1 (problem c's label is +1 where the
+    code is c); coef_out, loss_out (K, r), fold_out (K, 2), average_out (K, r + 1) or None:
+    ``replay_pack``'s outputs, one row per problem. Raises ``NonFinite`` (its ``problem``
+    naming the problem) as ``replay_pack`` does.
+    """
+    K, r = predictions.shape
+    weight = np.ones(r) if weight is None else weight
+    average = np.empty((K, 0)) if average_out is None else average_out
+    info = np.zeros((K, 4))
+    pred = np.empty(r)
+    failed, projections = _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info,
+                                      weight, float(max_weight) if project else math.inf, average,
+                                      float(step), pred, np.empty((r, r)), np.empty(r))
+    if failed >= 0:
+        k, code = int(info[failed, 2]) - 1, int(info[failed, 3])
+        value = {1: pred[k], 2: norm[failed], 3: coef_out[failed, k], 4: scale[failed]}[code]
+        exc = NonFinite(t0 + k + 1, NON_FINITE[code], value)
+        exc.problem = failed
+        raise exc
+    fold_out[:] = info[:, :2]
+    return projections
+
+
+@njit(cache=True)
+def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
+                average, step, pred, pair, sign):
+    """The kernel of ``replay_problems``: (the first problem that met a non-finite value or -1,
+    the projections). pred, pair (r, r) and sign (r,) are work arrays."""
+    K, r = predictions.shape
+    q = 0
+    for i in range(r):
+        for j in range(i, r):
+            pair[i, j] = pairs[q]
+            pair[j, i] = pairs[q]
+            q += 1
+    projections = 0
+    for c in range(K):
+        for k in range(r):
+            pred[k] = scale[c] * predictions[c, k]
+            sign[k] = labels[k] if K == 1 else (1.0 if labels[k] == c else -1.0)
+        scale[c], norm[c], done = _replay(sign, pred, pair, t0, scale[c], norm[c], sigma, coef_out[c], loss_out[c],
+                                          info[c], weight, max_weight, average[c], step)
+        projections += done
+        if info[c, 2] != 0.0:
+            return c, projections
+    return -1, projections

@@ -1,11 +1,16 @@
 """The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
 import functools
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
-PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery", "total")
+from ..random_stream import GOLDEN, fmix64
+
+# wall seconds by phase: the pack's local work ("kernel_sums", of which "partial_sums" and
+# "pair_kernels" are the parallel products), the two Allreduce calls, the replay and table
+# update, the rows' delivery apart from its Allreduce, and the whole run
+PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "sequential_updates", "delivery", "total")
 
 
 class LossWindows:
@@ -69,33 +74,54 @@ class SolverStats:
 
 
 DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros
+_NOTHING = np.empty(0)
+_NO_COUNTS = np.empty(0, dtype=np.int64)
 
 
-def replica_digest(state, coef=(), loss=()):
-    """A 48-bit integer digest (as a float64) of the bytes of the state every rank replicates.
+def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
+    """A 48-bit integer digest (as a float64) of the bits of the state every rank replicates.
 
     Covers the iteration, scale, norm, the occupancy counts, the --tol windows' running
-    total, count and means, and the previous pack's r replayed coefficients and hinge
-    losses (``coef``, ``loss``: every decision of the replay shows in them or in the
-    scalars). O(r + p) per pack; it does not cover the table's stored rows or coefficients,
-    which each rank holds alone. Two ranks whose replicated state differs in one bit get
-    different digests (up to a 2^-48 chance of collision).
+    total, count and means, the averaging weight, and the previous pack's replayed
+    coefficients and hinge losses (``coef``, ``loss``, float64 arrays: every decision of the
+    replay shows in them or in the scalars). O(r + p) per pack, one numba call; it does not
+    cover the table's stored rows or coefficients, which each rank holds alone. Two ranks
+    whose replicated state differs in one bit get different digests (up to a 2^-48 chance
+    of collision).
     """
-    h = hashlib.blake2b(digest_size=DIGEST_BITS // 8)
-    h.update(np.array([state.iteration], dtype=np.int64).tobytes())
-    h.update(np.concatenate([np.atleast_1d(state.scale), np.atleast_1d(state.norm)]).astype(np.float64).tobytes())
-    if state.occupancy is not None:
-        h.update(np.ascontiguousarray(state.occupancy, dtype=np.int64).tobytes())
     windows = state.loss_windows
-    if windows is not None:
-        h.update(np.array([windows.size, windows.count, len(windows.means)], dtype=np.int64).tobytes())
-        h.update(np.array([windows.total, *windows.means], dtype=np.float64).tobytes())
-    if state.avg_weight is not None:
-        h.update(np.array([state.avg_weight], dtype=np.float64).tobytes())
-    h.update(np.array([len(coef), len(loss)], dtype=np.int64).tobytes())
-    h.update(np.ascontiguousarray(coef, dtype=np.float64).tobytes())
-    h.update(np.ascontiguousarray(loss, dtype=np.float64).tobytes())
-    return float(int.from_bytes(h.digest(), "little"))
+    counts = np.array([state.iteration, -1 if windows is None else windows.size,
+                       -1 if windows is None else windows.count, -1 if windows is None else len(windows.means)],
+                      dtype=np.int64)
+    reals = np.array([np.nan if windows is None else windows.total,
+                      np.nan if state.avg_weight is None else state.avg_weight,
+                      *([] if windows is None else windows.means)])
+    occupancy = _NO_COUNTS if state.occupancy is None else np.ascontiguousarray(state.occupancy, dtype=np.int64)
+    return float(_digest(counts, reals, np.atleast_1d(state.scale), np.atleast_1d(state.norm), occupancy,
+                         np.ascontiguousarray(coef, dtype=np.float64).reshape(-1),
+                         np.ascontiguousarray(loss, dtype=np.float64).reshape(-1)))
+
+
+@njit(cache=True)
+def _digest(counts, reals, scale, norm, occupancy, coef, loss):
+    """The top ``DIGEST_BITS`` of a fmix64 chain over every array's length and 64-bit words."""
+    h = np.uint64(DIGEST_BITS)
+    h = _absorb(h, counts.view(np.uint64))
+    h = _absorb(h, reals.view(np.uint64))
+    h = _absorb(h, np.ascontiguousarray(scale).view(np.uint64))
+    h = _absorb(h, np.ascontiguousarray(norm).view(np.uint64))
+    h = _absorb(h, occupancy.view(np.uint64))
+    h = _absorb(h, coef.view(np.uint64))
+    h = _absorb(h, loss.view(np.uint64))
+    return h >> np.uint64(64 - DIGEST_BITS)
+
+
+@njit(cache=True, inline="always")
+def _absorb(h, words):
+    h = fmix64(h ^ (np.uint64(words.shape[0]) + GOLDEN))
+    for i in range(words.shape[0]):
+        h = fmix64(h ^ (words[i] + GOLDEN))
+    return h
 
 
 def moving_average(previous, values, weight):

@@ -1,13 +1,14 @@
 """One rank's shard of the distributed support-vector hash table: keys and coefficients.
 
 Entries are (key = global row id, coefficient beta); their feature vectors and norms are
-the stored rows of the table's ``kernels.compute.KernelCompute``, in the same order. A
-dict maps key -> slot for O(1) lookup. Entries are never removed. The model is ``w =
+the stored rows of the table's ``kernels.compute.KernelCompute``, in the same order.
+``key_slots.KeySlots`` maps key -> slot (a numba hash map). Entries are never removed. The model is ``w =
 scale * sum_j beta_j phi(x_j)`` over the entries of all shards.
 """
 import numpy as np
 
 from ..kernels.stored import resized
+from .key_slots import KeySlots
 
 
 class SupportVectorTable:
@@ -25,7 +26,7 @@ class SupportVectorTable:
         self.n_columns = int(n_columns)
         self.averaged = bool(averaged)
         self.n = 0
-        self._slots = {}
+        self.key_slots = KeySlots()
         cap = 64
         self._keys = np.empty(cap, dtype=np.int64)
         self._coef = np.empty((cap, self.n_columns))
@@ -78,24 +79,30 @@ class SupportVectorTable:
 
     # -- hash-table operations -----------------------------------------------------
     def slots_of(self, keys):
-        """Slots of ``keys`` (int64 array), every one of which this shard holds: int64 array."""
-        return np.fromiter(map(self._slots.__getitem__, keys.tolist()), dtype=np.int64, count=len(keys))
+        """Slots of ``keys`` (int64 array), -1 for a key this shard does not hold: int64 array."""
+        return self.key_slots.lookup(keys)
 
     def holds(self, keys):
         """Whether each of ``keys`` (int64 array) has an entry in this shard: bool array."""
-        return np.fromiter(map(self._slots.__contains__, keys.tolist()), dtype=bool, count=len(keys))
+        return self.key_slots.lookup(keys) >= 0
 
     def insert_many(self, keys, coef, X, norms=None, avg=None):
         """New entries: keys (k,), coef (k,) or (k, n_columns), X dense (k, d) or scipy CSR or a
         CSR triple with k rows and their norms (k,) (computed when None); for averaged tables
         ``avg`` as coef (zeros if None)."""
+        self._insert(keys, coef, avg, lambda: self.compute.store(X, norms))
+
+    def insert_block_rows(self, keys, coef, block, positions, norms, avg=None):
+        """``insert_many`` of rows ``positions`` (int64 (k,)) of a RowBlock, with their norms (k,)."""
+        self._insert(keys, coef, avg, lambda: self.compute.store_rows(block, positions, norms))
+
+    def _insert(self, keys, coef, avg, store_rows):
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         k = len(keys)
-        keys = np.asarray(keys)
-        listed = keys.tolist()
-        if not self._slots.keys().isdisjoint(listed) or len(set(listed)) < k:
-            raise KeyError(f"keys {sorted(self._slots.keys() & set(listed))} are already in the table, or some "
-                           f"of the {k} new keys repeat")
-        self.compute.store(X, norms)
+        bad = self.key_slots.add(keys, self.n)
+        if bad >= 0:
+            raise KeyError(f"key {int(keys[bad])} is already in the table or repeats among the {k} new keys")
+        store_rows()
         if self.n + k > len(self._keys):
             new = max(self.n + k, 2 * len(self._keys))
             self._keys, self._coef = resized(self._keys, new), resized(self._coef, new)
@@ -106,7 +113,6 @@ class SupportVectorTable:
         self._coef[sl] = np.reshape(coef, (k, self.n_columns))
         if self.averaged:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
-        self._slots.update(zip(listed, range(self.n, self.n + k)))
         self.n += k
 
     def scale_coefficients(self, factor, exponent=0):

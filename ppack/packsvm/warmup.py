@@ -18,8 +18,9 @@ from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import least_occupied, symmetric_from_upper, upper_pairs
-from .replay import replay_pack
+from .loop import merge_pack, upper_pairs
+from .replay import replay_problems
+from .state import LossWindows, SolverState, replica_digest
 from .table import SupportVectorTable
 
 # rows and features of the tiny problem the kernels are run on
@@ -73,19 +74,23 @@ def _run_kernels(spec, dtype, sparse):
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
     compute = table.compute
     norms = compute.row_norms(block)
-    keep = [0, 2]
-    table.insert_many(ids[keep], np.array([0.5, -0.25]), block.take(keep), norms[keep])
+    keep = np.array([0, 2])
+    table.insert_block_rows(ids[keep], np.array([0.5, -0.25]), block, keep, norms[keep])
     r = block.n_rows
     left, right = upper_pairs(r)
     pair_values = np.zeros(len(left))
     compute.pair_kernels(block, norms, left, right, pair_values)
     partial = np.zeros((1, r))  # the table's one coefficient column
     compute.partial_sums(table.coef, block, norms, partial)
-    pred = partial[0].copy()
-    pair = symmetric_from_upper(pair_values, r)
-    coef, loss, fold = np.empty(r), np.empty(r), np.empty(2)
-    replay_pack(block.y, pred, pair, 0, 1.0, 0.0, 1.0, coef, loss, fold)
-    least_occupied(np.zeros(2, dtype=np.int64), 1)
+    coef, loss, fold = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2))
+    replay_problems(partial, pair_values, np.ones(1), np.zeros(1), block.y, 0, 1.0, coef, loss, fold,
+                    average_out=np.empty((1, r + 1)))
+    keys = table.key_slots
+    merge_pack(ids, np.zeros(r), coef, loss, np.empty((1, 0)), 0, np.zeros(2, dtype=np.int64), keys.keys, keys.slots,
+               table.coef, table.avg)
+    state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
+                        loss_windows=LossWindows(10), avg_weight=0.0)
+    replica_digest(state, coef.ravel(), loss.ravel())
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))

@@ -1,0 +1,97 @@
+"""The table's key -> slot map: open addressing in two numpy arrays, read and written by numba.
+
+A pack looks up its r sampled keys and places its new entries in one numba call each, with
+no Python work per key (a Python dict cost about 0.15 us a key plus the array round trips).
+Keys are global row ids (>= 0); a free bucket holds -1. Buckets are a power of two, at most
+half full; a key's first bucket is its ``fmix64`` hash, then linear probing.
+"""
+import numpy as np
+from numba import njit
+
+from ..random_stream import fmix64
+
+EMPTY = -1
+_SEED = np.uint64(0x5BD1E995)
+
+
+class KeySlots:
+    """Keys (int64 >= 0) -> slots (int64), for ``n`` keys."""
+
+    def __init__(self, capacity=64):
+        buckets = 1 << max(4, int(2 * capacity - 1).bit_length())
+        self.keys = np.full(buckets, EMPTY, dtype=np.int64)
+        self.slots = np.empty(buckets, dtype=np.int64)
+        self.n = 0
+
+    def lookup(self, keys):
+        """Slots of ``keys`` (int64 array), -1 where a key is absent: int64 array."""
+        out = np.empty(len(keys), dtype=np.int64)
+        lookup(self.keys, self.slots, np.ascontiguousarray(keys, dtype=np.int64), out)
+        return out
+
+    def add(self, keys, first_slot):
+        """Map new ``keys`` (int64 array, none present, no repeats) to first_slot, first_slot + 1, ...
+        Returns the position of the first key that is present or repeated, or -1 (nothing added then)."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if 2 * (self.n + len(keys)) > len(self.keys):
+            self._rehash(self.n + len(keys))
+        bad = _add(self.keys, self.slots, keys, first_slot)
+        if bad < 0:
+            self.n += len(keys)
+        return bad
+
+    def _rehash(self, n_keys):
+        live = self.keys != EMPTY
+        keys, slots = self.keys[live], self.slots[live]
+        self.__init__(n_keys)
+        _put(self.keys, self.slots, keys, slots)
+        self.n = len(keys)
+
+
+@njit(cache=True, inline="always")
+def _bucket(key, mask):
+    return np.int64(fmix64(np.uint64(key) ^ _SEED) & np.uint64(mask))
+
+
+@njit(cache=True)
+def lookup(table_keys, table_slots, keys, out):
+    """out[i] = the slot of keys[i], or -1 where absent (the arrays of a ``KeySlots``)."""
+    mask = table_keys.shape[0] - 1
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        b = _bucket(key, mask)
+        out[i] = -1
+        while table_keys[b] != EMPTY:
+            if table_keys[b] == key:
+                out[i] = table_slots[b]
+                break
+            b = (b + 1) & mask
+
+
+@njit(cache=True)
+def _add(table_keys, table_slots, keys, first_slot):
+    """Check, then insert: the position of the first present or repeated key (nothing
+    inserted), or -1 after inserting every key."""
+    found = np.empty(keys.shape[0], dtype=np.int64)
+    lookup(table_keys, table_slots, keys, found)
+    for i in range(keys.shape[0]):
+        if found[i] >= 0:
+            return i
+    order = np.argsort(keys)
+    for j in range(1, keys.shape[0]):
+        if keys[order[j]] == keys[order[j - 1]]:
+            return max(order[j], order[j - 1])
+    _put(table_keys, table_slots, keys, np.arange(first_slot, first_slot + keys.shape[0]))
+    return -1
+
+
+@njit(cache=True)
+def _put(table_keys, table_slots, keys, slots):
+    """Insert absent ``keys`` with their ``slots``."""
+    mask = table_keys.shape[0] - 1
+    for i in range(keys.shape[0]):
+        b = _bucket(keys[i], mask)
+        while table_keys[b] != EMPTY:
+            b = (b + 1) & mask
+        table_keys[b] = keys[i]
+        table_slots[b] = slots[i]
