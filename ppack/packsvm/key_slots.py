@@ -29,6 +29,10 @@ class KeySlots:
         lookup(self.keys, self.slots, np.ascontiguousarray(keys, dtype=np.int64), out)
         return out
 
+    def flag_held(self, keys, value, out):
+        """out[i] = value where keys[i] (int64) is present, else 0 (out float64 (len(keys),))."""
+        _flag_held(self.keys, keys, float(value), out)
+
     def add(self, keys, first_slot):
         """Map new ``keys`` (int64 array, none present, no repeats) to first_slot, first_slot + 1, ...
         Returns the position of the first key that is present or repeated, or -1 (nothing added then)."""
@@ -95,3 +99,17 @@ def _put(table_keys, table_slots, keys, slots):
             b = (b + 1) & mask
         table_keys[b] = keys[i]
         table_slots[b] = slots[i]
+
+
+@njit(cache=True)
+def _flag_held(table_keys, keys, value, out):
+    mask = table_keys.shape[0] - 1
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        b = _bucket(key, mask)
+        out[i] = 0.0
+        while table_keys[b] != EMPTY:
+            if table_keys[b] == key:
+                out[i] = value
+                break
+            b = (b + 1) & mask

@@ -167,7 +167,7 @@ class PackedSolver:
             t4 = MPI.Wtime()
             seconds["partial_sums"] += t3 - t2
             seconds["pair_kernels"] += t4 - t3
-            buf.owner_flags[:] = table.holds(ids) * (rank + 1)
+            table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
                 time.monotonic() - last_checkpoint >= checkpointing.every_seconds
@@ -183,12 +183,13 @@ class PackedSolver:
             self._check_agreement(buf.digests, state.iteration, stats.packs)
 
             # the r sequential updates of each problem, identical on every rank
-            coef, loss, fold = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2))
+            coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
             average = np.empty((Q, r + 1)) if self.average else None
             try:
-                stats.projections += replay_problems(
+                projections, folded = replay_problems(
                     buf.predictions, buf.pairs, state.scale, state.norm, block.y, state.iteration, self.sigma, coef,
-                    loss, fold, block.weight, self.max_weight, average, self.step, self.spec.facts.psd)
+                    loss, fold, block.weight, self.max_weight, average, self.step, self.spec.facts.psd, mean_loss)
+                stats.projections += projections
             except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                 raise PPackError(self._divergence_message(exc, exc.problem if Q > 1 else None),
                                  collective=True) from None
@@ -196,10 +197,10 @@ class PackedSolver:
                 averaging.after_replay(table, average[:, r])
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
             state.iteration += r
-            if np.any(fold[:, 0] != 1.0) or np.any(fold[:, 1] != 0.0):  # the folds, before the pack's coefficients
+            if folded:  # the folds, before the pack's coefficients
                 table.scale_coefficients(fold[:, 0], fold[:, 1].astype(np.int64))
             self._update_table(table, state, ids, buf.owner_flags, coef, loss, block, norms, rank, average)
-            mean_loss = loss.mean(axis=0)  # the --tol test and the progress follow the mean over classes
+            # the --tol test and the progress follow the mean over classes (mean_loss)
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3

@@ -155,9 +155,10 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
 
 
 def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, fold_out,
-                    weight=None, max_weight=1.0, average_out=None, step=1.0, project=True):
-    """``replay_pack`` for the K binary problems of a pack in one numba call; returns the
-    projections of all of them.
+                    weight=None, max_weight=1.0, average_out=None, step=1.0, project=True, mean_loss_out=None):
+    """``replay_pack`` for the K binary problems of a pack in one numba call; returns
+    ``(projections, folded)``: the projections of all of them, and whether any folded its scale.
+    mean_loss_out (r,), if given, receives each row's hinge loss averaged over the problems.
 
     predictions (K, r): the summed partial predictions of the unscaled w_c (collective 2),
     read only; pairs (r (r + 1) / 2): the pack's pair kernels, the upper triangle row by row;
@@ -172,9 +173,10 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
     average = np.empty((K, 0)) if average_out is None else average_out
     info = np.zeros((K, 4))
     pred = np.empty(r)
+    mean_loss = np.empty(r) if mean_loss_out is None else mean_loss_out
     failed, projections = _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info,
                                       weight, float(max_weight) if project else math.inf, average,
-                                      float(step), pred, np.empty((r, r)), np.empty(r))
+                                      float(step), pred, np.empty((r, r)), np.empty(r), mean_loss)
     if failed >= 0:
         k, code = int(info[failed, 2]) - 1, int(info[failed, 3])
         value = {1: pred[k], 2: norm[failed], 3: coef_out[failed, k], 4: scale[failed]}[code]
@@ -182,14 +184,15 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
         exc.problem = failed
         raise exc
     fold_out[:] = info[:, :2]
-    return projections
+    return projections, bool(np.any(info[:, 0] != 1.0) or np.any(info[:, 1] != 0.0))
 
 
 @njit(cache=True)
 def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
-                average, step, pred, pair, sign):
+                average, step, pred, pair, sign, mean_loss):
     """The kernel of ``replay_problems``: (the first problem that met a non-finite value or -1,
-    the projections). pred, pair (r, r) and sign (r,) are work arrays."""
+    the projections). pred, pair (r, r) and sign (r,) are work arrays; mean_loss (r,) gets the
+    losses' mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
     K, r = predictions.shape
     q = 0
     for i in range(r):
@@ -207,4 +210,9 @@ def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, lo
         projections += done
         if info[c, 2] != 0.0:
             return c, projections
+    for k in range(r):
+        total = loss_out[0, k]
+        for c in range(1, K):
+            total += loss_out[c, k]
+        mean_loss[k] = total / K
     return -1, projections

@@ -1,5 +1,5 @@
 """The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
-import functools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,27 +90,29 @@ def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
     of collision).
     """
     windows = state.loss_windows
-    counts = np.array([state.iteration, -1 if windows is None else windows.size,
-                       -1 if windows is None else windows.count, -1 if windows is None else len(windows.means)],
-                      dtype=np.int64)
-    reals = np.array([np.nan if windows is None else windows.total,
-                      np.nan if state.avg_weight is None else state.avg_weight,
-                      *([] if windows is None else windows.means)])
-    occupancy = _NO_COUNTS if state.occupancy is None else np.ascontiguousarray(state.occupancy, dtype=np.int64)
-    return float(_digest(counts, reals, np.atleast_1d(state.scale), np.atleast_1d(state.norm), occupancy,
-                         np.ascontiguousarray(coef, dtype=np.float64).reshape(-1),
-                         np.ascontiguousarray(loss, dtype=np.float64).reshape(-1)))
+    if windows is None:
+        size, count, total, means = -1, -1, math.nan, _NOTHING
+    else:
+        size, count, total, means = windows.size, windows.count, windows.total, np.array(windows.means)
+    avg_weight = math.nan if state.avg_weight is None else state.avg_weight
+    occupancy = _NO_COUNTS if state.occupancy is None else state.occupancy
+    return float(_digest(state.iteration, size, count, total, avg_weight, means, np.atleast_1d(state.scale),
+                         np.atleast_1d(state.norm), occupancy, coef.reshape(-1), loss.reshape(-1)))
 
 
 @njit(cache=True)
-def _digest(counts, reals, scale, norm, occupancy, coef, loss):
-    """The top ``DIGEST_BITS`` of a fmix64 chain over every array's length and 64-bit words."""
+def _digest(iteration, size, count, total, avg_weight, means, scale, norm, occupancy, coef, loss):
+    """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars and every array's length and
+    64-bit words."""
+    counts = np.array([iteration, size, count], dtype=np.int64)
+    reals = np.array([total, avg_weight])
     h = np.uint64(DIGEST_BITS)
     h = _absorb(h, counts.view(np.uint64))
     h = _absorb(h, reals.view(np.uint64))
+    h = _absorb(h, means.view(np.uint64))
     h = _absorb(h, np.ascontiguousarray(scale).view(np.uint64))
     h = _absorb(h, np.ascontiguousarray(norm).view(np.uint64))
-    h = _absorb(h, occupancy.view(np.uint64))
+    h = _absorb(h, np.ascontiguousarray(occupancy).view(np.uint64))
     h = _absorb(h, coef.view(np.uint64))
     h = _absorb(h, loss.view(np.uint64))
     return h >> np.uint64(64 - DIGEST_BITS)
@@ -125,16 +127,19 @@ def _absorb(h, words):
 
 
 def moving_average(previous, values, weight):
-    """Exponential moving average (weight per new value) continued over ``values``."""
-    if np.isnan(previous):
-        return float(np.mean(values))
-    decay = _decay_powers(len(values), weight)
-    return float((1.0 - weight) ** len(values) * previous + weight * decay @ values)
+    """Exponential moving average (weight per new value) continued over ``values`` (n,):
+    (1 - weight)^n previous + weight sum_i (1 - weight)^(n-1-i) values_i (the mean of the
+    values when previous is NaN); one numba call."""
+    return float(_moving_average(float(previous), values, float(weight)))
 
 
-@functools.lru_cache(maxsize=8)
-def _decay_powers(n, weight):
-    """(1 - weight) ** [n-1, ..., 1, 0], computed once per pack size (read-only)."""
-    decay = (1.0 - weight) ** np.arange(n - 1, -1, -1)
-    decay.flags.writeable = False
-    return decay
+@njit(cache=True)
+def _moving_average(previous, values, weight):
+    n = values.shape[0]
+    if math.isnan(previous):
+        return np.mean(values)
+    total, factor = 0.0, 1.0
+    for i in range(n - 1, -1, -1):
+        total += factor * values[i]
+        factor *= 1.0 - weight
+    return factor * previous + weight * total

@@ -20,7 +20,8 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
 from .loop import merge_pack, upper_pairs
 from .replay import replay_problems
-from .state import LossWindows, SolverState, replica_digest
+from .averaging import after_replay
+from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
 
 # rows and features of the tiny problem the kernels are run on
@@ -86,11 +87,14 @@ def _run_kernels(spec, dtype, sparse):
     replay_problems(partial, pair_values, np.ones(1), np.zeros(1), block.y, 0, 1.0, coef, loss, fold,
                     average_out=np.empty((1, r + 1)))
     keys = table.key_slots
+    keys.flag_held(ids, 1, np.empty(r))
     merge_pack(ids, np.zeros(r), coef, loss, np.empty((1, 0)), 0, np.zeros(2, dtype=np.int64), keys.keys, keys.slots,
                table.coef, table.avg)
     state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
                         loss_windows=LossWindows(10), avg_weight=0.0)
     replica_digest(state, coef.ravel(), loss.ravel())
+    moving_average(0.5, loss[0], 0.01)
+    after_replay(table, np.ones(1))
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))
