@@ -6,7 +6,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack import PackSVC
-from ppack.data.delivery import _pad_rows
+from ppack.data.delivery import _pad_rows, _unpad_rows
 from ppack.kernels import cpu
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm import replay
@@ -16,7 +16,7 @@ from helpers import make_problem, run_ppack, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 KERNELS = (cpu.gemm_partial_sums, cpu.dense_partial_sums, cpu.csr_partial_sums, cpu.dense_pair_kernels,
-           cpu.csr_pair_kernels, replay._replay, _pad_rows)
+           cpu.csr_pair_kernels, replay._replay, _pad_rows, _unpad_rows)
 
 
 def signatures():
