@@ -192,6 +192,7 @@ class PackSVC(BaseSVC):
             "step": float(self.step), "average": bool(self.average),
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
+            "bytes": dict(stats.bytes),  # the same on every rank
         }
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
         if validation is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 PHASES = ("kernel_sums", "communication", "sequential_updates", "delivery", "total")
+COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
 class LossWindows:
@@ -61,11 +62,12 @@ class SolverStats:
     projections: int = 0
     hinge_moving_average: float = float("nan")
     seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))  # wall time, all runs
+    bytes: dict = field(default_factory=lambda: dict.fromkeys(COLLECTIVES, 0))  # buffer bytes per rank, all runs
     converged: bool = False
 
     def as_dict(self):
         return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,
-                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds}
+                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds, "bytes": self.bytes}
 
 
 DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros
