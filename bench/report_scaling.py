@@ -44,14 +44,17 @@ PAPER_P = (64, 128, 256, 512)
 # (T = n, seconds for p = 64, 128, 256, 512), Table III (r = 100); T of MNIST8m's P-pack 1 is m/8.
 # Row sizes: CovType 54 dense features; CCAT 0.16% of 47,236 nonzero (about 76 per row; ppack pads
 # sparse rows to the longest, which the paper does not give: the mean is a lower bound); MNIST8m
-# 784 features sent dense.
+# 784 features sent dense. Values travel as ppack stores them: float64, and uint8 for MNIST8m
+# (``ppack mnist8m`` files).
 PAPER_RUNS = {
-    "CovType": {"m": 522910, "d": 54, "sparse": False, "longest": 54, "T": 522910, "table1": (256, 321),
+    "CovType": {"m": 522910, "d": 54, "sparse": False, "longest": 54, "value_bytes": 8, "T": 522910,
+                "table1": (256, 321),
                 "table2": {1: (1529, 1144, 1128, 1346), 10: (959, 544, 390, 389), 100: (924, 514, 316, 236)}},
-    "CCAT": {"m": 781265, "d": 47236, "sparse": True, "longest": 76, "T": 781265, "table1": (256, 918),
+    "CCAT": {"m": 781265, "d": 47236, "sparse": True, "longest": 76, "value_bytes": 8, "T": 781265,
+             "table1": (256, 918),
              "table2": {1: (4793, 2928, 2570, 3282), 10: (3631, 1930, 1122, 1265), 100: (3307, 1552, 917, 761)}},
-    "MNIST8m": {"m": 8000000, "d": 784, "sparse": False, "longest": 784, "T": 1000000, "table1": (512, 12880),
-                "table2": {}},
+    "MNIST8m": {"m": 8000000, "d": 784, "sparse": False, "longest": 784, "value_bytes": 1, "T": 1000000,
+                "table1": (512, 12880), "table2": {}},
 }
 PAPER_PACKING_GAIN = {"CovType": 5.7, "CCAT": 4.3}  # (quoted) r = 100 against r = 1 at 512 processors
 
@@ -135,7 +138,7 @@ def packing_experiment(quick, data_dir, work):
                          "support_vectors": m["support_vectors"], "total_s": s["total"],
                          "per_pack_s": {k: s[k] / packs for k in ("kernel_sums", "communication",
                                                                   "sequential_updates", "delivery")},
-                         "bytes": cm.pack_bytes(r, A9A["n_features"], longest, True, 1, p)})
+                         "bytes": cm.pack_bytes(r, A9A["n_features"], longest, True, 1, p, 8)})  # float64 file
     return {"T": T, "n_samples": m["n_samples"], "longest_row": longest, "cores": len(os.sched_getaffinity(0)),
             "runs": runs}
 
@@ -192,8 +195,9 @@ def packing_markdown(result, figures):
         "![Speed-up and efficiency over p = 1 against p, one line per r; the r = 1 time over the r = 100 time "
         "against p](report/packing_speedup.png)",
         "",
-        f"Bytes per collective (float64, `comm_model.pack_bytes`): collective 1 carries the r rows' labels, "
-        f"nonzero counts, indices and values padded to a9a's longest row ({result['longest_row']} nonzeros); "
+        f"Bytes per collective (`comm_model.pack_bytes`): collective 1 carries the r rows' float64 labels, "
+        f"int32 nonzero counts and indices and float64 values padded to a9a's longest row "
+        f"({result['longest_row']} nonzeros); "
         "collective 2 the r partial sums, the r(r+1)/2 pair kernels, r owner slots, one digest slot per rank "
         "and two votes.",
         "",
@@ -440,9 +444,11 @@ def predict_run(run, networks):
         per_r = {}
         for r in (1, 10, 100):
             packs = math.ceil(run["T"] / r)
-            per_pack = [cm.pack_seconds(cm.pack_bytes(r, run["d"], run["longest"], run["sparse"], 1, p), p,
+            per_pack = [cm.pack_seconds(cm.pack_bytes(r, run["d"], run["longest"], run["sparse"], 1, p,
+                                                      run["value_bytes"]), p,
                                         net.latency, net.seconds_per_byte) for p in PAPER_P]
-            per_r[r] = {"bytes": cm.pack_bytes(r, run["d"], run["longest"], run["sparse"], 1, PAPER_P[-1]),
+            per_r[r] = {"bytes": cm.pack_bytes(r, run["d"], run["longest"], run["sparse"], 1, PAPER_P[-1],
+                                               run["value_bytes"]),
                         "per_pack_s": per_pack, "total_s": [packs * s for s in per_pack]}
         if run["table2"]:
             paper100 = run["table2"][100][-1]
@@ -526,7 +532,7 @@ def communication_markdown(measured, model, figures):
         "T = m for CovType and CCAT as Table II, T = m/8 for MNIST8m as Table I's P-pack 1): per pack and in "
         "total over the run's packs, from ppack's pack buffers (`comm_model.pack_bytes`: CovType 54 dense "
         "features; CCAT's sparse rows taken as 76 nonzeros, the paper's 0.16% of 47,236, though ppack pads to "
-        "the longest row; MNIST8m 784 features sent dense). One rank per processor; the model ignores that 8 "
+        "the longest row; MNIST8m 784 features sent dense, as uint8). One rank per processor; the model ignores that 8 "
         "ranks share a machine. Compute time on the cluster is not predicted.",
         "",
         *pred,

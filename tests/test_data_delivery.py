@@ -6,9 +6,11 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ppack.data.delivery import deliver_rows
+from ppack.data.delivery import _buffer, buffer_bytes, deliver_rows, sections
 from ppack.data.shard import Shard
 from ppack.mpi.collectives import Collectives
+from ppack.mpi.comm import chunk
+from ppack.packsvm.comm_model import pack_bytes
 
 from helpers import make_problem
 
@@ -87,3 +89,113 @@ def test_unpadding_gives_the_csr_rows_numpy_gives():
     assert indptr.dtype == np.int64 and indices.dtype == np.int32
     np.testing.assert_array_equal(indices, idx[keep].astype(np.int32))
     np.testing.assert_array_equal(values, val[keep])
+
+
+def stored_rows(stored, sparse, n=90, d=7, seed=52):
+    """(X as stored (n, d), dense or CSR, y (n,), w (n,)): uint8 pixel-like values, or signed
+    floats of the stored type; about 40% nonzero."""
+    rng = np.random.default_rng(seed)
+    keep = rng.random((n, d)) < 0.4
+    if np.dtype(stored) == np.uint8:
+        X = np.where(keep, rng.integers(1, 256, size=(n, d)), 0).astype(np.uint8)
+    else:
+        X = np.where(keep, rng.normal(size=(n, d)) * 10.0 ** rng.integers(-3, 4, size=(n, d)), 0.0).astype(stored)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    return (sp.csr_matrix(X) if sparse else X), y, rng.random(n) + 0.5
+
+
+def stored_shard(comm, X, y, w, scale, dtype):
+    """This rank's ``Shard`` of X kept as stored (compact or float), with ``value_scale`` scale."""
+    n, d = X.shape
+    start, stop = chunk(n, comm.Get_rank(), comm.Get_size())
+    longest = int(np.diff(X.indptr).max()) if sp.issparse(X) else d
+    return Shard("<stored>", n, d, start, stop, X[start:stop], y[start:stop], longest, scale, dtype,
+                 w[start:stop])
+
+
+# (sparse, stored type, value_scale, dtype computed in); scipy.sparse holds no float16
+STORED = [(sparse, *case) for sparse in (False, True)
+          for case in ((np.uint8, 1 / 255, np.float32), (np.uint8, 1 / 255, np.float64), (np.uint8, 1.0, np.float64),
+                       (np.float16, 0.5, np.float32), (np.float32, 1.0, np.float32), (np.float64, 1.0, np.float64),
+                       (np.float64, 1.0, np.float32))
+          if not (sparse and case[0] == np.float16)]
+
+
+@pytest.mark.parametrize("sparse, stored, scale, dtype", STORED)
+@pytest.mark.parametrize("comm", COMMS)
+def test_stored_rows_arrive_as_the_owner_would_scale_them(comm, sparse, stored, scale, dtype):
+    """Rows travel as stored; every rank's block holds float64(stored value) * value_scale rounded
+    once to ``dtype`` (the owner's arithmetic), bit for bit, with the labels and weights, after one
+    ``sum`` of exactly the bytes ``pack_bytes`` counts."""
+    X, y, w = stored_rows(stored, sparse)
+    shard = stored_shard(comm, X, y, w, scale, dtype)
+    ids = np.random.default_rng(53).integers(0, X.shape[0], size=41)
+    collectives = Collectives(comm)
+    block = deliver_rows(collectives, shard, shard.y, ids, weights=shard.w)
+    assert collectives.calls == Counter(sum=1)
+    rows = X[ids]
+    values = rows.data if sparse else rows
+    expected = (values.astype(np.float64) * scale).astype(dtype)  # the straightforward reference
+    np.testing.assert_array_equal(block.y, y[ids])
+    np.testing.assert_array_equal(block.weight, w[ids])
+    if sparse:
+        indptr, indices, got = block.csr
+        assert indices.dtype == np.int32 and got.dtype == dtype
+        np.testing.assert_array_equal(indptr, rows.indptr)
+        np.testing.assert_array_equal(indices, rows.indices)
+    else:
+        got = block.dense
+        assert got.dtype == dtype and got.flags.c_contiguous
+    assert got.tobytes() == expected.tobytes()  # bit for bit
+    assert collectives.last_bytes == pack_bytes(len(ids), X.shape[1], shard.max_row_nnz, sparse, 1, 1,
+                                                np.dtype(stored).itemsize)[0] + 8 * len(ids)  # + the weights
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("stored", [np.uint8, np.float16, np.float32, np.float64])
+def test_sections_are_aligned_and_tile_the_byte_buffer(stored, sparse):
+    """Odd r and row lengths: every view starts at a multiple of its item size, right after
+    the one before, and together they fill the buffer."""
+    parts = sections(7, 5, 3, sparse, stored, weighted=True)
+    assert [p[1].itemsize for p in parts] == sorted((p[1].itemsize for p in parts), reverse=True)
+    buf, views = _buffer(parts)
+    assert buf.dtype == np.uint8 and buf.nbytes == buffer_bytes(7, 5, 3, sparse, stored, weighted=True)
+    at = 0
+    for name, dtype, shape in parts:
+        view = views[name]
+        offset = view.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
+        assert view.dtype == dtype and view.shape == shape and np.shares_memory(view, buf)
+        assert offset == at and offset % dtype.itemsize == 0 and view.flags.aligned
+        at += view.nbytes
+    assert at == buf.nbytes
+
+
+def test_compact_rows_travel_in_a_sixth_of_the_float64_bytes():
+    """100 uint8 rows of 784 features: 8 x 100 label bytes + 78,400 value bytes = 79,200 B,
+    against 8 x (100 + 78,400) = 628,000 B as float64 (7.9 times more)."""
+    sent = {}
+    for stored, scale in ((np.uint8, 1 / 255), (np.float64, 1.0)):
+        X, y, w = stored_rows(stored, False, n=150, d=784)
+        shard = stored_shard(MPI.COMM_SELF, X, y, w, scale, np.float32)
+        collectives = Collectives(MPI.COMM_SELF)
+        deliver_rows(collectives, shard, shard.y, np.arange(100))
+        sent[stored] = collectives.last_bytes
+    assert sent == {np.uint8: 79200, np.float64: 628000}
+    assert 6 * sent[np.uint8] <= sent[np.float64]
+
+
+def test_sparse_rows_send_int32_indices_and_counts():
+    """ijcnn1-like rows (22 features, the longest 13 nonzeros), r = 100, float64 values: labels
+    800 B + counts 400 B + indices 100 x 13 x 4 = 5,200 B + values 10,400 B = 16,800 B (all
+    float64 would be 8 x (100 + 100 + 2 x 1,300) = 22,400 B)."""
+    rng = np.random.default_rng(54)
+    X = np.zeros((150, 22))
+    for row, count in enumerate([13] + list(rng.integers(1, 14, size=149))):
+        X[row, rng.choice(22, size=count, replace=False)] = rng.normal(size=count)
+    X, y = sp.csr_matrix(X), np.where(rng.random(150) < 0.5, -1.0, 1.0)
+    w = np.ones(150)
+    shard = stored_shard(MPI.COMM_SELF, X, y, w, 1.0, np.float64)
+    assert shard.max_row_nnz == 13
+    collectives = Collectives(MPI.COMM_SELF)
+    deliver_rows(collectives, shard, shard.y, np.arange(100))
+    assert collectives.last_bytes == 16800 == pack_bytes(100, 22, 13, True, 1, 4, 8)[0]

@@ -46,6 +46,19 @@ def test_sum_adds_every_ranks_buffer_in_place(comm, dtype):
 
 
 @pytest.mark.parametrize("comm", COMMS)
+def test_sum_of_bytes_each_written_by_one_rank_gives_the_bytes(comm):
+    """A uint8 buffer in which rank k writes only bytes k, k + p, ...: the sum holds every byte as
+    written (no carries), whatever they encode; ``last_bytes`` is the buffer's size."""
+    c = Collectives(comm)
+    whole = np.frombuffer(np.random.default_rng(7).normal(size=50).tobytes(), dtype=np.uint8)  # 400 bytes
+    buf = np.zeros_like(whole)
+    buf[c.rank::c.size] = whole[c.rank::c.size]
+    c.sum(buf)
+    assert buf.tobytes() == whole.tobytes() and c.last_bytes == 400
+    assert c.calls == Counter(sum=1)
+
+
+@pytest.mark.parametrize("comm", COMMS)
 def test_broadcast_copies_the_roots_buffer_to_every_rank(comm):
     """``broadcast`` overwrites every rank's buffer, in place, with the root's."""
     c = Collectives(comm)

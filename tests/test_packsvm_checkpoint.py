@@ -29,6 +29,7 @@ def test_resume_on_one_rank_equals_an_uninterrupted_run(sparse, tmp_path):
     full = PackSVC(comm=SELF, **PARAMS).fit(X, y)
     resumed = interrupted_and_resumed(SELF, X, y, tmp_path / "state.h5")
     assert resumed.resumed_from_ == 500 and not resumed.stopped_
+    assert resumed.training_["bytes"] == full.training_["bytes"]  # the packs before the stop count too
     np.testing.assert_array_equal(np.sort(resumed.table_.keys), np.sort(full.table_.keys))
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
 

@@ -95,3 +95,40 @@ def test_plans_communication_is_the_models(mpi_tmp_path):
     assert per_pack == pytest.approx(0.09627, abs=5e-6)
     assert "rabenseifner and rabenseifner on 4 ranks" in text
     WORLD.Barrier()
+
+
+def test_pack_bytes_count_values_as_stored_and_indices_as_int32():
+    """Collective 1 of r = 100 rows: MNIST-like dense rows of 784 uint8 values, 8 x 100 label
+    bytes + 78,400 value bytes = 79,200 B (as float64 values: 800 + 627,200 = 628,000 B, 7.9
+    times more); ijcnn1-like sparse rows (22 features, the longest 13), float64 values: labels
+    800 + int32 counts 400 + int32 indices 100 x 13 x 4 = 5,200 + values 10,400 = 16,800 B
+    (11,600 B with float32 values). Collective 2 does not depend on how rows are stored."""
+    second = cm.pack_bytes(100, 784, 784, False, 1, 4)[1]
+    assert cm.pack_bytes(100, 784, 784, False, 1, 4, 1) == (79200, second)
+    assert cm.pack_bytes(100, 784, 784, False, 1, 4, 8) == (628000, second)
+    assert cm.pack_bytes(100, 22, 13, True, 1, 4, 8)[0] == 16800
+    assert cm.pack_bytes(100, 22, 13, True, 1, 4, 4)[0] == 11600
+
+
+def test_plan_prices_a_compact_files_rows_as_stored(mpi_tmp_path):
+    """The 500 x 20 rows of the test above stored as uint8: collective 1 is 8 x 100 + 100 x 20 =
+    2,800 B; with alpha = 1 ms and 1 MB/s on 4 ranks, recursive doubling's 2 + 2 x 2.8 = 7.6 ms
+    (Rabenseifner: 4 + 1.5 x 2.8 = 8.2 ms) and collective 2's 67.072 ms make 74.672 ms per pack."""
+    from ppack.data.hdf5 import write_dataset
+    from ppack.packsvm.plan import make_plan
+
+    if WORLD.Get_rank() == 0:
+        X = np.random.default_rng(0).integers(0, 256, size=(500, 20)) / 255.0
+        write_dataset(mpi_tmp_path / "small_u8.h5", X, np.arange(500) % 2, dtype="uint8")
+    WORLD.Barrier()
+    run = {"n_samples": 500, "iterations": 500, "pack": 100, "packs": 5, "ranks": 1, "support_vectors": 200,
+           "seconds": {"kernel_sums": 0.01, "sequential_updates": 0.01, "delivery": 0.0}}
+    plan = make_plan(mpi_tmp_path / "small_u8.h5", 4, {"epochs": 1.0}, mem_per_rank=2**30, from_run=run,
+                     allreduce_latency=1e-3, bandwidth=1e6)
+    text = "\n".join(plan.lines)
+    assert "(2 Allreduce of 3 + 42 kB)" in text
+    per_pack = float(re.search(r"communication ([\d.]+) ms \(2 Allreduce", text)[1]) * 1e-3
+    assert per_pack == pytest.approx(cm.pack_seconds((2800, 42048), 4, 1e-3, 1e-6), abs=5e-6)
+    assert per_pack == pytest.approx(0.074672, abs=5e-6)
+    assert "recursive doubling and rabenseifner on 4 ranks" in text
+    WORLD.Barrier()

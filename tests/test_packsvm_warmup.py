@@ -6,7 +6,7 @@ import pytest
 from mpi4py import MPI
 
 from ppack import PackSVC
-from ppack.data.delivery import _pad_rows
+from ppack.data.delivery import _pad_rows, _unpad_rows
 from ppack.kernels import cpu
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm import replay
@@ -16,7 +16,7 @@ from helpers import make_problem, run_ppack, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 KERNELS = (cpu.gemm_partial_sums, cpu.dense_partial_sums, cpu.csr_partial_sums, cpu.dense_pair_kernels,
-           cpu.csr_pair_kernels, replay._replay, _pad_rows)
+           cpu.csr_pair_kernels, replay._replay, _pad_rows, _unpad_rows)
 
 
 def signatures():
@@ -40,6 +40,29 @@ def test_warm_kernels_on_one_rank_leaves_nothing_to_compile_for_training(kernel,
     assert signatures() == before  # same argument types and layouts as training: no new specialisation
     seconds = model.training_["seconds"]
     assert seconds["compile"] >= 0.0 and "compile" not in model.stats_.seconds  # apart from total
+
+
+def test_warm_kernels_pad_compact_sparse_rows_as_training_does(tmp_path):
+    """A uint8 CSR file: delivery pads and unpads its rows as uint8; with ``stored`` the warm-up
+    prepares those kernels too, so training's and prediction's deliveries compile nothing."""
+    from ppack.data.delivery import deliver_rows
+    from ppack.data.hdf5 import write_dataset
+    from ppack.data.shard import load_shard
+    from ppack.mpi.collectives import Collectives
+
+    X, y = make_problem(200, 6, sparse=True, seed=45)
+    X.data = np.round(np.abs(X.data) * 40) / 255.0  # on uint8's grid of value_scale 1/255
+    X.eliminate_zeros()
+    write_dataset(tmp_path / "u8.h5", X, y, storage="csr", dtype="uint8")
+    shard = load_shard(MPI.COMM_SELF, tmp_path / "u8.h5", dtype=np.float32)
+    assert shard.X.dtype == np.uint8 and shard.sparse
+    warm_kernels(MPI.COMM_SELF, KernelSpec("rbf", 0.2), np.float32, True, stored=shard.X.dtype)
+    before = signatures()
+    collectives, ids = Collectives(MPI.COMM_SELF), np.arange(50)
+    block = deliver_rows(collectives, shard, shard.y, ids, weights=np.ones(200))  # a pack's
+    assert block.csr[2].dtype == np.float32
+    deliver_rows(collectives, shard, shard.y, ids, shard.n_features, dtype=np.float32)  # a prediction's
+    assert signatures() == before
 
 
 def test_fit_records_compile_apart_from_total():

@@ -127,7 +127,7 @@ def _fit_packsvm(args, model, shard, say):
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
             "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
-            "seconds": dict(info["seconds"])}
+            "seconds": dict(info["seconds"]), "bytes": dict(info["bytes"])}
 
 
 def describe_dtype(model):

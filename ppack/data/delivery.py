@@ -1,13 +1,19 @@
 """Collective 1: the rows of given global ids, delivered to every rank with one sum.
 
 Rank k holds only its shard of the data. To work on rows drawn from anywhere, each rank
-fills the rows it owns into one flat float64 buffer (zeros elsewhere) and a single sum
-over the ranks gives every rank every row. Sparse rows travel padded to the data set's
-longest row, so nothing of size n_features is sent for sparse data. Buffer layout, r
-rows: ``[labels (r) | dense rows (r*d)]`` or ``[labels (r) | nnz (r) | indices (r*L) |
-values (r*L)]`` with L the longest row. Used by the kernel trainer's packs, its
-predictions and linear Pegasos.
+writes the rows it owns into one zeroed byte buffer and a single sum over the ranks gives
+every rank every row. Every row has one owner and the other ranks add zero bytes, so the
+bytes sum exactly (no carries) and each section can travel in its own type: labels (and
+weights) float64, the rows' values as stored (uint8 stays uint8), sparse rows' nonzero
+counts and indices int32. Sparse rows travel padded to the data set's longest row, so
+nothing of size n_features is sent for sparse data. Sections, r rows, L the longest row:
+``labels (r) [weights (r)] values (r, d)`` for dense rows, ``labels (r) [weights (r)]
+counts (r) indices (r, L) values (r, L)`` for sparse ones, laid out by decreasing item
+size so that every section is aligned. Compact rows are scaled by ``value_scale`` after
+the sum. Used by the kernel trainer's packs, its predictions and linear Pegasos.
 """
+import math
+
 import numpy as np
 from numba import njit
 
@@ -29,7 +35,7 @@ def _pad_rows(indptr, indices, values, rows, positions, nnz, idx, val):
 @njit(cache=True)
 def _unpad_rows(nnz, idx, val):
     """The CSR triple (indptr int64, indices int32, values float64) of padded rows: row k's
-    ``nnz[k]`` leading entries of ``idx[k]`` and ``val[k]`` (all float64, as summed)."""
+    ``nnz[k]`` leading entries of ``idx[k]`` and ``val[k]`` (r,), (r, L), (r, L)."""
     r = nnz.shape[0]
     indptr = np.zeros(r + 1, dtype=np.int64)
     for k in range(r):
@@ -44,45 +50,74 @@ def _unpad_rows(nnz, idx, val):
     return indptr, indices, values
 
 
+def sections(r, d, longest, sparse, stored, weighted=False):
+    """Collective 1's sections for r rows, in buffer order: (name, dtype, shape) each.
+
+    d: the rows' width; longest: the longest sparse row (L); stored: the values' dtype;
+    weighted: whether row weights travel. Sorted by decreasing item size (stable), so each
+    section starts at a multiple of its item size.
+    """
+    parts = [("labels", np.dtype(np.float64), (r,))]
+    if weighted:
+        parts.append(("weights", np.dtype(np.float64), (r,)))
+    if sparse:
+        parts += [("counts", np.dtype(np.int32), (r,)), ("indices", np.dtype(np.int32), (r, longest)),
+                  ("values", np.dtype(stored), (r, longest))]
+    else:
+        parts.append(("values", np.dtype(stored), (r, d)))
+    return sorted(parts, key=lambda part: -part[1].itemsize)
+
+
+def buffer_bytes(r, d, longest, sparse, stored, weighted=False):
+    """Bytes of collective 1's buffer for r rows (see ``sections``)."""
+    return sum(dtype.itemsize * math.prod(shape) for _, dtype, shape in sections(r, d, longest, sparse, stored,
+                                                                                  weighted))
+
+
+def _buffer(parts):
+    """One zeroed uint8 buffer holding ``parts`` back to back, and a dict of their views."""
+    sizes = [dtype.itemsize * math.prod(shape) for _, dtype, shape in parts]
+    buf = np.zeros(sum(sizes), dtype=np.uint8)
+    views, at = {}, 0
+    for (name, dtype, shape), size in zip(parts, sizes):
+        views[name] = buf[at:at + size].view(dtype).reshape(shape)
+        at += size
+    return buf, views
+
+
 def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None, dtype=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
     ``collectives``: a ``mpi.collectives.Collectives`` (one ``sum``); ``shard`` this
     rank's ``Shard``; ``labels`` its rows' labels (or None); ``n_features`` pads rows to a
     model's width; ``weights`` its rows' weights (or None), delivered as the block's ``weight``.
-    Returns a ``RowBlock`` of feature values in the float ``dtype`` (default: the shard's)
-    (compact stored rows are scaled here, r rows at a time).
+    Returns a ``RowBlock`` of feature values in the float ``dtype`` (default: the shard's):
+    float64(stored value) * value_scale, rounded once to ``dtype`` (r rows at a time).
     """
     dtype = shard.dtype if dtype is None else np.dtype(dtype)
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
     mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
     local = ids[mine] - shard.start
-    head = r if weights is None else 2 * r  # labels, then the weights
+    buf, part = _buffer(sections(r, d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None))
+    values = part["values"]
     if shard.sparse:
-        L = shard.max_row_nnz
-        buf = np.zeros(head + r + 2 * r * L)
-        ylab, nnz = buf[:r], buf[head:head + r]
-        idx = buf[head + r:head + r + r * L].reshape(r, L)
-        val = buf[head + r + r * L:].reshape(r, L)
-        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, nnz, idx, val)
-        if shard.value_scale != 1.0:
-            val[mine] *= shard.value_scale
+        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, part["counts"], part["indices"],
+                  values)
     else:
-        buf = np.zeros(head + r * d)
-        ylab = buf[:r]
-        rows = buf[head:].reshape(r, d)
-        rows[mine, :shard.n_features] = shard.X[local]
-        if shard.value_scale != 1.0:
-            rows[mine] *= shard.value_scale
+        values[mine, :shard.n_features] = shard.X[local]
     if labels is not None:
-        ylab[mine] = labels[local]
+        part["labels"][mine] = labels[local]
     if weights is not None:
-        buf[r:2 * r][mine] = weights[local]
-    collectives.sum(buf)
-    y = ylab.copy()
-    weight = None if weights is None else buf[r:2 * r].copy()
+        part["weights"][mine] = weights[local]
+    collectives.sum(buf)  # each byte is written by one rank at most: the sum is exact
+    y = part["labels"].copy()
+    weight = None if weights is None else part["weights"].copy()
+    scale = shard.value_scale
     if shard.sparse:
-        indptr, indices, values = _unpad_rows(nnz, idx, val)
-        return RowBlock(d, y, csr=(indptr, indices, values.astype(dtype, copy=False)), weight=weight)
-    return RowBlock(d, y, dense=rows.astype(dtype), weight=weight)
+        indptr, indices, floats = _unpad_rows(part["counts"], part["indices"], values)
+        if scale != 1.0:
+            floats *= scale
+        return RowBlock(d, y, csr=(indptr, indices, floats.astype(dtype, copy=False)), weight=weight)
+    floats = values.astype(dtype) if scale == 1.0 else (values.astype(np.float64) * scale).astype(dtype, copy=False)
+    return RowBlock(d, y, dense=floats, weight=weight)

@@ -14,7 +14,8 @@ from mpi4py import MPI
 class Collectives:
     """Buffer collectives over ``comm``. ``calls`` counts each operation by name ("sum",
     "broadcast", "sum_to_root", "gather_to_root", "exchange"), ``seconds`` their total
-    wall time, ``last_seconds`` the most recent one's."""
+    wall time, ``last_seconds`` the most recent one's and ``last_bytes`` the bytes of the
+    buffer this rank passed to it."""
 
     def __init__(self, comm):
         self.comm = comm
@@ -23,17 +24,21 @@ class Collectives:
         self.calls = Counter()
         self.seconds = 0.0
         self.last_seconds = 0.0
+        self.last_bytes = 0
 
-    def _timed(self, name, start):
+    def _timed(self, name, start, nbytes):
         self.last_seconds = MPI.Wtime() - start
         self.seconds += self.last_seconds
+        self.last_bytes = nbytes
         self.calls[name] += 1
 
     def sum(self, buf):
-        """Sum the contiguous array ``buf`` over all ranks, in place (one Allreduce)."""
+        """Sum the contiguous array ``buf`` over all ranks, in place (one Allreduce). Integer
+        sums are exact: a byte buffer (uint8) in which each byte is nonzero on one rank at most
+        arrives as written, whatever the bytes encode."""
         start = MPI.Wtime()
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        self._timed("sum", start)
+        self._timed("sum", start, buf.nbytes)
         return buf
 
     def broadcast(self, buf, root=0):
@@ -41,7 +46,7 @@ class Collectives:
         ranks pass an array of the same shape and dtype to receive it."""
         start = MPI.Wtime()
         self.comm.Bcast(buf, root=root)
-        self._timed("broadcast", start)
+        self._timed("broadcast", start, buf.nbytes)
         return buf
 
     def sum_to_root(self, buf, root=0):
@@ -49,7 +54,7 @@ class Collectives:
         start = MPI.Wtime()
         total = np.empty_like(buf) if self.rank == root else None
         self.comm.Reduce(buf, total, op=MPI.SUM, root=root)
-        self._timed("sum_to_root", start)
+        self._timed("sum_to_root", start, buf.nbytes)
         return total
 
     def gather_to_root(self, local, root=0):
@@ -65,7 +70,7 @@ class Collectives:
             self.comm.Gatherv(local, (out, counts), root=root)
         else:
             self.comm.Gatherv(local, None, root=root)
-        self._timed("gather_to_root", start)
+        self._timed("gather_to_root", start, local.nbytes)
         return out
 
     def exchange(self, parts):
@@ -80,5 +85,5 @@ class Collectives:
         send = np.ascontiguousarray(np.concatenate(parts).astype(dtype, copy=False))
         recv = np.empty(int(recv_counts.sum()), dtype=dtype)
         self.comm.Alltoallv((send, send_counts), (recv, recv_counts))
-        self._timed("exchange", start)
+        self._timed("exchange", start, send.nbytes)
         return np.split(recv, np.cumsum(recv_counts)[:-1])

@@ -146,6 +146,7 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
                                 saved_stats["hinge_moving_average"], saved_stats["seconds"])
+            stats.bytes.update(saved_stats.get("bytes", {}))  # absent in older files: counted from here on
             sampler = sampler_from_state(json.loads(a["sampler"]), f["sampler_block"][()])
             return table, state, stats, sampler
 

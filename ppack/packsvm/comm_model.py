@@ -92,12 +92,13 @@ def allreduce_seconds(nbytes, ranks, latency, seconds_per_byte):
     return min(algorithm_seconds(a, nbytes, ranks, latency, seconds_per_byte) for a in ALGORITHMS)
 
 
-def pack_bytes(r, d, longest, sparse, columns, ranks):
-    """Bytes of a pack's two Allreduce buffers (float64), as ``loop.PackedSolver`` builds them:
-    the r drawn rows with their labels (sparse rows as nnz, indices and values padded to the
-    longest row), then collective 2's ``PackBuffer`` (``columns`` = K problems)."""
-    rows = r + (r + 2 * r * longest if sparse else r * d)
-    return 8 * rows, 8 * PackBuffer.length(columns, r, ranks)
+def pack_bytes(r, d, longest, sparse, columns, ranks, value_bytes=8):
+    """Bytes of a pack's two Allreduce buffers, as ``loop.PackedSolver`` builds them: collective
+    1 (``data.delivery``) the r drawn rows' float64 labels and their values as stored,
+    ``value_bytes`` each (sparse rows as int32 nonzero counts, then int32 indices and values
+    padded to the longest row); collective 2 the float64 ``PackBuffer`` (``columns`` = K problems)."""
+    rows = r * (4 + longest * (4 + value_bytes)) if sparse else r * d * value_bytes
+    return 8 * r + rows, 8 * PackBuffer.length(columns, r, ranks)
 
 
 def pack_seconds(pack_bytes, ranks, latency, seconds_per_byte):

@@ -161,7 +161,7 @@ class PackSVC(BaseSVC):
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
                                        self.work_bytes)
         self.resumed_from_ = None if previous is None else previous[1].iteration
-        compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse)
+        compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse, shard.X.dtype)
         if on_kernels_ready is not None:
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
@@ -192,6 +192,7 @@ class PackSVC(BaseSVC):
             "step": float(self.step), "average": bool(self.average),
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
+            "bytes": dict(stats.bytes),  # the same on every rank
         }
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
         if validation is not None:

@@ -128,7 +128,7 @@ class PackedSolver:
         else:
             table, state, stats, sampler = resume
         compute = table.compute
-        seconds = stats.seconds
+        seconds, sent = stats.seconds, stats.bytes
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
@@ -147,6 +147,7 @@ class PackedSolver:
             t0 = MPI.Wtime()
             block = deliver_rows(collectives, shard, labels, ids, weights=weights)  # collective 1
             seconds["communication"] += collectives.last_seconds
+            sent["collective1"] += collectives.last_bytes
             t1 = MPI.Wtime()
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
@@ -178,6 +179,7 @@ class PackedSolver:
 
             collectives.sum(buf.data)  # collective 2
             seconds["communication"] += collectives.last_seconds
+            sent["collective2"] += collectives.last_bytes
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
             t3 = MPI.Wtime()
             self._check_agreement(buf.digests, state.iteration, stats.packs)

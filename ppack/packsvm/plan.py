@@ -137,7 +137,7 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
         rates = _calibrate(path, params, n, T, r)
     else:
         return Plan(lines, warnings)
-    buffers = pack_bytes(r, d, longest, sparse, columns, ranks)
+    buffers = pack_bytes(r, d, longest, sparse, columns, ranks, held)
     lines += _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers)
     return Plan(lines, warnings)
 

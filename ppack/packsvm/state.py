@@ -11,6 +11,7 @@ from ..random_stream import GOLDEN, fmix64
 # "pair_kernels" are the parallel products), the two Allreduce calls, the replay and table
 # update, the rows' delivery apart from its Allreduce, and the whole run
 PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "sequential_updates", "delivery", "total")
+COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
 class LossWindows:
@@ -66,11 +67,12 @@ class SolverStats:
     projections: int = 0
     hinge_moving_average: float = float("nan")
     seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))  # wall time, all runs
+    bytes: dict = field(default_factory=lambda: dict.fromkeys(COLLECTIVES, 0))  # buffer bytes per rank, all runs
     converged: bool = False
 
     def as_dict(self):
         return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,
-                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds}
+                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds, "bytes": self.bytes}
 
 
 DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros

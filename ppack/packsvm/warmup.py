@@ -9,6 +9,8 @@ training starts: its time is then reported apart from the training time. One ran
 node goes first and fills the cache; the node's other ranks wait, asleep, and then load
 what it wrote, instead of every rank compiling the same functions at once.
 """
+from dataclasses import replace
+
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -28,15 +30,16 @@ from .table import SupportVectorTable
 _ROWS, _FEATURES = 4, 3
 
 
-def warm_kernels(comm, spec, dtype, sparse):
+def warm_kernels(comm, spec, dtype, sparse, stored=None):
     """Collective: make every kernel training and prediction use ready; returns the seconds
     it took (the maximum over ranks).
 
-    spec: the run's ``KernelSpec`` (its kind picks the partial-sum path); dtype: the stored
-    features' type (float32 or float64); sparse: whether the data are CSR. Rank 0 of each
-    node (``COMM_TYPE_SHARED``) runs the kernels first, compiling them into the cache; the
-    node's other ranks then run them, loading from the cache. An error on any rank is
-    raised on every rank (see ``mpi.comm.agree``).
+    spec: the run's ``KernelSpec`` (its kind picks the partial-sum path); dtype: the type the
+    features are computed in (float32 or float64); sparse: whether the data are CSR; stored:
+    the rows' stored type (None: ``dtype``), in which delivery pads compact sparse rows (uint8).
+    Rank 0 of each node (``COMM_TYPE_SHARED``) runs the kernels first, compiling them into
+    the cache; the node's other ranks then run them, loading from the cache. An error on any
+    rank is raised on every rank (see ``mpi.comm.agree``).
     """
     start = MPI.Wtime()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
@@ -44,25 +47,25 @@ def warm_kernels(comm, spec, dtype, sparse):
     try:
         leader = node.Get_rank() == 0
         if leader:
-            error = _run_guarded(spec, dtype, sparse)
+            error = _run_guarded(spec, dtype, sparse, stored)
         polite_barrier(node)
         if not leader:
-            error = _run_guarded(spec, dtype, sparse)
+            error = _run_guarded(spec, dtype, sparse, stored)
     finally:
         node.Free()
     agree(comm, error)
     return comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def _run_guarded(spec, dtype, sparse):
+def _run_guarded(spec, dtype, sparse, stored):
     try:
-        _run_kernels(spec, dtype, sparse)
+        _run_kernels(spec, dtype, sparse, stored)
     except Exception as exc:  # noqa: BLE001 - raised on every rank by the caller
         return exc
     return None
 
 
-def _run_kernels(spec, dtype, sparse):
+def _run_kernels(spec, dtype, sparse, stored=None):
     """One tiny pack and one prediction, on this rank alone, through training's code paths."""
     rng = np.random.default_rng(0)
     X = rng.uniform(0.1, 1.0, size=(_ROWS, _FEATURES)).astype(dtype)
@@ -98,3 +101,8 @@ def _run_kernels(spec, dtype, sparse):
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))
+    if sparse and stored is not None and np.dtype(stored) != shard.X.dtype:  # compact rows, padded as stored
+        X = shard.X
+        compact = replace(shard, X=sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape),
+                          value_scale=0.5)
+        deliver_rows(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
