@@ -158,7 +158,7 @@ def test_sections_are_aligned_and_tile_the_byte_buffer(stored, sparse):
     the one before, and together they fill the buffer."""
     parts = sections(7, 5, 3, sparse, stored, weighted=True)
     assert [p[1].itemsize for p in parts] == sorted((p[1].itemsize for p in parts), reverse=True)
-    buf, views = _buffer(parts)
+    buf, views = _buffer(7, 5, 3, sparse, np.dtype(stored), True)
     assert buf.dtype == np.uint8 and buf.nbytes == buffer_bytes(7, 5, 3, sparse, stored, weighted=True)
     at = 0
     for name, dtype, shape in parts:

@@ -12,6 +12,7 @@ counts (r) indices (r, L) values (r, L)`` for sparse ones, laid out by decreasin
 size so that every section is aligned. Compact rows are scaled by ``value_scale`` after
 the sum. Used by the kernel trainer's packs, its predictions and linear Pegasos.
 """
+import functools
 import math
 
 import numpy as np
@@ -74,8 +75,12 @@ def buffer_bytes(r, d, longest, sparse, stored, weighted=False):
                                                                                   weighted))
 
 
-def _buffer(parts):
-    """One zeroed uint8 buffer holding ``parts`` back to back, and a dict of their views."""
+@functools.lru_cache(maxsize=8)
+def _buffer(r, d, longest, sparse, stored, weighted):
+    """One uint8 buffer holding the ``sections`` back to back, and a dict of their views;
+    kept for the next call of the same layout (every pack of a run has one): callers zero it
+    first, and what they return never aliases it."""
+    parts = sections(r, d, longest, sparse, stored, weighted)
     sizes = [dtype.itemsize * math.prod(shape) for _, dtype, shape in parts]
     buf = np.zeros(sum(sizes), dtype=np.uint8)
     views, at = {}, 0
@@ -99,7 +104,8 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
     r = len(ids)
     mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
     local = ids[mine] - shard.start
-    buf, part = _buffer(sections(r, d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None))
+    buf, part = _buffer(r, d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None)
+    buf.fill(0)
     values = part["values"]
     if shard.sparse:
         _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, part["counts"], part["indices"],
@@ -119,5 +125,18 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
         if scale != 1.0:
             floats *= scale
         return RowBlock(d, y, csr=(indptr, indices, floats.astype(dtype, copy=False)), weight=weight)
-    floats = values.astype(dtype) if scale == 1.0 else (values.astype(np.float64) * scale).astype(dtype, copy=False)
+    if values.dtype == np.float16:  # a type numba does not take
+        floats = (values.astype(np.float64) * scale).astype(dtype)
+    else:
+        floats = np.empty(values.shape, dtype=dtype)
+        _scaled(values, scale, floats)
     return RowBlock(d, y, dense=floats, weight=weight)
+
+
+@njit(cache=True)
+def _scaled(values, scale, out):
+    """out = float64(values) * scale, rounded once to out's type, in one pass (the product is
+    exact in float64 for scale 1)."""
+    flat, flat_out = values.reshape(-1), out.reshape(-1)
+    for i in range(flat.shape[0]):
+        flat_out[i] = np.float64(flat[i]) * scale

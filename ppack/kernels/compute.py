@@ -113,7 +113,8 @@ class KernelCompute:
                 c1 = min(r, c0 + cols)
                 # the whole block is the pack's columns, which the pair kernels use too: built once
                 XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
-                part = np.zeros((n_columns, c1 - c0))
+                # one group (the usual pack) adds straight into out; column groups into a part each
+                part = out2 if c1 - c0 == r and out2.flags.c_contiguous else np.zeros((n_columns, c1 - c0))
                 items = BACKEND.work_items(n)
                 if sparse:
                     BACKEND.csr_partial_sums(*stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
@@ -121,7 +122,8 @@ class KernelCompute:
                 else:
                     BACKEND.dense_partial_sums(stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
                                                *self._params, part)
-                out2[:, c0:c1] += part
+                if part is not out2:
+                    out2[:, c0:c1] += part
             return
         # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
         XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)

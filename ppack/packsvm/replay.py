@@ -16,7 +16,9 @@ the caller multiplies the stored coefficients by the product of the pack's folds
 adding the pack's coefficients. With a tiny sigma nearly every early step projects, each
 shrinking s by about sqrt(sigma) t, so s would underflow within one pack otherwise.
 """
+import functools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 from numba import njit
@@ -169,14 +171,14 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
     naming the problem) as ``replay_pack`` does.
     """
     K, r = predictions.shape
-    weight = np.ones(r) if weight is None else weight
-    average = np.empty((K, 0)) if average_out is None else average_out
-    info = np.zeros((K, 4))
-    pred = np.empty(r)
-    mean_loss = np.empty(r) if mean_loss_out is None else mean_loss_out
-    failed, projections = _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info,
-                                      weight, float(max_weight) if project else math.inf, average,
-                                      float(step), pred, np.empty((r, r)), np.empty(r), mean_loss)
+    work = _work_arrays(K, r)
+    weight = work.ones if weight is None else weight
+    average = work.no_average if average_out is None else average_out
+    mean_loss = work.mean_loss if mean_loss_out is None else mean_loss_out
+    info, pred = work.info, work.pred
+    failed, projections, folded = _replay_all(
+        predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight,
+        float(max_weight) if project else math.inf, average, float(step), pred, work.pair, work.sign, mean_loss)
     if failed >= 0:
         k, code = int(info[failed, 2]) - 1, int(info[failed, 3])
         value = {1: pred[k], 2: norm[failed], 3: coef_out[failed, k], 4: scale[failed]}[code]
@@ -184,15 +186,24 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
         exc.problem = failed
         raise exc
     fold_out[:] = info[:, :2]
-    return projections, bool(np.any(info[:, 0] != 1.0) or np.any(info[:, 1] != 0.0))
+    return projections, folded
+
+
+@functools.lru_cache(maxsize=4)
+def _work_arrays(K, r):
+    """Scratch arrays of ``replay_problems`` for K problems and packs of r rows, kept for the
+    run's next packs (every entry is written before it is read)."""
+    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), pair=np.empty((r, r)), sign=np.empty(r),
+                           mean_loss=np.empty(r), ones=np.ones(r), no_average=np.empty((K, 0)))
 
 
 @njit(cache=True)
 def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
                 average, step, pred, pair, sign, mean_loss):
     """The kernel of ``replay_problems``: (the first problem that met a non-finite value or -1,
-    the projections). pred, pair (r, r) and sign (r,) are work arrays; mean_loss (r,) gets the
-    losses' mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
+    the projections, whether any problem folded). pred, pair (r, r) and sign (r,) are work
+    arrays; info (K, 4) gets each problem's ``_replay`` info; mean_loss (r,) the losses' mean
+    over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
     K, r = predictions.shape
     q = 0
     for i in range(r):
@@ -202,6 +213,7 @@ def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, lo
             q += 1
     projections = 0
     for c in range(K):
+        info[c, :] = 0.0
         for k in range(r):
             pred[k] = scale[c] * predictions[c, k]
             sign[k] = labels[k] if K == 1 else (1.0 if labels[k] == c else -1.0)
@@ -209,10 +221,14 @@ def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, lo
                                           info[c], weight, max_weight, average[c], step)
         projections += done
         if info[c, 2] != 0.0:
-            return c, projections
+            return c, projections, False
+    folded = False
+    for c in range(K):
+        if info[c, 0] != 1.0 or info[c, 1] != 0.0:
+            folded = True
     for k in range(r):
         total = loss_out[0, k]
         for c in range(1, K):
             total += loss_out[c, k]
         mean_loss[k] = total / K
-    return -1, projections
+    return -1, projections, folded

@@ -36,7 +36,7 @@ def warm_kernels(comm, spec, dtype, sparse, stored=None):
 
     spec: the run's ``KernelSpec`` (its kind picks the partial-sum path); dtype: the type the
     features are computed in (float32 or float64); sparse: whether the data are CSR; stored:
-    the rows' stored type (None: ``dtype``), in which delivery pads compact sparse rows (uint8).
+    the rows' stored type (None: ``dtype``), in which delivery carries compact rows (uint8).
     Rank 0 of each node (``COMM_TYPE_SHARED``) runs the kernels first, compiling them into
     the cache; the node's other ranks then run them, loading from the cache. An error on any
     rank is raised on every rank (see ``mpi.comm.agree``).
@@ -101,8 +101,9 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))
-    if sparse and stored is not None and np.dtype(stored) != shard.X.dtype:  # compact rows, padded as stored
+    if stored is not None and np.dtype(stored) != shard.X.dtype:  # compact rows, delivered as stored
         X = shard.X
-        compact = replace(shard, X=sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape),
-                          value_scale=0.5)
+        rows = sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape) if sparse \
+            else X.astype(stored)
+        compact = replace(shard, X=rows, value_scale=0.5)
         deliver_rows(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
