@@ -8,7 +8,8 @@ Run from the repository root:
 Each command runs N times in a fresh Python process (the ppack of ``--root`` first on its
 path; default: this repository), one after another; the table gives the median, fastest and
 slowest wall time and the median peak resident memory (the child's own, from wait4), with
-`python -c pass` as the floor. The targets are 0.35 s and 80 MB for the first two commands;
+`python -c pass` as the floor. Other work on the machine slows every row: the header gives the
+load average. The targets are 0.35 s and 80 MB for the first two commands;
 the third loads the estimators, with scikit-learn when it is installed. Results go to
 bench/results/startup-<time>.json.
 """
@@ -32,11 +33,13 @@ COMMANDS = {
 TARGETS = {"python -m ppack --help": (0.35, 80), 'python -c "import ppack"': (0.35, 80)}
 
 
-def measure(args, env):
-    """(wall seconds, peak resident MB) of one fresh ``python ARGS`` process, which must succeed."""
+def measure(args, env, cwd):
+    """(wall seconds, peak resident MB) of one fresh ``python ARGS`` process run in ``cwd`` (first
+    on its path), which must succeed."""
     with tempfile.TemporaryFile() as errors:
         start = time.perf_counter()
-        child = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        child = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=errors)
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - start
         if os.waitstatus_to_exitcode(status) != 0:
@@ -58,13 +61,16 @@ def main():
     args = parser.parse_args()
     root = Path(args.root).resolve()
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    measure(COMMANDS['python -c "from ppack import PackSVC"'], env)  # a first run fills the file caches
+    measure(COMMANDS['python -c "from ppack import PackSVC"'], env, root)  # a first run fills the file caches
     results = {"python": sys.version.split()[0], "root": str(root), "commit": commit(root), "runs": args.runs,
-               "cores": len(os.sched_getaffinity(0)), "load_average": os.getloadavg(), "commands": {}}
-    print(f"{args.runs} fresh processes per command, ppack from {root} ({results['commit']})")
+               "cores": len(os.sched_getaffinity(0)), "load_average": os.getloadavg(),
+               "bytecode_cache": not os.environ.get("PYTHONDONTWRITEBYTECODE"), "commands": {}}
+    print(f"{args.runs} fresh processes per command, ppack from {root} ({results['commit']}); load average "
+          f"{results['load_average'][0]:.2f} on {results['cores']} cores"
+          + ("" if results["bytecode_cache"] else "; PYTHONDONTWRITEBYTECODE is set: ppack compiles on every import"))
     print(f"{'command':40s} {'median s':>9s} {'min s':>7s} {'max s':>7s} {'peak MB':>8s}  target")
     for name, command in COMMANDS.items():
-        samples = [measure(command, env) for _ in range(args.runs)]
+        samples = [measure(command, env, root) for _ in range(args.runs)]
         seconds = [s for s, _ in samples]
         mb = [m for _, m in samples]
         row = {"seconds": seconds, "peak_mb": mb, "median_seconds": statistics.median(seconds),
