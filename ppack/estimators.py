@@ -22,8 +22,9 @@ except ImportError:  # tests/test_sklearn.py hides scikit-learn to run this
     BaseEstimator = None
 
 if BaseEstimator is not None:
-    class ScikitLearn:
-        """scikit-learn's input check, error and warning types and tags, over the trainers' own."""
+    class Estimator:
+        """Before the trainer's class: scikit-learn's input check, error and warning types and
+        tags in place of the trainer's own."""
 
         not_fitted_error = NotFittedError
         conversion_warning = DataConversionWarning
@@ -37,11 +38,11 @@ if BaseEstimator is not None:
             tags.classifier_tags.multi_class = self.MULTICLASS
             return tags
 
-    # after the trainer's classes, so that theirs (score, ...) come first
-    BASES = (ClassifierMixin, BaseEstimator)
+    # after the trainer's class, so that its methods (score, ...) come first
+    SKLEARN_BASES = (ClassifierMixin, BaseEstimator)
 else:
-    class ScikitLearn:
-        """get_params / set_params from the constructor's arguments, as scikit-learn's."""
+    class Estimator:
+        """Without scikit-learn: get_params / set_params from the constructor's arguments, as its."""
 
         _estimator_type = "classifier"
 
@@ -54,10 +55,10 @@ else:
                 setattr(self, name, value)
             return self
 
-    BASES = ()
+    SKLEARN_BASES = ()
 
 
-class PackSVC(ScikitLearn, packsvm.PackSVC, *BASES):
+class PackSVC(Estimator, packsvm.PackSVC, *SKLEARN_BASES):
     __doc__ = packsvm.PackSVC.__doc__
 
 
@@ -65,7 +66,7 @@ class LibsvmSVC(packsvm.LibsvmSVC, PackSVC):
     __doc__ = packsvm.LibsvmSVC.__doc__
 
 
-class BlockAveragedSVC(ScikitLearn, linear.BlockAveragedSVC, *BASES):
+class BlockAveragedSVC(Estimator, linear.BlockAveragedSVC, *SKLEARN_BASES):
     __doc__ = linear.BlockAveragedSVC.__doc__
 
 
