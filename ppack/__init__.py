@@ -1,11 +1,28 @@
 """ppack: P-packSVM, distributed primal SGD training of kernel SVMs under MPI, and linear SVMs
-under block averaging."""
-from .base import load_model
-from .data.shard import Shard, load_shard
+under block averaging.
+
+The public names are imported on first use, so ``import ppack`` and the command line start
+fast: the estimators bring numba, h5py and, when installed, scikit-learn.
+"""
+from importlib import import_module
+
 from .errors import InputError, PPackError
-from .linear.estimator import BlockAveragedSVC
-from .packsvm.estimator import PackSVC
 
 __version__ = "0.1.0"
 __all__ = ["PackSVC", "BlockAveragedSVC", "load_model", "Shard", "load_shard", "PPackError", "InputError",
            "__version__"]
+
+_LAZY = {"PackSVC": ".estimators", "BlockAveragedSVC": ".estimators", "load_model": ".estimators",
+         "Shard": ".data.shard", "load_shard": ".data.shard"}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ppack' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name], __name__), name)
+    globals()[name] = value  # the next look-up finds it directly
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -7,9 +7,13 @@ whole (each then keeps its slice). A trainer subclass supplies ``PARAMS`` (its t
 ``registry``), ``fit``, ``_decisions(shard)``, ``save`` and ``load``, and registers its
 model type, so ``load_model`` reads any model file without this module knowing the
 trainers.
+
+Nothing here imports scikit-learn, so the command line starts without it: the public
+estimators (``ppack.estimators``) put the trainers on scikit-learn's bases and swap in
+its input check, error and warning types.
 """
-import inspect
 import warnings
+from types import MethodType
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,41 +26,35 @@ from .model.format import model_type
 from .mpi.collectives import Collectives
 from .registry import EXCLUSIVE, MODEL_TYPES, check_params
 
-try:  # scikit-learn is optional: with it the estimators are scikit-learn classifiers
-    from sklearn.base import BaseEstimator, ClassifierMixin
-    from sklearn.exceptions import DataConversionWarning, NotFittedError
-    from sklearn.utils.metaestimators import available_if
-    from sklearn.utils.validation import check_array
-except ImportError:  # pragma: no cover - exercised only where scikit-learn is absent
-    check_array = None
 
-    def available_if(check):
-        """scikit-learn's decorator where it is absent: the method is always there."""
-        return lambda method: method
-
-    class NotFittedError(PPackError, AttributeError):
-        """A method that needs a fitted model was called before fit."""
-
-    class DataConversionWarning(UserWarning):
-        """Input data was converted (a column-vector y flattened)."""
-
-    class BaseEstimator:
-        """get_params / set_params from the constructor's arguments, as scikit-learn's."""
-
-        def get_params(self, deep=True):
-            names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-            return {name: getattr(self, name) for name in names}
-
-        def set_params(self, **params):
-            for name, value in params.items():
-                setattr(self, name, value)
-            return self
-
-    class ClassifierMixin:
-        _estimator_type = "classifier"
+class NotFittedError(PPackError, AttributeError):
+    """A method that needs a fitted model was called before fit."""
 
 
-class BaseSVC(ClassifierMixin, BaseEstimator):
+class DataConversionWarning(UserWarning):
+    """Input data was converted (a column-vector y flattened)."""
+
+
+class available_if:
+    """Decorator: the method exists only where ``check(self)`` holds (``hasattr`` is False
+    elsewhere), as scikit-learn's ``available_if``."""
+
+    def __init__(self, check):
+        self.check = check
+
+    def __call__(self, method):
+        self.method = method
+        return self
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.method
+        if not self.check(obj):
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.method.__name__!r}")
+        return MethodType(self.method, obj)
+
+
+class BaseSVC:
     """Shared behaviour of PackSVC and BlockAveragedSVC (see the module docstring).
 
     Fitted attributes every trainer sets: ``classes_`` (the label values, sorted: for two,
@@ -65,6 +63,9 @@ class BaseSVC(ClassifierMixin, BaseEstimator):
 
     PARAMS = {}
     MULTICLASS = False  # whether fit takes more than two classes (one-vs-rest)
+    # the types raised and warned with; the public estimators give scikit-learn's
+    not_fitted_error = NotFittedError
+    conversion_warning = DataConversionWarning
     _label_names = None  # the labels given to fit, when they are not numbers (strings)
 
     def validate_params(self):
@@ -119,9 +120,9 @@ class BaseSVC(ClassifierMixin, BaseEstimator):
         if fitting and y is None:
             raise PPackError(f"{name} requires y to be passed, but the target y is None")
         try:
-            X = _checked_array(X, self.feature_dtype)
+            X = self._checked_array(X)
             if y is not None:
-                y = _checked_labels(y, X.shape[0])
+                y = _checked_labels(y, X.shape[0], self.conversion_warning)
         except PPackError:
             raise
         except ValueError as exc:
@@ -139,14 +140,18 @@ class BaseSVC(ClassifierMixin, BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "classes_"):
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
-                                 "appropriate arguments before using this estimator.")
+            raise self.not_fitted_error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                                        "with appropriate arguments before using this estimator.")
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True  # CSR rows are trained on as they are
-        tags.classifier_tags.multi_class = self.MULTICLASS
-        return tags
+    def _checked_array(self, X):
+        """X as an array or CSR matrix of the feature type, 2-D and finite (raises PPackError)."""
+        dtype = self.feature_dtype
+        X = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype)
+        if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+            raise PPackError(f"X: expected a 2-D array with at least one row and column, got shape {X.shape}")
+        if not np.isfinite(X.data if sp.issparse(X) else X).all():
+            raise PPackError("Input X contains NaN or infinity")
+        return X
 
     def _fit_classes(self, shard):
         """Collective: set ``classes_`` from the whole data set; returns the shard's labels: in
@@ -217,24 +222,13 @@ class BaseSVC(ClassifierMixin, BaseEstimator):
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
-def _checked_array(X, dtype):
-    """X as a float ``dtype`` array or CSR matrix, checked like scikit-learn's check_array."""
-    if check_array is not None:
-        return check_array(X, accept_sparse="csr", dtype=dtype, input_name="X")
-    X = sp.csr_matrix(X, dtype=dtype) if sp.issparse(X) else np.asarray(X, dtype=dtype)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-        raise PPackError(f"X: expected a 2-D array with at least one row and column, got shape {X.shape}")
-    if not np.isfinite(X.data if sp.issparse(X) else X).all():
-        raise PPackError("Input X contains NaN or infinity")
-    return X
-
-
-def _checked_labels(y, n):
-    """y as a 1-D array of n labels (a column vector is flattened, as scikit-learn does)."""
+def _checked_labels(y, n, warning):
+    """y as a 1-D array of n labels (a column vector is flattened with a ``warning``, as
+    scikit-learn does)."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         warnings.warn("A column-vector y was passed when a 1d array was expected; it is flattened",
-                      DataConversionWarning, stacklevel=4)
+                      warning, stacklevel=4)
         y = y.ravel()
     if y.ndim != 1:
         raise PPackError(f"y: expected a 1-D array of labels, got shape {y.shape}")
@@ -267,11 +261,13 @@ def find_classes(comm, shard, max_classes=2):
     return values
 
 
-def load_model(path, comm=None):
-    """Collective: the fitted estimator stored in a model file, whatever trainer wrote it."""
+def load_model(path, comm=None, estimators=MODEL_TYPES):
+    """Collective: the fitted estimator stored in a model file, whatever trainer wrote it, as the
+    class ``estimators`` gives its model type (default: the trainer's own class, as registered;
+    ``ppack.load_model`` gives the public classes)."""
     comm = MPI.COMM_WORLD if comm is None else comm
     kind = run_collectively(comm, model_type, path)
-    if kind not in MODEL_TYPES:
-        raise PPackError(f"{path}: attribute 'model_type': expected one of {', '.join(MODEL_TYPES)}, got {kind!r}",
+    if kind not in estimators:
+        raise PPackError(f"{path}: attribute 'model_type': expected one of {', '.join(estimators)}, got {kind!r}",
                          collective=True)
-    return MODEL_TYPES[kind].load(path, comm)
+    return estimators[kind].load(path, comm)

@@ -64,6 +64,8 @@ KERNEL_SOLVER = "packsvm"
 LOSSES = ("l1", "l2")
 STORAGES = ("dense", "csr")
 DTYPES = {"float32": np.float32, "float64": np.float64}
+# the value types a ppack HDF5 data file stores (data.hdf5; convert --dtype)
+STORED_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 AVERAGING = ("iterative", "oneshot")
 
 _TRUE = ("true", "yes", "on", "1")

@@ -4,11 +4,15 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from ppack import PackSVC
-from ppack.base import find_classes, load_model
+import ppack.base
+import ppack.linear.estimator
+import ppack.packsvm.estimator
+from ppack import BlockAveragedSVC, PackSVC, load_model
+from ppack.base import find_classes
 from ppack.data.shard import Shard
 from ppack.errors import PPackError
-from ppack.linear.estimator import BlockAveragedSVC
+from ppack.estimators import ESTIMATORS
+from ppack.registry import MODEL_TYPES
 from ppack.model.linear import LinearModelFile, save_linear_model
 
 from helpers import fitted, make_problem
@@ -32,6 +36,17 @@ def test_load_model_returns_the_estimator_of_the_files_type(tmp_path):
     assert type(linear) is BlockAveragedSVC
     np.testing.assert_allclose(linear.decision_function(X), X @ w + b, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(linear.predict(X), np.where(X @ w + b >= 0, 5.0, 2.0))
+    # the command line's loader: the trainers' own classes, which do not need scikit-learn
+    assert type(ppack.base.load_model(tmp_path / "kernel.h5", SELF)) is ppack.packsvm.estimator.PackSVC
+    assert type(ppack.base.load_model(tmp_path / "linear.h5", SELF)) is ppack.linear.estimator.BlockAveragedSVC
+
+
+def test_every_model_type_has_a_public_estimator_over_its_trainers_class():
+    assert set(ESTIMATORS) == set(MODEL_TYPES)
+    for kind, estimator in ESTIMATORS.items():
+        trainer = MODEL_TYPES[kind]
+        assert estimator is not trainer and issubclass(estimator, trainer), kind
+        assert estimator.__name__ == trainer.__name__ and estimator.__doc__ == trainer.__doc__
 
 
 def test_load_model_refuses_an_unknown_model_type(tmp_path):

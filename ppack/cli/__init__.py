@@ -4,6 +4,11 @@ One module per command, each with ``add_parser(subparsers)`` and ``run(comm, arg
 Options are parsed and validated identically on every rank before the first collective.
 A problem found on any rank ends every rank with status 1 and one message from rank 0;
 an unexpected failure on one rank aborts the whole MPI job (never a hang).
+
+Building the parser loads only the registry: each command imports the machinery it runs
+(data readers, trainers, numba, h5py) inside its functions, so `--help` starts fast. The
+commands use the trainers' own classes, never the public estimators (``ppack.estimators``),
+so no command imports scikit-learn (tests/test_startup.py holds this).
 """
 from . import convert, data, export, info, plan, predict, train
 from .common import Parser

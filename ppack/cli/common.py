@@ -9,9 +9,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from ..atomic import atomic_write
 from ..data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
-from ..data.shard import load_shard
 from ..errors import PPackError
 from ..kernels.threads import configure_threads
 from ..mpi.comm import on_rank0, run_collectively
@@ -84,6 +82,8 @@ def peak_rss_bytes(comm):
 
 def read_shard(comm, path, dtype):
     """Collective: this rank's shard of ``path`` and the seconds it took (max over ranks)."""
+    from ..data.shard import load_shard
+
     start = MPI.Wtime()
     shard = load_shard(comm, path, dtype=dtype)
     return shard, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
@@ -125,5 +125,7 @@ def evaluate(comm, model, shard):
 
 def write_metrics(comm, path, metrics):
     """Collective: rank 0 writes ``metrics`` as JSON to ``path`` (atomically); nothing without a path."""
+    from ..atomic import atomic_write
+
     if path:
         on_rank0(comm, atomic_write, path, lambda f: f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n"))

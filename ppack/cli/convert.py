@@ -4,10 +4,8 @@ import time
 
 import numpy as np
 
-from ..data.convert import convert
-from ..data.hdf5 import STORED_DTYPES
 from ..mpi.comm import on_rank0
-from ..registry import STORAGES
+from ..registry import STORAGES, STORED_DTYPES
 from .common import Report, check_outputs
 
 
@@ -33,6 +31,8 @@ def add_parser(sub):
 
 
 def run(comm, args):
+    from ..data.convert import convert
+
     check_outputs(comm, {"output": args.output})
     start = time.perf_counter()
     compression = None if args.compression == "none" else args.compression

@@ -2,7 +2,6 @@
 data sets made from the official MNIST IDX files."""
 import time
 
-from ..data.mnist8m import write_mnist8m, write_originals
 from ..mpi.comm import on_rank0
 from .common import Report, check_outputs
 
@@ -29,6 +28,8 @@ def add_parser(sub):
 
 
 def run(comm, args):
+    from ..data.mnist8m import write_mnist8m, write_originals
+
     say = Report(comm, args.quiet)
     compression = None if args.compression == "none" else args.compression
     start = time.perf_counter()

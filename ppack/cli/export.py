@@ -1,6 +1,5 @@
 """`export --libsvm MODEL.h5 OUT.model`: a ppack kernel model as LIBSVM model files (rank 0 writes)."""
 from ..mpi.comm import on_rank0
-from ..model.libsvm_file import export_libsvm
 from ..registry import KERNEL_TABLE
 from .common import Report, check_outputs
 
@@ -19,6 +18,8 @@ def add_parser(sub):
 
 
 def run(comm, args):
+    from ..model.libsvm_file import export_libsvm
+
     check_outputs(comm, {"output": args.output})
     written = on_rank0(comm, export_libsvm, args.model, args.output)
     say = Report(comm, args.quiet)

@@ -2,15 +2,10 @@
 import json
 from pathlib import Path
 
-import h5py
 import numpy as np
 
-from ..data.hdf5 import is_hdf5, read_header
-from ..data.libsvm import read_libsvm
 from ..errors import InputError
 from ..mpi.comm import on_rank0
-from ..model.format import is_libsvm_model, read_classes
-from ..model.libsvm_file import read_libsvm_model_header
 
 
 def add_parser(sub):
@@ -24,6 +19,12 @@ def run(comm, args):
 
 def describe(path):
     """Lines of text describing ``path`` (ppack HDF5 data, model, checkpoint, or LIBSVM text)."""
+    import h5py
+
+    from ..data.hdf5 import is_hdf5
+    from ..model.format import is_libsvm_model
+    from ..model.libsvm_file import read_libsvm_model_header
+
     path = str(path)
     if not Path(path).exists():
         raise InputError("No such file", path)
@@ -49,6 +50,8 @@ def _labels(y):
 
 
 def _describe_data(path, f):
+    from ..data.hdf5 import read_header
+
     h = read_header(path, check_indices=False)
     nnz = len(f["X/data"]) if h.storage == "csr" else h.n_samples * h.n_features
     scale = f", value = stored x {h.value_scale:.9g}" if h.value_scale != 1.0 else ""
@@ -60,6 +63,8 @@ def _describe_data(path, f):
 
 
 def _describe_model(path, f):
+    from ..model.format import read_classes
+
     a = f.attrs
     training = json.loads(a["training"])
     classes = [f"{c:g}" if isinstance(c, float) else str(c) for c in read_classes(f).tolist()]
@@ -95,6 +100,8 @@ def _describe_checkpoint(path, f):
 
 
 def _describe_text(path):
+    from ..data.libsvm import read_libsvm
+
     _, y, info = read_libsvm(path)
     return [f"{path}: LIBSVM text", f"  rows {info.n_samples}, features {info.n_features} (largest index), "
             f"longest row {info.max_row_nnz}", f"  labels {_labels(y)}"]

@@ -5,7 +5,6 @@ from pathlib import Path
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from ..packsvm.comm_model import INFINIBAND_EDR
-from ..packsvm.plan import make_plan
 from .options import add_packsvm_options, packsvm_params
 
 
@@ -32,6 +31,8 @@ def add_parser(sub):
 
 
 def run(comm, args):
+    from ..packsvm.plan import make_plan
+
     mem = None if args.mem_per_rank is None else args.mem_per_rank * 2**30
 
     def plan():

@@ -1,12 +1,9 @@
 """`predict --model MODEL.h5 --data DATA`: decision values and labels on all ranks, any model type."""
 from pathlib import Path
 
-import h5py
 import numpy as np
 from mpi4py import MPI
 
-from ..atomic import atomic_h5_write, atomic_write
-from ..base import load_model
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from ..registry import KERNEL_TABLE
@@ -61,6 +58,11 @@ def run(comm, args):
 
 
 def _timed_load(comm, path):
+    """Collective: the model file's estimator, as its trainer's class, and the seconds it took."""
+    from ..base import load_model
+    from ..linear import estimator as linear  # noqa: F401 - importing the trainers registers their
+    from ..packsvm import estimator as packsvm  # noqa: F401 - model types, which load_model reads
+
     start = MPI.Wtime()
     model = load_model(path, comm)
     return model, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
@@ -76,6 +78,10 @@ def write_decisions(path, decisions, labels, classes=None, proba=None):
     text columns (decision_<class>). ``proba`` (n, K), if given: the class probabilities,
     dataset ``proba`` in .h5, K more columns (proba_<class>) after the label elsewhere.
     """
+    import h5py
+
+    from ..atomic import atomic_h5_write, atomic_write
+
     suffix = Path(path).suffix.lower()
     kind = OUTPUT_FORMATS[suffix]
     decisions = np.asarray(decisions)

@@ -8,10 +8,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import PPackError
-from ..linear.estimator import BlockAveragedSVC
 from ..mpi.comm import on_rank0, run_collectively
-from ..packsvm.checkpoint import check_checkpoint_file
-from ..packsvm.estimator import PackSVC
 from ..registry import KERNEL_SOLVER, SOLVERS
 from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, rank_threads,
                      read_shard, training_data, write_metrics)
@@ -51,6 +48,10 @@ def _every(text):
 
 
 def run(comm, args):
+    from ..linear.estimator import BlockAveragedSVC
+    from ..packsvm.checkpoint import check_checkpoint_file
+    from ..packsvm.estimator import PackSVC
+
     refuse_other_trainers_options(args)
     say = Report(comm, args.quiet)
     kernel = args.solver == KERNEL_SOLVER

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from ..atomic import atomic_h5_write
 from ..errors import InputError
-from ..registry import STORAGES
+from ..registry import STORAGES, STORED_DTYPES
 
 FORMAT = "ppack-data"
 FORMAT_VERSION = 1
@@ -48,7 +48,6 @@ _MAGIC = b"\x89HDF\r\n\x1a\n"
 _CHUNK_BYTES = 1 << 20  # target size of one HDF5 chunk
 _CHECK_BLOCK = 1 << 22  # stored entries validated per block in read_header
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-STORED_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 COMPACT_DTYPES = (np.dtype(np.float16), np.dtype(np.uint8))  # read as float32, tile by tile
 GRID_TOLERANCE = 1e-3  # uint8: how far (in steps) a value may sit from k * value_scale
 

@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
 
 from .pack_buffer import PackBuffer
 
@@ -114,6 +113,8 @@ def fit(measurements, rounds=20):
     fixed the model is linear in (alpha, beta); start from recursive doubling, refit with
     each sample's fastest algorithm under the last fit, until the choice is stable.
     """
+    from scipy.optimize import nnls  # not at the top: the CLI reads this module to build its parser
+
     samples = [(int(p), float(n), float(s)) for p, n, s in measurements if p > 1 and s > 0]
     if not samples:
         raise ValueError("fit: no measurement on more than one rank")
