@@ -8,7 +8,9 @@ stream. Everything is wrapping uint64 arithmetic, so the numbers are the same on
 rank and machine.
 """
 import numpy as np
-from numba import njit
+from llvmlite import ir as llvm_ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -66,3 +68,14 @@ def below_by_remainder(rng, k):
     """A draw in [0, k): the 64 bits modulo k (StreamSVM's cache draws, whose models depend
     on these numbers)."""
     return np.int64(next_draw(rng) % np.uint64(k))
+
+
+@intrinsic
+def float_bits(typingctx, x):
+    """The 64 bits of a float64, as a uint64 (to hash a float exactly)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvm_ir.IntType(64))
+    return types.uint64(types.float64), codegen

@@ -28,9 +28,12 @@ DENSE_PAIRS_FILL = 4
 
 
 def dense_row_norms(X, l1):
-    """Squared L2 (or, with ``l1``, L1) norm of every row of a dense array, (n,) float64."""
-    X = np.asarray(X, dtype=np.float64)
-    return np.abs(X).sum(axis=1) if l1 else np.einsum("ij,ij->i", X, X)
+    """Squared L2 (or, with ``l1``, L1) norm of every row of a dense array, (n,) float64: each
+    row's terms in float64 summed in a fixed order (``BACKEND.dense_row_norms``)."""
+    X = np.asarray(X)
+    if X.dtype == np.float16 or not X.flags.c_contiguous or X.ndim != 2:  # types and layouts numba does not take
+        X = np.ascontiguousarray(X, dtype=np.float64).reshape(len(X), -1)
+    return BACKEND.dense_row_norms(X, bool(l1))
 
 
 def csr_row_norms(indptr, indices, values, l1):

@@ -48,7 +48,7 @@ class KeySlots:
         live = self.keys != EMPTY
         keys, slots = self.keys[live], self.slots[live]
         self.__init__(n_keys)
-        _put(self.keys, self.slots, keys, slots)
+        put(self.keys, self.slots, keys, slots)
         self.n = len(keys)
 
 
@@ -76,21 +76,35 @@ def lookup(table_keys, table_slots, keys, out):
 def _add(table_keys, table_slots, keys, first_slot):
     """Check, then insert: the position of the first present or repeated key (nothing
     inserted), or -1 after inserting every key."""
-    found = np.empty(keys.shape[0], dtype=np.int64)
+    n = keys.shape[0]
+    found = np.empty(n, dtype=np.int64)
     lookup(table_keys, table_slots, keys, found)
-    for i in range(keys.shape[0]):
+    for i in range(n):
         if found[i] >= 0:
             return i
-    order = np.argsort(keys)
-    for j in range(1, keys.shape[0]):
-        if keys[order[j]] == keys[order[j - 1]]:
-            return max(order[j], order[j - 1])
-    _put(table_keys, table_slots, keys, np.arange(first_slot, first_slot + keys.shape[0]))
+    positions = np.arange(n)
+    seen_keys, seen_slots = new_map(n)
+    first_of = np.empty(1, dtype=np.int64)
+    for i in range(n):  # a repeat among the new keys: the small map of them already has it
+        lookup(seen_keys, seen_slots, keys[i:i + 1], first_of)
+        if first_of[0] >= 0:
+            return i
+        put(seen_keys, seen_slots, keys[i:i + 1], positions[i:i + 1])
+    put(table_keys, table_slots, keys, positions + first_slot)
     return -1
 
 
 @njit(cache=True)
-def _put(table_keys, table_slots, keys, slots):
+def new_map(n):
+    """Empty key and slot arrays of a map for n keys (buckets: a power of two >= 2 n, >= 16)."""
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    return np.full(size, EMPTY, dtype=np.int64), np.empty(size, dtype=np.int64)
+
+
+@njit(cache=True)
+def put(table_keys, table_slots, keys, slots):
     """Insert absent ``keys`` with their ``slots``."""
     mask = table_keys.shape[0] - 1
     for i in range(keys.shape[0]):

@@ -32,11 +32,10 @@ from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
-from ..random_stream import fmix64
 from . import averaging
 from .checkpoint import write_checkpoint
 from .pack_buffer import PackBuffer
-from .key_slots import lookup
+from .key_slots import lookup, new_map, put
 from .replay import NonFinite, replay_problems
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -285,73 +284,63 @@ def merge_pack(ids, owner_flags, coef, loss, average, rank, occupancy, table_key
     """
     K, r = coef.shape
     averaging = average.shape[1] > 0
-    stepped = np.zeros(r, dtype=np.bool_)
-    n_at = 0
-    for k in range(r):
-        for c in range(K):
-            if loss[c, k] > 0.0:
-                stepped[k] = True
-        if stepped[k]:
-            n_at += 1
-    # merge repeated keys with a small open-addressing map of the pack's keys
-    size = 16
-    while size < 2 * n_at:
-        size *= 2
-    bucket_key = np.full(size, -1, dtype=np.int64)
-    bucket_unique = np.empty(size, dtype=np.int64)
-    first = np.empty(n_at, dtype=np.int64)
-    value = np.zeros((n_at, K))
-    part = np.zeros((n_at, K))
+    # pack positions that stepped, each key's first one, and its merged coefficient (u: key number)
+    pack_keys, pack_slots = new_map(r)
+    unique_of = np.empty(1, dtype=np.int64)
+    first = np.empty(r, dtype=np.int64)
+    value = np.zeros((r, K))
+    part = np.zeros((r, K))
     n_unique = 0
     for k in range(r):
-        if not stepped[k]:
+        stepped = False
+        for c in range(K):
+            if loss[c, k] > 0.0:
+                stepped = True
+        if not stepped:
             continue
-        b = np.int64(fmix64(np.uint64(ids[k])) & np.uint64(size - 1))
-        while bucket_key[b] != -1 and bucket_key[b] != ids[k]:
-            b = (b + 1) & (size - 1)
-        if bucket_key[b] == -1:
-            bucket_key[b], bucket_unique[b] = ids[k], n_unique
-            first[n_unique] = k
+        lookup(pack_keys, pack_slots, ids[k:k + 1], unique_of)
+        u = unique_of[0]
+        if u < 0:
+            u = n_unique
+            first[u] = k
+            unique_of[0] = u
+            put(pack_keys, pack_slots, ids[k:k + 1], unique_of)
             n_unique += 1
-        u = bucket_unique[b]
         for c in range(K):
             value[u, c] += coef[c, k]
             if averaging:
                 part[u, c] += average[c, k]
+    # entries this rank holds: add; new keys: place, and return this rank's
     owners = np.empty(n_unique, dtype=np.int64)
     n_new = 0
+    slot = np.empty(1, dtype=np.int64)
     for u in range(n_unique):
         owners[u] = np.int64(np.rint(owner_flags[first[u]])) - 1
         if owners[u] < 0:
             n_new += 1
-    slot = np.empty(1, dtype=np.int64)
-    for u in range(n_unique):
-        if owners[u] == rank:
+        elif owners[u] == rank:
             lookup(table_keys, table_slots, ids[first[u]:first[u] + 1], slot)
             for c in range(K):
                 if averaging:
                     table_avg[slot[0], c] += part[u, c]
                 table_coef[slot[0], c] += value[u, c]
     placed = least_occupied(occupancy, n_new)
-    mine = 0
-    i = 0
+    mine = np.empty(n_new, dtype=np.int64)  # key numbers of this rank's new entries
+    n_mine = i = 0
     for u in range(n_unique):
         if owners[u] < 0:
             if placed[i] == rank:
-                mine += 1
+                mine[n_mine] = u
+                n_mine += 1
             i += 1
-    positions = np.empty(mine, dtype=np.int64)
-    new_value = np.empty((mine, K))
-    new_part = np.empty((mine, K))
-    i = j = 0
-    for u in range(n_unique):
-        if owners[u] < 0:
-            if placed[i] == rank:
-                positions[j] = first[u]
-                new_value[j] = value[u]
-                new_part[j] = part[u]
-                j += 1
-            i += 1
+    positions = np.empty(n_mine, dtype=np.int64)
+    new_value = np.empty((n_mine, K))
+    new_part = np.empty((n_mine, K))
+    for j in range(n_mine):
+        positions[j] = first[mine[j]]
+        for c in range(K):
+            new_value[j, c] = value[mine[j], c]
+            new_part[j, c] = part[mine[j], c]
     return positions, new_value, new_part
 
 

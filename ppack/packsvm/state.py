@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..random_stream import GOLDEN, fmix64
+from ..random_stream import GOLDEN, float_bits, fmix64
 
 # wall seconds by phase: the pack's local work ("kernel_sums", of which "partial_sums" and
 # "pair_kernels" are the parallel products), the two Allreduce calls, the replay and table
@@ -98,34 +98,31 @@ def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
         size, count, total, means = windows.size, windows.count, windows.total, np.array(windows.means)
     avg_weight = math.nan if state.avg_weight is None else state.avg_weight
     occupancy = _NO_COUNTS if state.occupancy is None else state.occupancy
-    return float(_digest(state.iteration, size, count, total, avg_weight, means, np.atleast_1d(state.scale),
-                         np.atleast_1d(state.norm), occupancy, coef.reshape(-1), loss.reshape(-1)))
+    return float(_digest(state.iteration, size, count, float(total), float(avg_weight), means,
+                         np.atleast_1d(state.scale), np.atleast_1d(state.norm), occupancy, coef.reshape(-1),
+                         loss.reshape(-1)))
 
 
 @njit(cache=True)
 def _digest(iteration, size, count, total, avg_weight, means, scale, norm, occupancy, coef, loss):
-    """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars and every array's length and
-    64-bit words."""
-    counts = np.array([iteration, size, count], dtype=np.int64)
-    reals = np.array([total, avg_weight])
-    h = np.uint64(DIGEST_BITS)
-    h = _absorb(h, counts.view(np.uint64))
-    h = _absorb(h, reals.view(np.uint64))
-    h = _absorb(h, means.view(np.uint64))
-    h = _absorb(h, np.ascontiguousarray(scale).view(np.uint64))
-    h = _absorb(h, np.ascontiguousarray(norm).view(np.uint64))
-    h = _absorb(h, np.ascontiguousarray(occupancy).view(np.uint64))
-    h = _absorb(h, coef.view(np.uint64))
-    h = _absorb(h, loss.view(np.uint64))
+    """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars, then each array's length
+    and entries (floats by their bits)."""
+    h = _mix(np.uint64(DIGEST_BITS), np.uint64(iteration))
+    h = _mix(_mix(h, np.uint64(size)), np.uint64(count))
+    h = _mix(_mix(h, float_bits(total)), float_bits(avg_weight))
+    for floats in (means, scale, norm, coef, loss):
+        h = _mix(h, np.uint64(floats.shape[0]))
+        for x in floats:
+            h = _mix(h, float_bits(x))
+    h = _mix(h, np.uint64(occupancy.shape[0]))
+    for count_k in occupancy:
+        h = _mix(h, np.uint64(count_k))
     return h >> np.uint64(64 - DIGEST_BITS)
 
 
 @njit(cache=True, inline="always")
-def _absorb(h, words):
-    h = fmix64(h ^ (np.uint64(words.shape[0]) + GOLDEN))
-    for i in range(words.shape[0]):
-        h = fmix64(h ^ (words[i] + GOLDEN))
-    return h
+def _mix(h, word):
+    return fmix64(h ^ (word + GOLDEN))
 
 
 def moving_average(previous, values, weight):
