@@ -80,6 +80,19 @@ def peak_rss_bytes(comm):
     return comm.gather(peak if sys.platform == "darwin" else peak * 1024, root=0)  # Linux counts KiB
 
 
+def process_age_seconds():
+    """Wall seconds since this process started (Linux: /proc, 10 ms resolution), or None
+    where the system does not say."""
+    try:
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        with open("/proc/self/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        return uptime - started / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def read_shard(comm, path, dtype):
     """Collective: this rank's shard of ``path`` and the seconds it took (max over ranks)."""
     from ..data.shard import load_shard

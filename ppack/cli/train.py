@@ -10,8 +10,8 @@ from mpi4py import MPI
 from ..errors import PPackError
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import KERNEL_SOLVER, SOLVERS
-from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, rank_threads,
-                     read_shard, training_data, write_metrics)
+from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, process_age_seconds,
+                     rank_threads, read_shard, training_data, write_metrics)
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
                       refuse_other_trainers_options)
 from .progress import Progress
@@ -71,7 +71,7 @@ def run(comm, args):
     shard, read_seconds = read_shard(comm, data, model.feature_dtype)
     say(describe_run(comm, data, shard, threads))
     peaks = {"after_read": peak_rss_bytes(comm)}
-    metrics = (_fit_packsvm if kernel else _fit_linear)(args, model, shard, say)
+    metrics = (_fit_packsvm if kernel else _fit_linear)(args, model, shard, say, read_seconds)
     if metrics is None:  # stopped by SIGTERM, state checkpointed
         return
     peaks["after_training"] = peak_rss_bytes(comm)
@@ -84,14 +84,18 @@ def run(comm, args):
     _evaluate_and_save(comm, args, model, test, metrics, say)
 
 
-def _fit_packsvm(args, model, shard, say):
+def _fit_packsvm(args, model, shard, say, read_seconds):
     """Train the kernel model; its metrics, or None when SIGTERM stopped the run."""
     every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
     stop = _stop_on_sigterm()
+    ready = {}
+
+    def kernels_ready(seconds):  # the packs start next: how long the process took to get here
+        ready["age"] = process_age_seconds()
+        say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
               checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set,
-              on_kernels_ready=lambda seconds: say(f"numba kernels ready in {seconds:.1f} s "
-                                                   "(compiled once per node, or loaded from the cache)"))
+              on_kernels_ready=kernels_ready)
     if model.progress is not None:
         model.progress.close()
     if model.resumed_from_ is not None:
@@ -128,7 +132,17 @@ def _fit_packsvm(args, model, shard, say):
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
             "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
-            "seconds": dict(info["seconds"]), "bytes": dict(info["bytes"])}
+            "seconds": {**info["seconds"], "startup": _startup_seconds(model._comm(), ready.get("age"), read_seconds,
+                                                                    info["seconds"]["compile"])},
+            "bytes": dict(info["bytes"])}
+
+
+def _startup_seconds(comm, age, read_seconds, compile_seconds):
+    """Collective: process start to the first pack, minus reading the data and compiling the
+    kernels (the slowest rank's), or None where the process start is unknown."""
+    startup = None if age is None else age - read_seconds - compile_seconds
+    startups = comm.allgather(startup)
+    return None if None in startups else max(startups)
 
 
 def describe_dtype(model):
@@ -139,7 +153,7 @@ def describe_dtype(model):
     return f"computed in {model.dtype_}{chosen}{worst}"
 
 
-def _fit_linear(args, model, shard, say):
+def _fit_linear(args, model, shard, say, read_seconds=None):
     """Train the linear model; its metrics."""
     def show(report):
         gap = f", duality gap {report.gap:.6g}" if report.dual else ""
