@@ -56,23 +56,34 @@ def test_rows_are_padded_to_a_models_width(sparse):
     """With ``n_features`` wider than the data, the rows come padded with zero columns."""
     block, X, _, ids, _ = delivered(MPI.COMM_SELF, sparse, np.float64, n_features=10)
     assert block.n_features == 10
-    taken = block.take(list(range(block.n_rows)))
-    if isinstance(taken, tuple):  # a CSR triple
-        taken = sp.csr_matrix(taken[::-1], shape=(block.n_rows, 10)).toarray()
+    taken = block.dense if block.dense is not None else \
+        sp.csr_matrix(block.csr[::-1], shape=(block.n_rows, 10)).toarray()
     expected = np.zeros((len(ids), 10))
     expected[:, :X.shape[1]] = X.toarray()[ids] if sparse else X[ids]
     np.testing.assert_array_equal(taken, expected)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("rows", [[3, 0, 3], [], [5]])
-def test_take_of_a_sparse_block_gives_the_rows_as_csr(rows):
-    """``take`` builds the CSR triple of the chosen rows (repeats and none included) with numpy alone."""
-    block, X, _, ids, _ = delivered(MPI.COMM_SELF, True, np.float64)
-    indptr, indices, values = block.take(rows)
-    expected = sp.csr_matrix(X)[ids][rows] if rows else sp.csr_matrix((0, X.shape[1]))
-    np.testing.assert_array_equal(indptr, expected.indptr)
-    np.testing.assert_array_equal(indices, expected.indices)
-    np.testing.assert_array_equal(values, expected.data)
+def test_stored_rows_take_a_blocks_rows(rows, sparse):
+    """``StoredRows.append_rows`` copies the chosen rows of a block (repeats and none included)
+    after the rows stored before, with their norms."""
+    from ppack.kernels.stored import StoredRows
+
+    block, X, _, ids, _ = delivered(MPI.COMM_SELF, sparse, np.float64)
+    stored = StoredRows(X.shape[1], sparse)
+    stored.append_rows(block, np.array([1], dtype=np.int64), np.array([7.0]))
+    stored.append_rows(block, np.array(rows, dtype=np.int64), np.arange(len(rows), dtype=float))
+    dense = X.toarray() if sparse else X
+    expected = dense[ids][[1, *rows]]
+    if sparse:
+        got = sp.csr_matrix(stored.features[::-1], shape=(stored.n, X.shape[1]))
+        assert got.has_sorted_indices and got.nnz == np.count_nonzero(expected)
+        got = got.toarray()
+    else:
+        got = stored.features
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(stored.norms, [7.0, *range(len(rows))])
 
 
 def test_unpadding_gives_the_csr_rows_numpy_gives():

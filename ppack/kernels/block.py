@@ -35,20 +35,6 @@ class RowBlock:
             X = np.pad(X, ((0, 0), (0, n_features - X.shape[1])))
         return cls(n_features, y, dense=np.ascontiguousarray(X))
 
-    def take(self, rows):
-        """Rows ``rows`` (list of positions) as a dense array or a CSR triple
-        ``(indptr, indices, values)`` (built with numpy alone: it runs once per pack)."""
-        if self.dense is not None:
-            return self.dense[rows]
-        indptr, indices, values = self.csr
-        rows = np.asarray(rows, dtype=np.int64)
-        starts, lengths = indptr[rows], indptr[rows + 1] - indptr[rows]
-        out_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=out_indptr[1:])
-        # position of every taken nonzero in the block: its row's start plus its rank in the row
-        at = np.repeat(starts - out_indptr[:-1], lengths) + np.arange(out_indptr[-1])
-        return out_indptr, indices[at], values[at]
-
     def columns(self):
         """Every row as a column, (n_features, n_rows) contiguous in the rows' own dtype; kept
         for the pack (callers must not write to it)."""
