@@ -1,7 +1,7 @@
 """The table's key -> slot map: open addressing in two numpy arrays, read and written by numba.
 
 A pack looks up its r sampled keys and places its new entries in one numba call each, with
-no Python work per key (a Python dict cost about 0.15 us a key plus the array round trips).
+no Python work per key.
 Keys are global row ids (>= 0); a free bucket holds -1. Buckets are a power of two, at most
 half full; a key's first bucket is its ``fmix64`` hash, then linear probing.
 """
@@ -18,9 +18,7 @@ class KeySlots:
     """Keys (int64 >= 0) -> slots (int64), for ``n`` keys."""
 
     def __init__(self, capacity=64):
-        buckets = 1 << max(4, int(2 * capacity - 1).bit_length())
-        self.keys = np.full(buckets, EMPTY, dtype=np.int64)
-        self.slots = np.empty(buckets, dtype=np.int64)
+        self.keys, self.slots = new_map(capacity)
         self.n = 0
 
     def lookup(self, keys):
@@ -57,19 +55,24 @@ def _bucket(key, mask):
     return np.int64(fmix64(np.uint64(key) ^ _SEED) & np.uint64(mask))
 
 
+@njit(cache=True, inline="always")
+def _find(table_keys, key):
+    """The bucket holding ``key``, or -1."""
+    mask = table_keys.shape[0] - 1
+    b = _bucket(key, mask)
+    while table_keys[b] != EMPTY:
+        if table_keys[b] == key:
+            return b
+        b = (b + 1) & mask
+    return -1
+
+
 @njit(cache=True)
 def lookup(table_keys, table_slots, keys, out):
     """out[i] = the slot of keys[i], or -1 where absent (the arrays of a ``KeySlots``)."""
-    mask = table_keys.shape[0] - 1
     for i in range(keys.shape[0]):
-        key = keys[i]
-        b = _bucket(key, mask)
-        out[i] = -1
-        while table_keys[b] != EMPTY:
-            if table_keys[b] == key:
-                out[i] = table_slots[b]
-                break
-            b = (b + 1) & mask
+        b = _find(table_keys, keys[i])
+        out[i] = table_slots[b] if b >= 0 else -1
 
 
 @njit(cache=True)
@@ -117,13 +120,5 @@ def put(table_keys, table_slots, keys, slots):
 
 @njit(cache=True)
 def _flag_held(table_keys, keys, value, out):
-    mask = table_keys.shape[0] - 1
     for i in range(keys.shape[0]):
-        key = keys[i]
-        b = _bucket(key, mask)
-        out[i] = 0.0
-        while table_keys[b] != EMPTY:
-            if table_keys[b] == key:
-                out[i] = value
-                break
-            b = (b + 1) & mask
+        out[i] = value if _find(table_keys, keys[i]) >= 0 else 0.0
