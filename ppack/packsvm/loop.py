@@ -160,13 +160,12 @@ class PackedSolver:
                 buf.clear()
             buf.digests[rank] = digest
             norms = compute.row_norms(block)
-            t2 = MPI.Wtime()
+            sums_start = MPI.Wtime()
             compute.partial_sums(table.coef, block, norms, buf.predictions)
-            t3 = MPI.Wtime()
+            pairs_start = MPI.Wtime()
             compute.pair_kernels(block, norms, left, right, my_pairs)
-            t4 = MPI.Wtime()
-            seconds["partial_sums"] += t3 - t2
-            seconds["pair_kernels"] += t4 - t3
+            seconds["partial_sums"] += pairs_start - sums_start
+            seconds["pair_kernels"] += MPI.Wtime() - pairs_start
             table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
