@@ -144,7 +144,7 @@ BENCHMARK_SETS = {"a9a": (["a9a/a9a.bz2"], "a9a/a9a.t.bz2", 123),
 @pytest.fixture(scope="session")
 def benchmark_data():
     """``get(name) -> (X, y, X_test, y_test)`` (CSR, float64 labels) of a9a, w8a or ijcnn1,
-    each parsed once per session; the test is skipped where the shared data is missing."""
+    each parsed once per session; the test fails, naming the file, where the shared data is missing."""
     from ppack.data.libsvm import read_libsvm
 
     cache = {}
@@ -153,7 +153,8 @@ def benchmark_data():
         if name not in cache:
             train, test, d = BENCHMARK_SETS[name]
             if not all((SHARED_DATA / f).is_file() for f in [*train, test]):
-                pytest.skip(f"shared benchmark data {name} not found under {SHARED_DATA}")
+                pytest.fail(f"shared benchmark data {name} not found under {SHARED_DATA}: the tests that "
+                            "read it need the shared data folder beside the repository")
             parts = [read_libsvm(SHARED_DATA / f, n_features=d)[:2] for f in train]
             X = sp.vstack([p[0] for p in parts]).tocsr()
             y = np.concatenate([p[1] for p in parts])

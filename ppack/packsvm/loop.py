@@ -3,7 +3,7 @@
 Per pack (``run``): draw r row ids from the shared stream; collective 1 delivers those
 rows to every rank; each rank computes, against its own support vectors, the r partial
 predictions, its share of the pair kernel matrix and "I hold key k" flags; collective 2
-sums them; every rank replays the r sequential updates (``replay.replay_pack``) and then
+sums them; every rank replays the r sequential updates (``replay.replay_problems``) and then
 updates the table: first the stored coefficients are multiplied by the product of the
 pack's scale folds, then the pack's coefficients are added: existing keys in place, new
 keys to the least occupied rank (lowest rank on ties), which every rank computes alike from

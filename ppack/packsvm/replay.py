@@ -80,12 +80,17 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
                                    float(max_weight) if project else math.inf, average_out, float(step))
     if info[2] != 0.0:
-        k, code = int(info[2]) - 1, int(info[3])
-        value = {1: pred[k], 2: norm, 3: coef_out[k], 4: s}[code]
-        raise NonFinite(t0 + k + 1, NON_FINITE[code], value)
+        raise _non_finite(info, t0, pred, norm, coef_out, s)
     if fold_out is not None:
         fold_out[0], fold_out[1] = info[0], info[1]
     return s, norm, projections
+
+
+def _non_finite(info, t0, pred, norm, coef, s):
+    """The ``NonFinite`` that ``_replay``'s info (4,) reports, with the value that turned non-finite."""
+    k, code = int(info[2]) - 1, int(info[3])
+    value = {1: pred[k], 2: norm, 3: coef[k], 4: s}[code]
+    return NonFinite(t0 + k + 1, NON_FINITE[code], value)
 
 
 @njit(cache=True)
@@ -180,9 +185,7 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
         predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight,
         float(max_weight) if project else math.inf, average, float(step), pred, work.pair, work.sign, mean_loss)
     if failed >= 0:
-        k, code = int(info[failed, 2]) - 1, int(info[failed, 3])
-        value = {1: pred[k], 2: norm[failed], 3: coef_out[failed, k], 4: scale[failed]}[code]
-        exc = NonFinite(t0 + k + 1, NON_FINITE[code], value)
+        exc = _non_finite(info[failed], t0, pred, norm[failed], coef_out[failed], scale[failed])
         exc.problem = failed
         raise exc
     fold_out[:] = info[:, :2]
