@@ -19,18 +19,45 @@ import numpy as np
 from numba import njit
 
 from ..kernels.block import RowBlock
+from ..kernels.norms import dense_row_norm
 
 
 @njit(cache=True)
-def _pad_rows(indptr, indices, values, rows, positions, nnz, idx, val):
-    """Copy CSR rows ``rows`` into the padded buffer slots ``positions`` (nnz, idx, val)."""
-    for k in range(rows.shape[0]):
-        row, pos = rows[k], positions[k]
+def _pad_rows(indptr, indices, values, ids, start, labels, weights, nnz, idx, val, out_labels, out_weights):
+    """Copy the CSR rows among global ``ids`` that this shard holds (its first row is global
+    row ``start``) into their buffer slots (nnz, idx, val), with their labels and weights
+    (empty arrays: none)."""
+    n_rows = indptr.shape[0] - 1
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if row < 0 or row >= n_rows:
+            continue
         a, b = indptr[row], indptr[row + 1]
-        nnz[pos] = b - a
+        nnz[k] = b - a
         for j in range(b - a):
-            idx[pos, j] = indices[a + j]
-            val[pos, j] = values[a + j]
+            idx[k, j] = indices[a + j]
+            val[k, j] = values[a + j]
+        _label_and_weight(labels, weights, row, k, out_labels, out_weights)
+
+
+@njit(cache=True)
+def _copy_rows(X, ids, start, labels, weights, out, out_labels, out_weights):
+    """``_pad_rows`` for dense rows X (n, d) into out (r, >= d)."""
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if row < 0 or row >= X.shape[0]:
+            continue
+        for f in range(X.shape[1]):
+            out[k, f] = X[row, f]
+        _label_and_weight(labels, weights, row, k, out_labels, out_weights)
+
+
+@njit(inline="always")
+def _label_and_weight(labels, weights, row, k, out_labels, out_weights):
+    if labels.shape[0] > 0:
+        out_labels[k] = labels[row]
+    if weights.shape[0] > 0:
+        out_weights[k] = weights[row]
 
 
 @njit(cache=True)
@@ -90,7 +117,7 @@ def _buffer(r, d, longest, sparse, stored, weighted):
     return buf, views
 
 
-def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None, dtype=None):
+def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None, dtype=None, norms_l1=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 
     ``collectives``: a ``mpi.collectives.Collectives`` (one ``sum``); ``shard`` this
@@ -98,24 +125,32 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
     model's width; ``weights`` its rows' weights (or None), delivered as the block's ``weight``.
     Returns a ``RowBlock`` of feature values in the float ``dtype`` (default: the shard's):
     float64(stored value) * value_scale, rounded once to ``dtype`` (r rows at a time).
+    ``norms_l1`` True or False: dense blocks also carry their rows' L1 or squared L2 norms,
+    computed as the rows are converted (``RowBlock.dense_norms``).
     """
     dtype = shard.dtype if dtype is None else np.dtype(dtype)
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
-    mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
-    local = ids[mine] - shard.start
     buf, part = _buffer(r, d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None)
     buf.fill(0)
     values = part["values"]
+    own_labels = _NONE if labels is None else labels
+    own_weights, out_weights = (_NONE, _NONE) if weights is None else (weights, part["weights"])
     if shard.sparse:
-        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, local, mine, part["counts"], part["indices"],
-                  values)
-    else:
+        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, ids, shard.start, own_labels, own_weights,
+                  part["counts"], part["indices"], values, part["labels"], out_weights)
+    elif shard.n_features > d:
+        raise ValueError(f"deliver_rows: the shard's {shard.n_features} features do not fit {d}")
+    elif values.dtype == np.float16:  # a type numba does not take
+        mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
+        local = ids[mine] - shard.start
         values[mine, :shard.n_features] = shard.X[local]
-    if labels is not None:
-        part["labels"][mine] = labels[local]
-    if weights is not None:
-        part["weights"][mine] = weights[local]
+        if labels is not None:
+            part["labels"][mine] = labels[local]
+        if weights is not None:
+            part["weights"][mine] = weights[local]
+    else:
+        _copy_rows(shard.X, ids, shard.start, own_labels, own_weights, values, part["labels"], out_weights)
     collectives.sum(buf)  # each byte is written by one rank at most: the sum is exact
     y = part["labels"].copy()
     weight = None if weights is None else part["weights"].copy()
@@ -125,18 +160,29 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
         if scale != 1.0:
             floats *= scale
         return RowBlock(d, y, csr=(indptr, indices, floats.astype(dtype, copy=False)), weight=weight)
-    if values.dtype == np.float16:  # a type numba does not take
-        floats = (values.astype(np.float64) * scale).astype(dtype)
-    else:
-        floats = np.empty(values.shape, dtype=dtype)
-        _scaled(values, scale, floats)
-    return RowBlock(d, y, dense=floats, weight=weight)
+    if values.dtype == np.float16:
+        return RowBlock(d, y, dense=(values.astype(np.float64) * scale).astype(dtype), weight=weight)
+    floats = np.empty(values.shape, dtype=dtype)
+    norms = np.empty(r if norms_l1 is not None else 0)
+    _scaled(values, scale, floats, bool(norms_l1), norms)
+    block = RowBlock(d, y, dense=floats, weight=weight)
+    if norms_l1 is not None:
+        block.dense_norms = (bool(norms_l1), norms)
+    return block
+
+
+_NONE = np.empty(0)
 
 
 @njit(cache=True)
-def _scaled(values, scale, out):
+def _scaled(values, scale, out, l1, norms):
     """out = float64(values) * scale, rounded once to out's type, in one pass (the product is
-    exact in float64 for scale 1)."""
-    flat, flat_out = values.reshape(-1), out.reshape(-1)
-    for i in range(flat.shape[0]):
-        flat_out[i] = np.float64(flat[i]) * scale
+    exact in float64 for scale 1); norms (r,) (or empty: none) receives each row's L1 (``l1``)
+    or squared L2 norm of out's values, as ``kernels.norms.dense_row_norm`` sums them."""
+    sums = np.empty(8)
+    for k in range(values.shape[0]):
+        row, row_out = values[k], out[k]
+        for f in range(values.shape[1]):
+            row_out[f] = np.float64(row[f]) * scale
+        if norms.shape[0] > 0:
+            norms[k] = dense_row_norm(row_out, l1, sums)

@@ -33,6 +33,7 @@ from numba.extending import intrinsic, overload
 
 from . import formulas
 from .formulas import EXP_TAIL, L1_REDUCTION
+from .norms import dense_row_norm
 
 # Support vectors per parallel work item; fixed so results are thread-count independent.
 SV_BLOCK = 64
@@ -237,37 +238,13 @@ def csr_row_norms(indptr, values, l1):
 @njit(cache=True)
 def dense_row_norms(X, l1):
     """Squared L2 (or, with ``l1``, L1) norm of every row of a dense (n, d) array, (n,)
-    float64, with no float64 copy of the rows: the row's terms in float64, term f added to
-    running sum f % 8 in feature order, the eight sums then added as
-    ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)) (a fixed order that vectorises)."""
-    n, d = X.shape
+    float64, with no float64 copy of the rows, in ``norms.dense_row_norm``'s fixed order."""
+    n = X.shape[0]
     out = np.empty(n)
     sums = np.empty(8)
     for i in range(n):
-        row = X[i]
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-        f = 0
-        while f + 8 <= d:
-            s0 += _norm_term(row[f], l1)
-            s1 += _norm_term(row[f + 1], l1)
-            s2 += _norm_term(row[f + 2], l1)
-            s3 += _norm_term(row[f + 3], l1)
-            s4 += _norm_term(row[f + 4], l1)
-            s5 += _norm_term(row[f + 5], l1)
-            s6 += _norm_term(row[f + 6], l1)
-            s7 += _norm_term(row[f + 7], l1)
-            f += 8
-        sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7] = s0, s1, s2, s3, s4, s5, s6, s7
-        for j in range(d - f):
-            sums[j] += _norm_term(row[f + j], l1)
-        out[i] = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+        out[i] = dense_row_norm(X[i], l1, sums)
     return out
-
-
-@njit(inline="always")
-def _norm_term(value, l1):
-    x = np.float64(value)
-    return abs(x) if l1 else x * x
 
 
 def work_items(n_sv):

@@ -59,7 +59,7 @@ class StoredRows:
             _append_csr(indptr, indices, values, positions, self.n, self._indptr, self._indices, self._values)
         else:
             self._grow(self.n + k, 0)
-            self._features[self.n:self.n + k] = block.dense[positions]
+            _append_dense(block.dense, positions, self.n, self._features)
         self._norms[self.n:self.n + k] = norms
         self.n += k
 
@@ -129,3 +129,11 @@ def _append_csr(indptr, indices, values, positions, n, out_indptr, out_indices, 
             out_values[at] = values[e]
             at += 1
         out_indptr[n + k + 1] = at
+
+
+@njit(cache=True)
+def _append_dense(rows, positions, n, out):
+    """Copy rows ``positions`` of rows (r, d) after the first n rows of out (sized for them)."""
+    for k in range(positions.shape[0]):
+        for f in range(rows.shape[1]):
+            out[n + k, f] = rows[positions[k], f]

@@ -7,12 +7,12 @@ well defined average). Every entry keeps ``avg``, its coefficient's weighted sum
 true units (coefficient times scale). w_t = s_t sum_j beta_j phi_j, so over a pack an entry
 held on entry gains beta_j sum_t a_t s_t, the pack's increment that the replay computes
 alike on every rank (``replay_pack(average_out=...)``, with the coefficients it adds);
-``after_replay`` adds it to every entry, O(entries) per pack, far below the pack's kernel
-sums and divided among the ranks with the entries. (Bringing entries up to date only when their coefficient changes would need a
-running sum of a_t s_t over the whole run, and s spans a hundred orders of magnitude
-between two folds: the late increments vanish below the early sum's rounding.)
+``loop.merge_pack`` adds it to every entry, O(entries) per pack, far below the pack's kernel
+sums and divided among the ranks with the entries. (Bringing entries up to date only when
+their coefficient changes would need a running sum of a_t s_t over the whole run, and s
+spans a hundred orders of magnitude between two folds: the late increments vanish below the
+early sum's rounding.)
 """
-from numba import njit
 
 
 def weight_sum(t0, r):
@@ -20,20 +20,6 @@ def weight_sum(t0, r):
     def total(t):
         return t * (t + 1) * (t + 2) * (t + 3) // 4
     return float(total(int(t0) + int(r)) - total(int(t0)))
-
-
-def after_replay(table, increments):
-    """Before the pack's folds and coefficients reach the table: every entry's weighted sum
-    grows by its coefficient times the pack's increment (n_columns,), in the units of entry
-    (in place, one pass: the product rounded, then the sum, as numpy's ``avg += coef * inc``)."""
-    _add_scaled(table.avg, table.coef, increments)
-
-
-@njit(cache=True)
-def _add_scaled(avg, coef, increments):
-    for j in range(avg.shape[0]):
-        for c in range(avg.shape[1]):
-            avg[j, c] += coef[j, c] * increments[c]
 
 
 def averaged_coefficients(table, state):

@@ -17,6 +17,7 @@ integer below 2^48 held in a float64, so adding the other ranks' zeros is exact)
 rank compares the p slots and, if they differ, all raise the same ``PPackError`` together.
 A disagreement born in the last pack of a run is not seen (no further collective).
 """
+import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -144,7 +145,8 @@ class PackedSolver:
             r = min(self.pack, limit - state.iteration)
             ids = sampler.take(r)
             t0 = MPI.Wtime()
-            block = deliver_rows(collectives, shard, labels, ids, weights=weights)  # collective 1
+            block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
+                                 norms_l1=self.spec.uses_l1)
             seconds["communication"] += collectives.last_seconds
             sent["collective1"] += collectives.last_bytes
             t1 = MPI.Wtime()
@@ -194,12 +196,10 @@ class PackedSolver:
                 raise PPackError(self._divergence_message(exc, exc.problem if Q > 1 else None),
                                  collective=True) from None
             if average is not None:
-                averaging.after_replay(table, average[:, r])
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
             state.iteration += r
-            if folded:  # the folds, before the pack's coefficients
-                table.scale_coefficients(fold[:, 0], fold[:, 1].astype(np.int64))
-            self._update_table(table, state, ids, buf.owner_flags, coef, loss, block, norms, rank, average)
+            self._update_table(table, state, ids, buf.owner_flags, coef, loss, block, norms, rank, average,
+                               fold if folded else None)
             # the --tol test and the progress follow the mean over classes (mean_loss)
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
@@ -249,32 +249,41 @@ class PackedSolver:
             f"order is the same on every rank)", collective=True)
 
     @staticmethod
-    def _update_table(table, state, ids, owner_flags, coef, loss, block, norms, rank, average=None):
-        """Apply the pack's added coefficients: merge repeated keys, add to the entries this rank
-        holds, place new ones (``merge_pack``); then store this rank's new entries' rows.
+    def _update_table(table, state, ids, owner_flags, coef, loss, block, norms, rank, average=None, fold=None):
+        """Apply the pack to the table (``merge_pack``: the averages' increments, the scale
+        folds, then the pack's coefficients); then store this rank's new entries' rows.
 
         coef, loss (n_columns, r): a coefficient was added at iteration k to a problem when its
         hinge loss was positive (decided by the hinge test, not by ``coef != 0``, which a
         coefficient folded many times in its pack may underflow to). A row any problem stepped
         on is an entry. average (n_columns, r + 1) or None: the replay's weighted sums of the
-        added coefficients.
+        added coefficients; fold (n_columns, 2) or None: the product of the pack's scale folds
+        as mantissa and exponent (None: no fold).
         """
         keys = table.key_slots
-        part = np.empty((coef.shape[0], 0)) if average is None else average
-        positions, value, summed = merge_pack(ids, owner_flags, coef, loss, part, rank, state.occupancy, keys.keys,
-                                              keys.slots, table.coef, table.avg)
+        part = _NO_AVERAGE if average is None else average
+        folds = _NO_FOLD if fold is None else fold
+        positions, value, summed = merge_pack(ids, owner_flags, coef, loss, part, folds, rank, state.occupancy,
+                                              keys.keys, keys.slots, table.coef, table.avg)
         if positions.size:
             table.insert_block_rows(ids[positions], value, block, positions, norms[positions],
                                     None if average is None else summed)
 
 
-@njit(cache=True)
-def merge_pack(ids, owner_flags, coef, loss, average, rank, occupancy, table_keys, table_slots, table_coef,
-               table_avg):
-    """The pack's coefficients into the table, the same decisions on every rank.
+_NO_AVERAGE = np.empty((0, 0))
+_NO_FOLD = np.empty((0, 2))
 
-    ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank + 1, or 0);
-    coef, loss (K, r); average (K, r + 1), or (K, 0) when not averaging. Rows with a positive
+
+@njit(cache=True)
+def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, table_keys, table_slots, table_coef,
+               table_avg):
+    """The pack into the table, the same decisions on every rank.
+
+    First what the entries held on entry add to their averages (``averaging.py``: their
+    coefficient times the pack's increment ``average[c, r]``), then the pack's scale folds
+    (fold (K, 2): coefficients times mantissa * 2^exponent; (0, 2): none), then the pack's
+    coefficients. ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank
+    + 1, or 0); coef, loss (K, r); average (K, r + 1), or (0, 0) when not averaging. Rows with a positive
     loss in some problem are merged by key, in pack order (a key's values summed in the
     order the pack met them); entries this rank holds get them added to ``table_coef`` (and
     their average parts to ``table_avg``); new keys are placed one by one on the least
@@ -283,6 +292,16 @@ def merge_pack(ids, owner_flags, coef, loss, average, rank, occupancy, table_key
     """
     K, r = coef.shape
     averaging = average.shape[1] > 0
+    n = table_coef.shape[0]
+    if averaging:
+        for j in range(n):
+            for c in range(K):
+                table_avg[j, c] += table_coef[j, c] * average[c, r]
+    if fold.shape[0] > 0:
+        for c in range(K):
+            mantissa, exponent = fold[c, 0], int(min(max(fold[c, 1], -4000.0), 4000.0))
+            for j in range(n):
+                table_coef[j, c] = math.ldexp(table_coef[j, c] * mantissa, exponent)
     # pack positions that stepped, each key's first one, and its merged coefficient (u: key number)
     pack_keys, pack_slots = new_map(r)
     unique_of = np.empty(1, dtype=np.int64)

@@ -60,7 +60,7 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     sqrt(max_weight / sigma) (the optimum's norm bound). fold_out (2,), if given, receives the product of the
     pack's folds as (mantissa, exponent), the product being mantissa * 2^exponent (kept
     apart so that a product far below the float range stays exact): v on entry must be
-    multiplied by it (``SupportVectorTable.scale_coefficients``) before the pack's
+    multiplied by it (``loop.merge_pack``) before the pack's
     coefficients are added. Raises ``NonFinite`` on a non-finite prediction, norm,
     coefficient or scale; the outputs are then meaningless.
 
@@ -77,7 +77,8 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     if average_out is None:
         average_out = np.empty(0)
     weight = np.ones(len(y)) if weight is None else weight
-    s, norm, projections = _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
+    pairs = np.ascontiguousarray(pair[np.triu_indices(len(y))], dtype=np.float64)  # the triangle, row by row
+    s, norm, projections = _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight,
                                    float(max_weight) if project else math.inf, average_out, float(step))
     if info[2] != 0.0:
         raise _non_finite(info, t0, pred, norm, coef_out, s)
@@ -94,9 +95,11 @@ def _non_finite(info, t0, pred, norm, coef, s):
 
 
 @njit(cache=True)
-def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out, step):
-    """The kernel of ``replay_pack``; info (4,) receives the fold's mantissa and exponent, and
-    (k + 1, code) of the first non-finite value (0, 0 if none); average_out: (r + 1,) or empty."""
+def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out, step):
+    """The kernel of ``replay_pack``; pairs: the pack's pair kernels, the upper triangle with
+    its diagonal row by row (r (r + 1) / 2); info (4,) receives the fold's mantissa and
+    exponent, and (k + 1, code) of the first non-finite value (0, 0 if none); average_out:
+    (r + 1,) or empty."""
     averaging = average_out.shape[0] > 0
     for k in range(average_out.shape[0]):
         average_out[k] = 0.0
@@ -104,9 +107,13 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
     projections = 0
     limit = max_weight / sigma  # the squared radius (1 / sigma without weights; inf: no projection)
     fold_m, fold_e = 1.0, 0.0
+    # averaging: a_t s_t of each iteration since the last fold (``_add_segment``)
+    weighted_scale = np.empty(r if averaging else 0)
+    segment = 0
     for k in range(r):
         coef_out[k] = 0.0
         loss_out[k] = 0.0
+    row = 0  # where row k of the triangle starts: its diagonal entry
     for k in range(r):
         t = t0 + k + 1
         a = 1.0 - step / (t + step - 1.0)  # with c = 1 exactly the paper's 1 - 1/t
@@ -119,14 +126,12 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
         loss_out[k] = weight[k] * loss if loss > 0.0 else 0.0
         s *= a
         norm *= a * a
-        for j in range(k + 1, r):
-            pred[j] *= a
         if t == 1:  # w_1 = 0 * w_0: a fold by 0 (v, all of it from before this pack, is dropped)
             fold_m, fold_e = 0.0, 0.0
             s = 1.0
         if loss > 0.0:
             eta = step * yk * weight[k] / (sigma * (t + step - 1.0))
-            norm += 2.0 * eta * a * pk + eta * eta * pair[k, k]
+            norm += 2.0 * eta * a * pk + eta * eta * pairs[row]
             coef_out[k] = eta / s
             if not math.isfinite(norm):
                 info[2], info[3] = k + 1, 2
@@ -134,8 +139,8 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
             if not math.isfinite(coef_out[k]):
                 info[2], info[3] = k + 1, 3
                 break
-            for j in range(k + 1, r):
-                pred[j] += eta * pair[k, j]
+            for j in range(k + 1, r):  # scaled by a, then the step (two roundings, as apart)
+                pred[j] = pred[j] * a + eta * pairs[row + j - k]
             if norm > limit:
                 f = 1.0 / math.sqrt(sigma * norm / max_weight)
                 s *= f
@@ -143,22 +148,43 @@ def _replay(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, info, weight,
                 projections += 1
                 for j in range(k + 1, r):
                     pred[j] *= f
+        else:
+            for j in range(k + 1, r):
+                pred[j] *= a
+        row += r - k
         if not (s > 0.0 and math.isfinite(s)):
             info[2], info[3] = k + 1, 4
             break
         if s < FOLD_BELOW:
+            if averaging:  # the iterations before this one, in the units before the fold
+                _add_segment(average_out, coef_out, weighted_scale, segment, k)
+                segment = k
             for j in range(k + 1):
                 coef_out[j] *= s
             m, e = math.frexp(fold_m * s)
             fold_m, fold_e = m, fold_e + e
             s = 1.0
-        if averaging:  # w_t's weight in the average; coef_out[j] * s is coefficient j's true value
-            a = float(t) * (t + 1.0) * (t + 2.0)
-            for j in range(k + 1):
-                average_out[j] += a * coef_out[j] * s
-            average_out[r] += a * s * math.ldexp(fold_m, int(fold_e))
+        if averaging:  # w_t's weight in the average times s; coefficient j's true value is coef_out[j] * s
+            w = float(t) * (t + 1.0) * (t + 2.0)
+            weighted_scale[k] = w * s
+            average_out[r] += w * s * math.ldexp(fold_m, int(fold_e))
+    if averaging and info[2] == 0.0:
+        _add_segment(average_out, coef_out, weighted_scale, segment, r)
     info[0], info[1] = fold_m, fold_e
     return s, norm, projections
+
+
+@njit(cache=True, inline="always")
+def _add_segment(average_out, coef_out, weighted_scale, start, end):
+    """Iterations start .. end - 1 (no fold between them, so each coefficient keeps its units):
+    coefficient j, added at iteration j, gains coef_out[j] times the sum of a_t s_t over the
+    iterations from max(j, start) to end - 1. O(end) instead of a pass per iteration."""
+    total = 0.0
+    for k in range(end - 1, start - 1, -1):  # suffix sums, in place
+        total += weighted_scale[k]
+        weighted_scale[k] = total
+    for j in range(end):
+        average_out[j] += coef_out[j] * weighted_scale[max(j, start)]
 
 
 def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, fold_out,
@@ -183,7 +209,7 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
     info, pred = work.info, work.pred
     failed, projections, folded = _replay_all(
         predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight,
-        float(max_weight) if project else math.inf, average, float(step), pred, work.pair, work.sign, mean_loss)
+        float(max_weight) if project else math.inf, average, float(step), pred, work.sign, mean_loss)
     if failed >= 0:
         exc = _non_finite(info[failed], t0, pred, norm[failed], coef_out[failed], scale[failed])
         exc.problem = failed
@@ -196,31 +222,25 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
 def _work_arrays(K, r):
     """Scratch arrays of ``replay_problems`` for K problems and packs of r rows, kept for the
     run's next packs (every entry is written before it is read)."""
-    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), pair=np.empty((r, r)), sign=np.empty(r),
+    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), sign=np.empty(r),
                            mean_loss=np.empty(r), ones=np.ones(r), no_average=np.empty((K, 0)))
 
 
 @njit(cache=True)
 def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
-                average, step, pred, pair, sign, mean_loss):
+                average, step, pred, sign, mean_loss):
     """The kernel of ``replay_problems``: (the first problem that met a non-finite value or -1,
-    the projections, whether any problem folded). pred, pair (r, r) and sign (r,) are work
-    arrays; info (K, 4) gets each problem's ``_replay`` info; mean_loss (r,) the losses' mean
-    over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
+    the projections, whether any problem folded). pred and sign (r,) are work arrays; info
+    (K, 4) gets each problem's ``_replay`` info; mean_loss (r,) the losses' mean over the
+    problems as numpy's ``loss.mean(axis=0)`` adds them."""
     K, r = predictions.shape
-    q = 0
-    for i in range(r):
-        for j in range(i, r):
-            pair[i, j] = pairs[q]
-            pair[j, i] = pairs[q]
-            q += 1
     projections = 0
     for c in range(K):
         info[c, :] = 0.0
         for k in range(r):
             pred[k] = scale[c] * predictions[c, k]
             sign[k] = labels[k] if K == 1 else (1.0 if labels[k] == c else -1.0)
-        scale[c], norm[c], done = _replay(sign, pred, pair, t0, scale[c], norm[c], sigma, coef_out[c], loss_out[c],
+        scale[c], norm[c], done = _replay(sign, pred, pairs, t0, scale[c], norm[c], sigma, coef_out[c], loss_out[c],
                                           info[c], weight, max_weight, average[c], step)
         projections += done
         if info[c, 2] != 0.0:

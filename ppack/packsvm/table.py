@@ -115,16 +115,6 @@ class SupportVectorTable:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
         self.n += k
 
-    def scale_coefficients(self, factor, exponent=0):
-        """Multiply the coefficients by ``factor * 2**exponent`` (numbers, or one of each per
-        column; the exponent apart, so that a factor far below the float range, such as a pack's
-        product of scale folds, is exact)."""
-        coef = self._coef[:self.n]
-        coef *= factor
-        exponent = np.clip(np.asarray(exponent), -4000, 4000).astype(np.int64)
-        if np.any(exponent):
-            coef[:] = np.ldexp(coef, exponent)
-
 
 def shard_offsets(comm, table):
     """Collective: where every rank's shard lies in a file written rank by rank, in rank order.

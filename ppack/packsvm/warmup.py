@@ -22,7 +22,6 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
 from .loop import merge_pack, upper_pairs
 from .replay import replay_problems
-from .averaging import after_replay
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
 
@@ -74,7 +73,7 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     shard = Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
     collectives = Collectives(MPI.COMM_SELF)
     ids = np.arange(_ROWS, dtype=np.int64)
-    block = deliver_rows(collectives, shard, shard.y, ids)  # _pad_rows for sparse data
+    block = deliver_rows(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)  # _pad_rows for sparse data
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
     compute = table.compute
     norms = compute.row_norms(block)
@@ -91,13 +90,12 @@ def _run_kernels(spec, dtype, sparse, stored=None):
                     average_out=np.empty((1, r + 1)))
     keys = table.key_slots
     keys.flag_held(ids, 1, np.empty(r))
-    merge_pack(ids, np.zeros(r), coef, loss, np.empty((1, 0)), 0, np.zeros(2, dtype=np.int64), keys.keys, keys.slots,
-               table.coef, table.avg)
+    merge_pack(ids, np.zeros(r), coef, loss, np.empty((0, 0)), np.empty((0, 2)), 0, np.zeros(2, dtype=np.int64),
+               keys.keys, keys.slots, table.coef, table.avg)
     state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
                         loss_windows=LossWindows(10), avg_weight=0.0)
     replica_digest(state, coef.ravel(), loss.ravel())
     moving_average(0.5, loss[0], 0.01)
-    after_replay(table, np.ones(1))
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))
