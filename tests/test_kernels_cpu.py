@@ -71,7 +71,11 @@ def _run(core, spec, sv, rows, coef, n_chunks=None, tile=40):
     elif core == "dense":
         cpu.dense_partial_sums(sv, sv_norms, coef, n_sv, XT, x_norms, items, *spec.params(), out)
     else:
-        cpu.gemm_partial_sums(sv, sv_norms, coef, n_sv, XT, x_norms, tile, *spec.params(), out)
+        n_tiles = (n_sv + tile - 1) // tile
+        items = cpu.gemm_work_items(n_tiles) if n_chunks is None else n_chunks
+        dots = np.full((items, tile, r), np.nan, dtype=sv.dtype)  # work arrays: every entry written before read
+        partial = np.full((n_tiles + 1, coef.shape[1], r), np.nan)
+        cpu.gemm_partial_sums(sv, sv_norms, coef, n_sv, XT, x_norms, tile, dots, partial, *spec.params(), out)
     return out
 
 
@@ -94,7 +98,7 @@ def test_partial_sum_cores_do_not_depend_on_work_split_or_threads(core, n_column
     """Bit-identical sums for any number of work items and numba threads (per-block partial sums in block order)."""
     spec, sv, rows, coef = _problem("rbf", {}, n_columns, n_sv=700)
     reference = _run(core, spec, sv, rows, coef, n_chunks=1)
-    for n_chunks in (2, 3, 11) if core != "gemm" else ():  # gemm: one work item per tile
+    for n_chunks in (2, 3, 11):  # gemm: 18 tiles of 40 rows shared among the items
         np.testing.assert_array_equal(_run(core, spec, sv, rows, coef, n_chunks=n_chunks), reference)
     threads = numba.get_num_threads()
     try:

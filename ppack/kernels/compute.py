@@ -68,6 +68,7 @@ class KernelCompute:
         self.stored = StoredRows(n_features, sparse, dtype)
         self.work_bytes = int(work_bytes)
         self._params = spec.params()
+        self._work_arrays = {}
 
     def store(self, X, norms=None):
         """Append rows to the stored ones: X dense (k, d), scipy CSR or a CSR triple; their
@@ -133,8 +134,21 @@ class KernelCompute:
         # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
         XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)
         tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
+        n_tiles = (n + tile - 1) // tile
+        dots = self._work("dots", (BACKEND.gemm_work_items(n_tiles), tile, r), stored.dtype)
+        partial = self._work("partial", (n_tiles, n_columns, r), np.float64)
         with single_threaded_blas():
-            BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, *self._params, out2)
+            BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, dots, partial,
+                                      *self._params, out2)
+
+    def _work(self, name, shape, dtype):
+        """A work array of ``shape`` or with a longer first axis, kept for the next packs:
+        reallocated only when it must grow (then with room to spare)."""
+        array = self._work_arrays.get(name)
+        if array is None or array.dtype != dtype or array.shape[1:] != shape[1:] or len(array) < shape[0]:
+            array = np.empty((shape[0] + shape[0] // 2,) + tuple(shape[1:]), dtype=dtype)
+            self._work_arrays[name] = array
+        return array
 
     def pair_kernels(self, block, block_norms, left, right, out):
         """out[q] = K(row left[q], row right[q]) + offset for rows of the block; left, right (Q,)

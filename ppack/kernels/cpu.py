@@ -247,6 +247,12 @@ def dense_row_norms(X, l1):
     return out
 
 
+def gemm_work_items(n_tiles):
+    """Parallel work items of ``gemm_partial_sums`` for ``n_tiles`` tiles: one per numba thread
+    (each keeps one GEMM output tile; the result does not depend on this count)."""
+    return max(1, min(n_tiles, get_num_threads()))
+
+
 def work_items(n_sv):
     """Parallel work items for ``n_sv`` support vectors: a few per numba thread.
 
@@ -351,14 +357,17 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
-def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
+def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, partial,
                       kind, gamma, coef0, degree, offset, out):
     """As ``csr_partial_sums`` for dense support vectors, with the dot products from BLAS.
 
-    features (n_sv, d) and XT (d, r) share a dtype; each parallel work item multiplies one
-    tile of ``tile`` support vectors by XT (one single-threaded GEMM call, small enough to
-    stay in cache) and fuses the kernel and the K weighted sums over it. Keep BLAS itself
-    single-threaded while this runs: the parallelism is here.
+    features (n_sv, d) and XT (d, r) share a dtype; tiles of ``tile`` support vectors are
+    multiplied by XT (one single-threaded GEMM call each, small enough to stay in cache),
+    the kernel and the K weighted sums fused over each. Work arrays, reused from pack to
+    pack: dots (items, tile, r) in the rows' dtype, one GEMM output per parallel work item
+    (item i takes tiles i, i + items, ...), and partial (>= tiles, K, r) float64, each tile's
+    sums, added in tile order (so the result does not depend on the items or threads). Keep
+    BLAS itself single-threaded while this runs: the parallelism is here.
 
     Accuracy with float32 storage (this core's GEMM and the other cores' reductions alike):
     the dot products accumulate in float32 (a float64 GEMM on widened tiles measured about
@@ -381,17 +390,19 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile,
     store float64 there. Blocked BLAS sums usually stay far inside the bound (100 to 300
     times in tests/test_kernels_compute.py's near-rows case).
     """
-    r = XT.shape[1]
     n_tiles = (n_sv + tile - 1) // tile
-    partial = np.zeros((n_tiles, coef.shape[1], r))
-    for b in prange(n_tiles):
-        a0 = b * tile
-        a1 = min(n_sv, a0 + tile)
-        G = np.dot(features[a0:a1], XT)
-        # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
-        _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset,
-                          partial[b])
-    _sum_rows(partial, out)
+    items = dots.shape[0]
+    for item in prange(items):
+        for b in range(item, n_tiles, items):
+            a0 = b * tile
+            a1 = min(n_sv, a0 + tile)
+            G = dots[item, :a1 - a0]
+            np.dot(features[a0:a1], XT, G)
+            sums = partial[b]
+            sums[:] = 0.0
+            # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
+            _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset, sums)
+    _sum_rows(partial[:n_tiles], out)
 
 
 @njit(inline="always")
