@@ -70,6 +70,9 @@ class KernelCompute:
         self._params = spec.params()
         self._work_arrays = {}
 
+    def __getstate__(self):  # a pickled model carries no work arrays
+        return {**self.__dict__, "_work_arrays": {}}
+
     def store(self, X, norms=None):
         """Append rows to the stored ones: X dense (k, d), scipy CSR or a CSR triple; their
         norms (k,), computed when None."""

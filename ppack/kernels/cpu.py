@@ -399,7 +399,9 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, parti
             G = dots[item, :a1 - a0]
             np.dot(features[a0:a1], XT, G)
             sums = partial[b]
-            sums[:] = 0.0
+            for c in range(sums.shape[0]):
+                for k in range(sums.shape[1]):
+                    sums[c, k] = 0.0
             # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
             _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset, sums)
     _sum_rows(partial[:n_tiles], out)
