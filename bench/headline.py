@@ -62,9 +62,7 @@ def main():
                          "--gamma", 0.02, "--sigma", 1e-6, "--epochs", fraction, "--dtype", "float32")
             s, packs = m["seconds"], m["packs"]
             per_pack = {k: 1e6 * s[k] / packs for k in ("total", "partial_sums", "pair_kernels", "communication",
-                                                         "delivery", "sequential_updates", "kernel_sums")}
-            per_pack["serial"] = per_pack["total"] - per_pack["partial_sums"] - per_pack["pair_kernels"] - \
-                per_pack["communication"]
+                                                         "delivery", "sequential_updates", "kernel_sums", "serial")}
             row = {"T_over_m": fraction, "iterations": m["iterations"], "seconds": s["total"],
                    "startup_seconds": s.get("startup"), "test_accuracy": m["test_accuracy"],
                    "support_vectors": m["support_vectors"], "us_per_pack": per_pack, "bytes": m["bytes"],

@@ -66,7 +66,8 @@ def per_pack(metrics):
     s, packs = metrics["seconds"], metrics["packs"]
     if "partial_sums" not in s:  # a version before these metrics: its whole local work counts as parallel
         s = {**s, "partial_sums": s["kernel_sums"], "pair_kernels": 0.0}
-    serial = s["total"] - s["partial_sums"] - s["pair_kernels"] - s["communication"]
+    # per rank, then the maximum over ranks; versions before the metric had only the phases' maxima
+    serial = s.get("serial", s["total"] - s["partial_sums"] - s["pair_kernels"] - s["communication"])
     phases = {"serial": serial, "delivery": s["delivery"], "sequential_updates": s["sequential_updates"],
               "local_other": s["kernel_sums"] - s["partial_sums"] - s["pair_kernels"],
               "partial_sums": s["partial_sums"], "pair_kernels": s["pair_kernels"],

@@ -61,6 +61,11 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
         # the parallel products are parts of the pack's local work; the start-up excludes read and compile
         assert 0 < seconds["partial_sums"] + seconds["pair_kernels"] <= seconds["kernel_sums"] <= seconds["total"]
         assert seconds["startup"] > 0
+        # the serial part is taken per rank, then its maximum: at least the difference of the maxima
+        differences = seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - seconds["communication"]
+        assert differences - 1e-9 <= seconds["serial"] <= seconds["total"]
+        if WORLD.Get_size() == 1:
+            assert seconds["serial"] == differences
         # 18 packs of r = 50 rows computed in float32, so stored as float32: labels 8 r, then values
         # 4 r d (dense) or int32 counts 4 r, int32 indices and float32 values 8 r L (L the longest row)
         rows = 4 * 50 + 8 * 50 * int(np.diff(X.indptr).max()) if sparse else 4 * 50 * 10

@@ -21,6 +21,7 @@ from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, write_shard
+from .state import serial_seconds
 from .warmup import warm_kernels
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
@@ -194,6 +195,7 @@ class PackSVC(BaseSVC):
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
             "bytes": dict(stats.bytes),  # the same on every rank
         }
+        self.training_["seconds"]["serial"] = comm.allreduce(serial_seconds(stats.seconds), op=MPI.MAX)
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
         if validation is not None:
             self.training_["validation"] = validation.report()

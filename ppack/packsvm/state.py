@@ -75,6 +75,13 @@ class SolverStats:
                 "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds, "bytes": self.bytes}
 
 
+def serial_seconds(seconds):
+    """The part of a run that more ranks do not shrink, from one rank's ``seconds`` by phase:
+    total - partial_sums - pair_kernels - communication (replay, table update, delivery,
+    norms, flags, averaging, digest and every Python call)."""
+    return seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - seconds["communication"]
+
+
 DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros
 _NOTHING = np.empty(0)
 _NO_COUNTS = np.empty(0, dtype=np.int64)
@@ -111,13 +118,32 @@ def _digest(iteration, size, count, total, avg_weight, means, scale, norm, occup
     h = _mix(_mix(h, np.uint64(size)), np.uint64(count))
     h = _mix(_mix(h, float_bits(total)), float_bits(avg_weight))
     for floats in (means, scale, norm, coef, loss):
-        h = _mix(h, np.uint64(floats.shape[0]))
-        for x in floats:
-            h = _mix(h, float_bits(x))
+        h = _mix_floats(h, floats)
     h = _mix(h, np.uint64(occupancy.shape[0]))
     for count_k in occupancy:
         h = _mix(h, np.uint64(count_k))
     return h >> np.uint64(64 - DIGEST_BITS)
+
+
+@njit(cache=True, inline="always")
+def _mix_floats(h, floats):
+    """h mixed with the array's length, then its entries' bits in four interleaved chains (entry
+    i in chain i % 4, the last n % 4 entries in chain 0; four mixes run at once), then the
+    four chains in order."""
+    n = floats.shape[0]
+    h = _mix(h, np.uint64(n))
+    h0, h1, h2, h3 = h, _mix(h, np.uint64(1)), _mix(h, np.uint64(2)), _mix(h, np.uint64(3))
+    i = 0
+    while i + 4 <= n:
+        h0 = _mix(h0, float_bits(floats[i]))
+        h1 = _mix(h1, float_bits(floats[i + 1]))
+        h2 = _mix(h2, float_bits(floats[i + 2]))
+        h3 = _mix(h3, float_bits(floats[i + 3]))
+        i += 4
+    while i < n:
+        h0 = _mix(h0, float_bits(floats[i]))
+        i += 1
+    return _mix(_mix(_mix(_mix(h, h0), h1), h2), h3)
 
 
 @njit(cache=True, inline="always")
