@@ -37,7 +37,7 @@ def test_table_lookup_growth_and_bulk_insert():
 @pytest.mark.parametrize("occupancy", [[0], [3, 1, 1, 4], [2, 2, 2], [0, 5, 0, 9, 1]])
 def test_new_entries_go_one_by_one_to_the_least_occupied_rank(occupancy):
     """The numba placement against a plain loop: argmin (lowest rank on ties), then count it in."""
-    from ppack.packsvm.loop import least_occupied
+    from ppack.packsvm.table import least_occupied
 
     got_counts = np.array(occupancy, dtype=np.int64)
     got = least_occupied(got_counts, 11)

@@ -7,7 +7,7 @@ well defined average). Every entry keeps ``avg``, its coefficient's weighted sum
 true units (coefficient times scale). w_t = s_t sum_j beta_j phi_j, so over a pack an entry
 held on entry gains beta_j sum_t a_t s_t, the pack's increment that the replay computes
 alike on every rank (``replay_pack(average_out=...)``, with the coefficients it adds);
-``loop.merge_pack`` adds it to every entry, O(entries) per pack, far below the pack's kernel
+``table.merge_pack`` adds it to every entry, O(entries) per pack, far below the pack's kernel
 sums and divided among the ranks with the entries. (Bringing entries up to date only when
 their coefficient changes would need a running sum of a_t s_t over the whole run, and s
 spans a hundred orders of magnitude between two folds: the late increments vanish below the

@@ -35,12 +35,16 @@ class KeySlots:
         """Map new ``keys`` (int64 array, none present, no repeats) to first_slot, first_slot + 1, ...
         Returns the position of the first key that is present or repeated, or -1 (nothing added then)."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
-        if 2 * (self.n + len(keys)) > len(self.keys):
-            self._rehash(self.n + len(keys))
+        self.reserve(len(keys))
         bad = _add(self.keys, self.slots, keys, first_slot)
         if bad < 0:
             self.n += len(keys)
         return bad
+
+    def reserve(self, extra):
+        """Room for ``extra`` more keys (buckets at most half full after them)."""
+        if 2 * (self.n + extra) > len(self.keys):
+            self._rehash(self.n + extra)
 
     def _rehash(self, n_keys):
         live = self.keys != EMPTY

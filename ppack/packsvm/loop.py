@@ -17,14 +17,12 @@ integer below 2^48 held in a float64, so adding the other ranks' zeros is exact)
 rank compares the p slots and, if they differ, all raise the same ``PPackError`` together.
 A disagreement born in the last pack of a run is not seen (no further collective).
 """
-import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit
 
 from ..data.delivery import deliver_rows
 from ..errors import PPackError
@@ -36,7 +34,6 @@ from ..mpi.comm import chunk
 from . import averaging
 from .checkpoint import write_checkpoint
 from .pack_buffer import PackBuffer
-from .key_slots import lookup, new_map, put
 from .replay import NonFinite, replay_problems
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -198,8 +195,9 @@ class PackedSolver:
             if average is not None:
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
             state.iteration += r
-            self._update_table(table, state, ids, buf.owner_flags, coef, loss, block, norms, rank, average,
-                               fold if folded else None)
+            # the averages' increments, the scale folds, the pack's coefficients; this rank's new rows
+            table.apply_pack(ids, buf.owner_flags, coef, loss, _NO_AVERAGE if average is None else average,
+                             fold if folded else _NO_FOLD, rank, state.occupancy, block, norms)
             # the --tol test and the progress follow the mean over classes (mean_loss)
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
@@ -248,130 +246,8 @@ class PackedSolver:
             f"MPI set I_MPI_CBWR=1; with other MPI libraries choose an Allreduce algorithm whose summation "
             f"order is the same on every rank)", collective=True)
 
-    @staticmethod
-    def _update_table(table, state, ids, owner_flags, coef, loss, block, norms, rank, average=None, fold=None):
-        """Apply the pack to the table (``merge_pack``: the averages' increments, the scale
-        folds, then the pack's coefficients); then store this rank's new entries' rows.
-
-        coef, loss (n_columns, r): a coefficient was added at iteration k to a problem when its
-        hinge loss was positive (decided by the hinge test, not by ``coef != 0``, which a
-        coefficient folded many times in its pack may underflow to). A row any problem stepped
-        on is an entry. average (n_columns, r + 1) or None: the replay's weighted sums of the
-        added coefficients; fold (n_columns, 2) or None: the product of the pack's scale folds
-        as mantissa and exponent (None: no fold).
-        """
-        keys = table.key_slots
-        part = _NO_AVERAGE if average is None else average
-        folds = _NO_FOLD if fold is None else fold
-        positions, value, summed = merge_pack(ids, owner_flags, coef, loss, part, folds, rank, state.occupancy,
-                                              keys.keys, keys.slots, table.coef, table.avg)
-        if positions.size:
-            table.insert_block_rows(ids[positions], value, block, positions, norms[positions],
-                                    None if average is None else summed)
-
-
 _NO_AVERAGE = np.empty((0, 0))
 _NO_FOLD = np.empty((0, 2))
-
-
-@njit(cache=True)
-def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, table_keys, table_slots, table_coef,
-               table_avg):
-    """The pack into the table, the same decisions on every rank.
-
-    First what the entries held on entry add to their averages (``averaging.py``: their
-    coefficient times the pack's increment ``average[c, r]``), then the pack's scale folds
-    (fold (K, 2): coefficients times mantissa * 2^exponent; (0, 2): none), then the pack's
-    coefficients. ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank
-    + 1, or 0); coef, loss (K, r); average (K, r + 1), or (0, 0) when not averaging. Rows with a positive
-    loss in some problem are merged by key, in pack order (a key's values summed in the
-    order the pack met them); entries this rank holds get them added to ``table_coef`` (and
-    their average parts to ``table_avg``); new keys are placed one by one on the least
-    occupied rank (``occupancy`` counts them in). Returns this rank's new entries: their
-    first pack positions (m,), coefficients (m, K) and average parts (m, K).
-    """
-    K, r = coef.shape
-    averaging = average.shape[1] > 0
-    n = table_coef.shape[0]
-    if averaging:
-        for j in range(n):
-            for c in range(K):
-                table_avg[j, c] += table_coef[j, c] * average[c, r]
-    if fold.shape[0] > 0:
-        for c in range(K):
-            mantissa, exponent = fold[c, 0], int(min(max(fold[c, 1], -4000.0), 4000.0))
-            for j in range(n):
-                table_coef[j, c] = math.ldexp(table_coef[j, c] * mantissa, exponent)
-    # pack positions that stepped, each key's first one, and its merged coefficient (u: key number)
-    pack_keys, pack_slots = new_map(r)
-    unique_of = np.empty(1, dtype=np.int64)
-    first = np.empty(r, dtype=np.int64)
-    value = np.zeros((r, K))
-    part = np.zeros((r, K))
-    n_unique = 0
-    for k in range(r):
-        stepped = False
-        for c in range(K):
-            if loss[c, k] > 0.0:
-                stepped = True
-        if not stepped:
-            continue
-        lookup(pack_keys, pack_slots, ids[k:k + 1], unique_of)
-        u = unique_of[0]
-        if u < 0:
-            u = n_unique
-            first[u] = k
-            unique_of[0] = u
-            put(pack_keys, pack_slots, ids[k:k + 1], unique_of)
-            n_unique += 1
-        for c in range(K):
-            value[u, c] += coef[c, k]
-            if averaging:
-                part[u, c] += average[c, k]
-    # entries this rank holds: add; new keys: place, and return this rank's
-    owners = np.empty(n_unique, dtype=np.int64)
-    n_new = 0
-    slot = np.empty(1, dtype=np.int64)
-    for u in range(n_unique):
-        owners[u] = np.int64(np.rint(owner_flags[first[u]])) - 1
-        if owners[u] < 0:
-            n_new += 1
-        elif owners[u] == rank:
-            lookup(table_keys, table_slots, ids[first[u]:first[u] + 1], slot)
-            for c in range(K):
-                if averaging:
-                    table_avg[slot[0], c] += part[u, c]
-                table_coef[slot[0], c] += value[u, c]
-    placed = least_occupied(occupancy, n_new)
-    mine = np.empty(n_new, dtype=np.int64)  # key numbers of this rank's new entries
-    n_mine = i = 0
-    for u in range(n_unique):
-        if owners[u] < 0:
-            if placed[i] == rank:
-                mine[n_mine] = u
-                n_mine += 1
-            i += 1
-    positions = np.empty(n_mine, dtype=np.int64)
-    new_value = np.empty((n_mine, K))
-    new_part = np.empty((n_mine, K))
-    for j in range(n_mine):
-        positions[j] = first[mine[j]]
-        for c in range(K):
-            new_value[j, c] = value[mine[j], c]
-            new_part[j, c] = part[mine[j], c]
-    return positions, new_value, new_part
-
-
-@njit(cache=True)
-def least_occupied(occupancy, n):
-    """Owners of n new entries placed one by one on the least occupied rank (lowest rank on
-    ties); ``occupancy`` (p,) counts them in. The same on every rank: (n,) int64."""
-    owners = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        owner = np.argmin(occupancy)
-        occupancy[owner] += 1
-        owners[i] = owner
-    return owners
 
 
 @lru_cache(maxsize=4)

@@ -60,7 +60,7 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     sqrt(max_weight / sigma) (the optimum's norm bound). fold_out (2,), if given, receives the product of the
     pack's folds as (mantissa, exponent), the product being mantissa * 2^exponent (kept
     apart so that a product far below the float range stays exact): v on entry must be
-    multiplied by it (``loop.merge_pack``) before the pack's
+    multiplied by it (``table.merge_pack``) before the pack's
     coefficients are added. Raises ``NonFinite`` on a non-finite prediction, norm,
     coefficient or scale; the outputs are then meaningless.
 

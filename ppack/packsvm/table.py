@@ -5,10 +5,13 @@ the stored rows of the table's ``kernels.compute.KernelCompute``, in the same or
 ``key_slots.KeySlots`` maps key -> slot (a numba hash map). Entries are never removed. The model is ``w =
 scale * sum_j beta_j phi(x_j)`` over the entries of all shards.
 """
+import math
+
 import numpy as np
+from numba import njit
 
 from ..kernels.stored import resized
-from .key_slots import KeySlots
+from .key_slots import KeySlots, lookup, new_map, put
 
 
 class SupportVectorTable:
@@ -96,6 +99,36 @@ class SupportVectorTable:
         """``insert_many`` of rows ``positions`` (int64 (k,)) of a RowBlock, with their norms (k,)."""
         self._insert(keys, coef, avg, lambda: self.compute.store_rows(block, positions, norms))
 
+    def apply_pack(self, ids, owner_flags, coef, loss, average, fold, rank, occupancy, block, norms):
+        """A pack into the table, the same decisions on every rank (``merge_pack``): the
+        averages' increments, the scale folds, the pack's coefficients and this rank's new
+        entries, whose rows (of the pack's RowBlock, with its norms (r,)) are then stored.
+
+        ids (r,) the pack's keys; owner_flags (r,) collective 2's sums; coef, loss (K, r): a
+        coefficient was added at iteration k to a problem when its hinge loss was positive
+        (the hinge test decides, not ``coef != 0``, which a coefficient folded many times in
+        its pack may underflow to); a row any problem stepped on is an entry. average (K, r +
+        1), or (0, 0) when not averaging; fold (K, 2) the pack's folds as mantissa and
+        exponent, or (0, 2) when none; occupancy (p,) the entries per rank, updated.
+        """
+        self._reserve(len(ids))
+        keys = self.key_slots
+        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, keys.keys, keys.slots,
+                               self._keys, self._coef, self._avg, self.n)
+        if positions.size:
+            self.compute.store_rows(block, positions, norms[positions])
+            self.n += len(positions)
+            keys.n += len(positions)
+
+    def _reserve(self, extra):
+        """Room for ``extra`` more entries in the entry arrays and the key map."""
+        if self.n + extra > len(self._keys):
+            new = max(self.n + extra, 2 * len(self._keys))
+            self._keys, self._coef = resized(self._keys, new), resized(self._coef, new)
+            if self.averaged:
+                self._avg = resized(self._avg, new)
+        self.key_slots.reserve(extra)
+
     def _insert(self, keys, coef, avg, store_rows):
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         k = len(keys)
@@ -103,17 +136,119 @@ class SupportVectorTable:
         if bad >= 0:
             raise KeyError(f"key {int(keys[bad])} is already in the table or repeats among the {k} new keys")
         store_rows()
-        if self.n + k > len(self._keys):
-            new = max(self.n + k, 2 * len(self._keys))
-            self._keys, self._coef = resized(self._keys, new), resized(self._coef, new)
-            if self.averaged:
-                self._avg = resized(self._avg, new)
+        self._reserve(k)
         sl = slice(self.n, self.n + k)
         self._keys[sl] = keys
         self._coef[sl] = np.reshape(coef, (k, self.n_columns))
         if self.averaged:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
         self.n += k
+
+
+@njit(cache=True)
+def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map_keys, map_slots, entry_keys,
+               table_coef, table_avg, n):
+    """The pack into the table of n entries, the same decisions on every rank.
+
+    First what the entries held on entry add to their averages (``averaging.py``: their
+    coefficient times the pack's increment ``average[c, r]``), then the pack's scale folds
+    (fold (K, 2): coefficients times mantissa * 2^exponent; (0, 2): none), then the pack's
+    coefficients. ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank
+    + 1, or 0); coef, loss (K, r); average (K, r + 1), or (0, 0) when not averaging. Rows
+    with a positive loss in some problem are merged by key, in pack order (a key's values
+    summed in the order the pack met them); entries this rank holds get them added to ``table_coef`` (and
+    their average parts to ``table_avg``); new keys are placed one by one on the least
+    occupied rank (``occupancy`` counts them in), and this rank's become entries n, n + 1,
+    ...: key (``entry_keys``), coefficients, average parts, and the key map (``map_keys``,
+    ``map_slots``). The arrays have room for them (``SupportVectorTable._reserve``). Returns
+    their first pack positions (int64 (m,)), where their rows are.
+    """
+    K, r = coef.shape
+    averaging = average.shape[1] > 0
+    if averaging:
+        for j in range(n):
+            for c in range(K):
+                table_avg[j, c] += table_coef[j, c] * average[c, r]
+    if fold.shape[0] > 0:
+        for c in range(K):
+            mantissa, exponent = fold[c, 0], int(min(max(fold[c, 1], -4000.0), 4000.0))
+            for j in range(n):
+                table_coef[j, c] = math.ldexp(table_coef[j, c] * mantissa, exponent)
+    # pack positions that stepped, each key's first one, and its merged coefficient (u: key number)
+    pack_keys, pack_slots = new_map(r)
+    unique_of = np.empty(1, dtype=np.int64)
+    first = np.empty(r, dtype=np.int64)
+    value = np.zeros((r, K))
+    part = np.zeros((r, K))
+    n_unique = 0
+    for k in range(r):
+        stepped = False
+        for c in range(K):
+            if loss[c, k] > 0.0:
+                stepped = True
+        if not stepped:
+            continue
+        lookup(pack_keys, pack_slots, ids[k:k + 1], unique_of)
+        u = unique_of[0]
+        if u < 0:
+            u = n_unique
+            first[u] = k
+            unique_of[0] = u
+            put(pack_keys, pack_slots, ids[k:k + 1], unique_of)
+            n_unique += 1
+        for c in range(K):
+            value[u, c] += coef[c, k]
+            if averaging:
+                part[u, c] += average[c, k]
+    # entries this rank holds: add; new keys: place, and return this rank's
+    owners = np.empty(n_unique, dtype=np.int64)
+    n_new = 0
+    slot = np.empty(1, dtype=np.int64)
+    for u in range(n_unique):
+        owners[u] = np.int64(np.rint(owner_flags[first[u]])) - 1
+        if owners[u] < 0:
+            n_new += 1
+        elif owners[u] == rank:
+            lookup(map_keys, map_slots, ids[first[u]:first[u] + 1], slot)
+            for c in range(K):
+                if averaging:
+                    table_avg[slot[0], c] += part[u, c]
+                table_coef[slot[0], c] += value[u, c]
+    placed = least_occupied(occupancy, n_new)
+    mine = np.empty(n_new, dtype=np.int64)  # key numbers of this rank's new entries
+    n_mine = i = 0
+    for u in range(n_unique):
+        if owners[u] < 0:
+            if placed[i] == rank:
+                mine[n_mine] = u
+                n_mine += 1
+            i += 1
+    positions = np.empty(n_mine, dtype=np.int64)
+    for j in range(n_mine):
+        u, at = mine[j], n + j
+        positions[j] = first[u]
+        entry_keys[at] = ids[first[u]]
+        slot[0] = at
+        put(map_keys, map_slots, ids[first[u]:first[u] + 1], slot)
+        for c in range(K):
+            table_coef[at, c] = value[u, c]
+            if averaging:
+                table_avg[at, c] = part[u, c]
+    return positions
+
+
+@njit(cache=True)
+def least_occupied(occupancy, n):
+    """Owners of n new entries placed one by one on the least occupied rank (lowest rank on
+    ties); ``occupancy`` (p,) counts them in. The same on every rank: (n,) int64."""
+    owners = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        owner = np.argmin(occupancy)
+        occupancy[owner] += 1
+        owners[i] = owner
+    return owners
+
+
 
 
 def shard_offsets(comm, table):

@@ -20,7 +20,7 @@ from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import merge_pack, upper_pairs
+from .loop import upper_pairs
 from .replay import replay_problems
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -89,9 +89,10 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     replay_problems(partial, pair_values, np.ones(1), np.zeros(1), block.y, 0, 1.0, coef, loss, fold,
                     average_out=np.empty((1, r + 1)))
     keys = table.key_slots
-    keys.flag_held(ids, 1, np.empty(r))
-    merge_pack(ids, np.zeros(r), coef, loss, np.empty((0, 0)), np.empty((0, 2)), 0, np.zeros(2, dtype=np.int64),
-               keys.keys, keys.slots, table.coef, table.avg)
+    owner_flags = np.empty(r)
+    keys.flag_held(ids, 1, owner_flags)  # rank 0 holds what it stored
+    table.apply_pack(ids, owner_flags, coef, loss, np.empty((0, 0)), np.empty((0, 2)), 0,
+                     np.zeros(2, dtype=np.int64), block, norms)
     state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
                         loss_windows=LossWindows(10), avg_weight=0.0)
     replica_digest(state, coef.ravel(), loss.ravel())
