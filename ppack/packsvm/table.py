@@ -93,11 +93,19 @@ class SupportVectorTable:
         """New entries: keys (k,), coef (k,) or (k, n_columns), X dense (k, d) or scipy CSR or a
         CSR triple with k rows and their norms (k,) (computed when None); for averaged tables
         ``avg`` as coef (zeros if None)."""
-        self._insert(keys, coef, avg, lambda: self.compute.store(X, norms))
-
-    def insert_block_rows(self, keys, coef, block, positions, norms, avg=None):
-        """``insert_many`` of rows ``positions`` (int64 (k,)) of a RowBlock, with their norms (k,)."""
-        self._insert(keys, coef, avg, lambda: self.compute.store_rows(block, positions, norms))
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+        k = len(keys)
+        self._reserve(k)
+        bad = self.key_slots.add(keys, self.n)
+        if bad >= 0:
+            raise KeyError(f"key {int(keys[bad])} is already in the table or repeats among the {k} new keys")
+        self.compute.store(X, norms)
+        sl = slice(self.n, self.n + k)
+        self._keys[sl] = keys
+        self._coef[sl] = np.reshape(coef, (k, self.n_columns))
+        if self.averaged:
+            self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
+        self.n += k
 
     def apply_pack(self, ids, owner_flags, coef, loss, average, fold, rank, occupancy, block, norms):
         """A pack into the table, the same decisions on every rank (``merge_pack``): the
@@ -128,21 +136,6 @@ class SupportVectorTable:
             if self.averaged:
                 self._avg = resized(self._avg, new)
         self.key_slots.reserve(extra)
-
-    def _insert(self, keys, coef, avg, store_rows):
-        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
-        k = len(keys)
-        bad = self.key_slots.add(keys, self.n)
-        if bad >= 0:
-            raise KeyError(f"key {int(keys[bad])} is already in the table or repeats among the {k} new keys")
-        store_rows()
-        self._reserve(k)
-        sl = slice(self.n, self.n + k)
-        self._keys[sl] = keys
-        self._coef[sl] = np.reshape(coef, (k, self.n_columns))
-        if self.averaged:
-            self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
-        self.n += k
 
 
 @njit(cache=True)

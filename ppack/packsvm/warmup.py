@@ -77,8 +77,9 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
     compute = table.compute
     norms = compute.row_norms(block)
-    keep = np.array([0, 2])
-    table.insert_block_rows(ids[keep], np.array([0.5, -0.25]), block, keep, norms[keep])
+    stepped = np.array([[1.0, 0.0, 1.0, 0.0]])  # rows 0 and 2 become entries, through the pack's table update
+    table.apply_pack(ids, np.zeros(_ROWS), np.array([[0.5, 0.0, -0.25, 0.0]]), stepped, np.empty((0, 0)),
+                     np.empty((0, 2)), 0, np.zeros(2, dtype=np.int64), block, norms)
     r = block.n_rows
     left, right = upper_pairs(r)
     pair_values = np.zeros(len(left))
