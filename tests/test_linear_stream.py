@@ -495,7 +495,10 @@ def test_weighted_solve_file_equals_in_memory(tmp_path):
     memory = stream.solve(X, y, 1.0, tol=1e-4, cache_rows=80, chunk_rows=50, weights=weights)
     streamed = stream.solve_file(path, 1.0, tol=1e-4, cache_rows=80, chunk_rows=50, weights=weights)
     np.testing.assert_allclose(streamed.alpha, memory.alpha, rtol=1e-12, atol=1e-14)
-    part = stream.solve_file(path, 1.0, row_range=(50, 150), tol=1e-4, weights=weights[50:150])
+    part = stream.solve_file(path, 1.0, row_range=(50, 150), tol=1e-4, cache_rows=80, chunk_rows=50,
+                             weights=weights[50:150])
     with pytest.raises(PPackError, match=r"weights: must have shape \(100,\)"):
         stream.solve_file(path, 1.0, row_range=(50, 150), weights=weights)
-    assert part.alpha.shape == (100,)
+    rows = stream.solve(X[50:150], y[50:150], 1.0, tol=1e-4, cache_rows=80, chunk_rows=50, weights=weights[50:150])
+    np.testing.assert_allclose(part.alpha, rows.alpha, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(part.w, rows.w, rtol=1e-12, atol=1e-14)
