@@ -14,7 +14,7 @@ from ppack.linear import dcd, llsvm
 from ppack.linear.features import FeatureMap, _sqnorms, as_rows
 from ppack.linear.problem import dual_objective, primal_objective
 
-from naive import llsvm_sweep, product_problem, tiny_image_rows, weighted_problem
+from naive import explicit_features, llsvm_sweep, product_problem, tiny_image_rows, weighted_problem
 
 
 
@@ -33,7 +33,7 @@ def mapped_problem(spec, seed=0):
     """(X, y, FeatureMap, phi(X) as CSR, labels of the virtual rows) for a map spec."""
     fmap = FeatureMap.parse(spec)
     X, y = tiny_image_rows(12, seed=seed) if fmap.n_virtual > 1 else product_problem(40, seed=seed)
-    return X, y, fmap, fmap.expand(X), np.repeat(y, fmap.n_virtual)
+    return X, y, fmap, sp.csr_matrix(explicit_features(X, spec)), np.repeat(y, fmap.n_virtual)
 
 
 MAPS = ["poly2", "hash:6", "shifts:1"]

@@ -14,7 +14,7 @@ from ppack.linear import dcd, pegasos
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
 
-from naive import explicit_shifts, pegasos_twin, tiny_images, tiny_problem, with_bias_column
+from naive import explicit_features, explicit_shifts, pegasos_twin, tiny_images, tiny_problem, with_bias_column
 
 WORLD = MPI.COMM_WORLD
 
@@ -27,7 +27,7 @@ def mapped_problem(spec, n=6):
         X = sp.csr_matrix(images.reshape(n, -1))
         return X, y, explicit_shifts(images, fmap.radius), np.repeat(y, fmap.n_virtual)
     X, y = tiny_problem(30, 6, seed=12)
-    return X, y, fmap.expand(X).toarray(), y
+    return X, y, explicit_features(X, spec), y
 
 
 # ---------------------------------------------------------------- one block

@@ -17,7 +17,7 @@ from ppack.linear import dcd, stream
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
 
-from naive import StreamCacheTwin, product_problem, tiny_image_rows, weighted_problem
+from naive import StreamCacheTwin, explicit_features, product_problem, tiny_image_rows, weighted_problem
 
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -103,7 +103,7 @@ def check_cores_against_twin(X, y, dense, loss, bias, omega, chunks, fmap=IDENTI
     sizes with _train_batch, and compare every step's effect with the twin on phi(X)."""
     n, d = X.shape
     V = fmap.n_virtual
-    Phi, yz = fmap.expand(X), np.repeat(y, V)
+    Phi, yz = sp.csr_matrix(explicit_features(X, fmap.name)), np.repeat(y, V)
     rng = np.random.default_rng(7)
     alpha = np.where(rng.random(n * V) < 0.3, rng.uniform(0, C, n * V), 0.0)
     alpha[rng.random(n * V) < 0.2] = C  # exactly at the l1 bound
@@ -299,7 +299,7 @@ def test_map_reaches_the_optimum_on_explicit_features(spec, tmp_path):
     row), with a cache of a fraction of the virtual rows; the file reader gives the same run."""
     fmap = FeatureMap.parse(spec)
     X, y = tiny_image_rows(20) if fmap.n_virtual > 1 else product_problem()
-    Phi, yz = fmap.expand(X), np.repeat(y, fmap.n_virtual)
+    Phi, yz = sp.csr_matrix(explicit_features(X, spec)), np.repeat(y, fmap.n_virtual)
     C = 0.5
     ref = dcd.solve(Phi, yz, C, tol=1e-8, max_epochs=100000)
     best = primal_objective(Phi, yz, ref.w, ref.b, C)
