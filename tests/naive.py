@@ -198,40 +198,67 @@ def explicit_shifts(images, s):
     return np.array(rows)
 
 
-def explicit_features(X, fmap):
-    """phi(X), (n * n_virtual, n_out) dense, straight from the definitions in features.py."""
-    from ppack.linear.features import HASH, IDENTITY, SHIFTS
+def poly_features(X, degree):
+    """Phi_p(X) of the COFFIN paper (Sonnenburg and Franc, Sec. 2.1.2) for p = ``degree``: one
+    column per multi-index u with |u| = p, sqrt(p! / prod_i u_i!) x^u, so that
+    Phi_p(x) . Phi_p(z) = (x . z)^p. Returns (columns (n, count), the multi-indices as tuples of
+    the features they multiply, j <= k, ordered by k then j)."""
+    import itertools
+    from math import factorial, prod
+
+    X = dense(X)
+    d = X.shape[1]
+    indices = sorted(itertools.combinations_with_replacement(range(d), degree), key=lambda u: u[::-1])
+    columns = np.zeros((X.shape[0], len(indices)))
+    for col, u in enumerate(indices):
+        counts = [u.count(i) for i in set(u)]
+        columns[:, col] = np.sqrt(factorial(degree) / prod(factorial(c) for c in counts)) * np.prod(X[:, list(u)], 1)
+    return columns, indices
+
+
+def explicit_features(X, spec):
+    """phi(X), (n * n_virtual, n_out) dense, for a feature map spec ("identity", "poly2",
+    "hash:B[:SEED]", "shifts:S[:HxW]"), written from the COFFIN paper's definitions without
+    the package: poly2 is (Phi_1(x), Phi_2(x)) (``poly_features``), so phi(x) . phi(z) =
+    x.z + (x.z)^2; hash:B folds those features into 2^B buckets, bucket b = the sum of the
+    features whose key hashes to b (Sec. 2.1.1), each with the sign of its hash's top bit;
+    shifts:S gives each image (2S+1)^2 virtual examples (Sec. 2.2), the image moved by -S..S
+    pixels each way. What the paper leaves open is features.py's documented layout: the
+    multi-index (j, k) at d + k(k+1)/2 + j, key 2j for feature j and 2(k(k+1)/2 + j) + 1 for
+    (j, k), the splitmix64 key hash (``hash_key_twin``) and the shift-id order."""
+    import math
 
     X = dense(X)
     n, d = X.shape
-    if fmap.kind == IDENTITY:
+    name, *args = spec.split(":")
+    if name == "identity":
         return X.copy()
-    if fmap.kind == SHIFTS:
-        return explicit_shifts(X.reshape(n, *fmap.image_shape(d)), fmap.radius)
-    poly = np.zeros((n, d + d * (d + 1) // 2))
-    keys = [2 * j for j in range(d)] + [0] * (d * (d + 1) // 2)
-    poly[:, :d] = X
-    for k in range(d):
-        for j in range(k + 1):
-            poly[:, d + k * (k + 1) // 2 + j] = (1.0 if j == k else np.sqrt(2.0)) * X[:, j] * X[:, k]
-            keys[d + k * (k + 1) // 2 + j] = 2 * (k * (k + 1) // 2 + j) + 1
-    if fmap.kind != HASH:
+    if name == "shifts":
+        height, width = map(int, args[1].split("x")) if len(args) > 1 else (math.isqrt(d), math.isqrt(d))
+        assert height * width == d, spec
+        return explicit_shifts(X.reshape(n, height, width), int(args[0]))
+    quadratic, pairs = poly_features(X, 2)
+    poly = np.hstack([X, quadratic])
+    if name == "poly2":
         return poly
-    hashed = np.zeros((n, 1 << fmap.bits))
+    assert name == "hash", spec
+    bits, seed = int(args[0]), int(args[1]) if len(args) > 1 else 0
+    keys = [2 * j for j in range(d)] + [2 * (k * (k + 1) // 2 + j) + 1 for j, k in pairs]
+    hashed = np.zeros((n, 1 << bits))
     for col, key in enumerate(keys):
-        h = hash_key_twin(key, fmap.seed)
-        hashed[:, h & ((1 << fmap.bits) - 1)] += (1.0 if h >> 63 == 0 else -1.0) * poly[:, col]
+        h = hash_key_twin(key, seed)
+        hashed[:, h & ((1 << bits) - 1)] += (1.0 if h >> 63 == 0 else -1.0) * poly[:, col]
     return hashed
 
 
-def dots_twin(X, fmap, w):
+def dots_twin(X, spec, w):
     """features._dots: w . phi(x_r) for every (virtual) row, (n * n_virtual,)."""
-    return explicit_features(X, fmap) @ w
+    return explicit_features(X, spec) @ w
 
 
-def adds_twin(X, fmap, coef):
+def adds_twin(X, spec, coef):
     """features._adds: sum_r coef[r] phi(x_r), (n_out,)."""
-    return explicit_features(X, fmap).T @ coef
+    return explicit_features(X, spec).T @ coef
 
 
 def with_bias_column(Phi, bias=True):
@@ -423,7 +450,7 @@ def alm_reference_optimum(X, y, C, p, bias=True, regb=True, weights=None):
 
 
 # ---- linear solvers: llsvm and stream
-# Twins on explicit rows: under a feature map a test passes phi(x) (FeatureMap.expand), one
+# Twins on explicit rows: under a feature map a test passes phi(x) (explicit_features), one
 # row per (virtual) row, so the maps' on-demand DOT, ADD and norms are checked as well.
 
 
@@ -544,23 +571,47 @@ class StreamCacheTwin:
                 self.eps, self.eps_new, self.t = self.eps_new, 0.0, 0
 
 
+def primal_twin(Phi, y, w, b, C, p=1.0, weights=None):
+    """The linear SVM primal on explicit rows: (||w||^2 + b^2) / 2 + C sum_i c_i max(0, 1 - y_i (phi_i . w + b))^p."""
+    c = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
+    slack = np.maximum(0.0, 1.0 - y * (dense(Phi) @ w + b))
+    return 0.5 * (w @ w + b * b) + C * np.sum(c * slack ** p)
+
+
+def liblinear_optimum(Phi, y, C, loss="l1", tol=1e-8):
+    """LIBLINEAR's dual coordinate descent (-s 3 for the hinge loss, -s 1 for its square;
+    -B 1, a regularised bias as ppack's) on explicit rows: (primal objective, w, b). Its
+    iteration limit can stop the hinge loss short (2e-4 above the minimum on
+    ``averaging_problem(800)``): for tight checks use ``alm_reference_optimum``."""
+    from liblinear.liblinearutil import train
+
+    y = np.asarray(y, dtype=np.float64)
+    model = train(y, sp.csr_matrix(Phi), f"-s {3 if loss == 'l1' else 1} -c {C!r} -B 1 -e {tol!r} -q")
+    w, b = model.get_decfun()
+    w, b = np.asarray(w, dtype=np.float64), float(b)
+    if model.get_labels()[0] != 1:  # LIBLINEAR's decision values favour its first label
+        w, b = -w, -b
+    return primal_twin(Phi, y, w, b, C, 1.0 if loss == "l1" else 2.0), w, b
+
+
+_WEIGHTED_OPTIMA = {}
+
+
 def weighted_problem(spec, loss, C=0.5):
     """A weighted linear problem and its optimum: (X, y, weights, feature map, p, optimum).
 
     300 rows of ``product_problem`` with row weights in [0, 3), every ninth 0; the optimum is
-    the weighted primal objective dcd reaches at a duality gap of 1e-9 (``spec``: a feature
-    map, ``loss``: "l1" or "l2", p its power)."""
-    from ppack.linear import dcd
+    the weighted primal's minimum on the explicit rows phi(X), by scipy (``alm_reference_optimum``,
+    independent of the package; ``spec``: a feature map, ``loss``: "l1" or "l2", p its power)."""
     from ppack.linear.features import FeatureMap
-    from ppack.linear.problem import primal_objective
 
     X, y = product_problem(n=300, d=6, seed=4)
     weights = np.random.default_rng(7).uniform(0.0, 3.0, 300)
     weights[::9] = 0.0
-    fmap = FeatureMap.parse(spec)
     p = 1.0 if loss == "l1" else 2.0
-    ref = dcd.solve(X, y, C, loss=loss, tol=1e-9, max_epochs=100000, feature_map=fmap, weights=weights)
-    return X, y, weights, fmap, p, primal_objective(X, y, ref.w, ref.b, C, p, fmap, weights)
+    if (spec, loss, C) not in _WEIGHTED_OPTIMA:
+        _WEIGHTED_OPTIMA[spec, loss, C] = alm_reference_optimum(explicit_features(X, spec), y, C, p, weights=weights)
+    return X, y, weights, FeatureMap.parse(spec), p, _WEIGHTED_OPTIMA[spec, loss, C]
 
 
 def bilinear_resample(images, fields, side=28):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from ppack.base import load_model
 from ppack.cli import main
 from ppack.mpi.comm import polite_barrier
 
@@ -47,8 +48,17 @@ def test_bad_inputs_give_clear_errors_and_leave_no_model(mpi_tmp_path, capsys):
     fails_with(capsys, ["predict", "--model", model, "--data", str(d / "good.txt"), "--output",
                         str(d / "out.xyz")], "--output: unknown file type '.xyz'")
     assert not (d / "out.xyz").exists()
-    # a test set with fewer features than the model is fine (missing features are zeros)
-    main(["predict", "--model", model, "--data", str(d / "nan.txt").replace("nan", "good"), "--quiet"])
+    # a test set with fewer features than the model is fine: the missing features are zeros
+    narrow = X.copy()
+    narrow[:, 4:] = 0.0
+    write_libsvm(d / "narrow.txt", narrow[:, :4], y)
+    main(["predict", "--model", model, "--data", str(d / "narrow.txt"), "--output", str(d / "narrow.npy"), "--quiet"])
+    expected = load_model(model, WORLD).decision_function(narrow)
+    if WORLD.Get_rank() == 0:
+        got = np.load(d / "narrow.npy")[:, 0]
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+        assert not np.allclose(expected, load_model(model, MPI.COMM_SELF).decision_function(X))
+    polite_barrier(WORLD)
 
 
 # (command-line options, what rank 0's one-line error must say): every bad option or solver

@@ -25,10 +25,14 @@ def test_convert_compressed_text(tmp_path):
     assert header == H5Header(info.n_samples, 20, "csr", info.max_row_nnz, np.dtype(np.float64))
     X, y = read_rows(dst, 0, header.n_samples)
     np.testing.assert_array_equal(X.indptr, indptr)
+    np.testing.assert_array_equal(X.indices, indices)
     np.testing.assert_array_equal(X.data, values)
     np.testing.assert_array_equal(y, labels)
     dense = convert(src, tmp_path / "dense.h5", n_features=20, storage="dense")
     assert dense.storage == "dense" and dense.max_row_nnz == 20
+    Xd, yd = read_rows(tmp_path / "dense.h5", 0, header.n_samples)
+    np.testing.assert_array_equal(Xd, sp.csr_matrix((values, indices, indptr), shape=(info.n_samples, 20)).toarray())
+    np.testing.assert_array_equal(yd, labels)
     with pytest.raises(InputError, match="must differ"):
         convert(src, src)
 

@@ -1,7 +1,8 @@
 """The numba cores' own helpers (the fast exp of non-positive arguments) and each partial-sum core,
 called directly, for one and several coefficient columns, against the numpy twins (tests/naive.py)."""
+import os
+
 import numpy as np
-import numba
 import pytest
 import scipy.sparse as sp
 
@@ -94,16 +95,51 @@ def test_partial_sum_cores_match_naive(core, name, params, n_columns):
 
 @pytest.mark.parametrize("core", ["csr", "dense", "gemm"])
 @pytest.mark.parametrize("n_columns", [1, 3])
-def test_partial_sum_cores_do_not_depend_on_work_split_or_threads(core, n_columns):
-    """Bit-identical sums for any number of work items and numba threads (per-block partial sums in block order)."""
+def test_partial_sum_cores_do_not_depend_on_work_split(core, n_columns):
+    """Bit-identical sums for any number of work items (per-block partial sums in block order)."""
     spec, sv, rows, coef = _problem("rbf", {}, n_columns, n_sv=700)
     reference = _run(core, spec, sv, rows, coef, n_chunks=1)
     for n_chunks in (2, 3, 11):  # gemm: 18 tiles of 40 rows shared among the items
         np.testing.assert_array_equal(_run(core, spec, sv, rows, coef, n_chunks=n_chunks), reference)
-    threads = numba.get_num_threads()
-    try:
-        for n in {1, threads}:
+
+
+# run in a process of its own started with NUMBA_NUM_THREADS=3 (numba allows more threads than
+# cores; this process's numba pool is already sized to the node's cores)
+THREADS_SCRIPT = """
+import numba, numpy as np
+from test_kernels_cpu import _problem, _run
+
+@numba.njit(parallel=True)
+def thread_ids(n):
+    ids = np.empty(n, dtype=np.int64)
+    for i in numba.prange(n):
+        ids[i] = numba.get_thread_id()
+    return ids
+
+for core in ("csr", "dense", "gemm"):
+    for n_columns in (1, 3):
+        spec, sv, rows, coef = _problem("rbf", {}, n_columns, n_sv=700)
+        numba.set_num_threads(1)
+        reference = _run(core, spec, sv, rows, coef, n_chunks=7)
+        for n in (2, 3):
             numba.set_num_threads(n)
-            np.testing.assert_array_equal(_run(core, spec, sv, rows, coef, n_chunks=7), reference)
-    finally:
-        numba.set_num_threads(threads)
+            assert len(set(thread_ids(600))) == n  # the parallel loops really run on n threads
+            np.testing.assert_array_equal(_run(core, spec, sv, rows, coef, n_chunks=7), reference,
+                                          err_msg=f"{core}, {n_columns} columns, {n} threads")
+print("ok")
+"""
+
+
+def test_partial_sum_cores_are_bit_identical_on_one_two_and_three_threads():
+    """Each core on 1, 2 and 3 numba threads (work items shared among them) gives the same bits."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpers import clean_mpi_env
+
+    env = {**clean_mpi_env(), "NUMBA_NUM_THREADS": "3"}
+    env["PYTHONPATH"] = str(Path(__file__).parent) + os.pathsep + env["PYTHONPATH"]
+    done = subprocess.run([sys.executable, "-c", THREADS_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -9,7 +9,7 @@ from ppack.linear.estimator import BlockAveragedSVC
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
 
-from naive import averaging_problem
+from naive import averaging_problem, liblinear_optimum
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -41,16 +41,15 @@ def test_identical_blocks_give_the_single_rank_model(mode):
 @pytest.mark.parametrize("solver", ["dcd", "llsvm"])
 def test_iterative_averaging_reaches_the_single_rank_objective(solver):
     X, y = averaging_problem(n=1200, seed=2)
-    # the reference optimum: dcd on the whole data, solved tightly on one rank
-    single = BlockAveragedSVC("dcd", C=1.0, averaging="oneshot", solver_options={"tol": 1e-6}, comm=SELF).fit(X, y)
-    single_objective = primal_objective(X, y, single.w_, single.b_, 1.0)
+    # the reference optimum: LIBLINEAR on the whole data (at most 2e-4 above the minimum here)
+    single_objective, _, _ = liblinear_optimum(X, y, 1.0)
     oneshot = BlockAveragedSVC(solver, C=1.0, averaging="oneshot", comm=WORLD).fit(X, y)
     iterative = BlockAveragedSVC(solver, C=1.0, averaging="iterative", rounds=60, rounds_tol=1e-6,
                                  comm=WORLD).fit(X, y)
     assert iterative.report_.primal[-1] == pytest.approx(primal_objective(X, y, iterative.w_, iterative.b_, 1.0))
     assert iterative.report_.primal[-1] <= 1.01 * single_objective
     assert iterative.report_.gap >= -1e-6 * single_objective  # weak duality
-    assert oneshot.report_.primal[-1] >= single_objective * (1 - 1e-9)  # no free lunch
+    assert oneshot.report_.primal[-1] >= single_objective * (1 - 1e-3)  # no free lunch (to the reference's accuracy)
 
 
 @pytest.mark.mpi

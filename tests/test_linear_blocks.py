@@ -6,9 +6,8 @@ from mpi4py import MPI
 from ppack.data.shard import Shard
 from ppack.linear.blocks import random_blocks
 from ppack.linear.estimator import BlockAveragedSVC
-from ppack.linear.problem import primal_objective
 
-from naive import averaging_problem
+from naive import averaging_problem, liblinear_optimum
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -25,8 +24,7 @@ def test_rows_of_a_sorted_file_are_dealt_out_at_random():
     assert len(np.unique(y_block)) == 2
     assert WORLD.allreduce(X_block.shape[0]) == 800
     assert WORLD.allreduce(float(X_block.sum())) == pytest.approx(float(X.sum()))
-    single = BlockAveragedSVC("dcd", C=1.0, averaging="oneshot", solver_options={"tol": 1e-6}, comm=SELF).fit(X, y)
-    optimum = primal_objective(X, y, single.w_, single.b_, 1.0)
+    optimum, _, _ = liblinear_optimum(X, y, 1.0)  # LIBLINEAR on the whole data
     model = BlockAveragedSVC("dcd", C=1.0, rounds=60, rounds_tol=1e-6, comm=WORLD).fit(shard)
     assert model.report_.primal[-1] <= 1.01 * optimum
 

@@ -11,7 +11,7 @@ from ppack.linear import dcd
 from ppack.linear.features import FeatureMap, predict_decision
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
 
-from naive import dcd_twin, explicit_shifts, tiny_images, tiny_problem, with_bias_column
+from naive import dcd_twin, explicit_features, explicit_shifts, tiny_images, tiny_problem, with_bias_column
 
 
 
@@ -31,7 +31,7 @@ def test_dcd_equals_numpy_twin(spec, loss):
         Z, yz = with_bias_column(explicit_shifts(images, 1)), np.repeat(y, 9)
     else:
         X, y = tiny_problem(40, 7, seed=2)
-        Z, yz = with_bias_column(fmap.expand(X)), y
+        Z, yz = with_bias_column(explicit_features(X, spec)), y
     C = 0.7
     sol = dcd.solve(X, y, C, loss=loss, tol=1e-3, max_epochs=300, seed=11, feature_map=fmap)
     alpha, w, epochs = dcd_twin(Z, yz, C, loss, 1e-3, 300, 11)
@@ -218,7 +218,7 @@ def test_weighted_dcd_equals_weighted_twin(spec, loss):
         Z, yz, V = with_bias_column(explicit_shifts(images, 1)), np.repeat(y, 9), 9
     else:
         X, y = tiny_problem(40, 7, seed=2)
-        Z, yz, V = with_bias_column(fmap.expand(X)), y, 1
+        Z, yz, V = with_bias_column(explicit_features(X, spec)), y, 1
     weights = np.random.default_rng(3).uniform(0.2, 3.0, len(y))
     weights[::7] = 0.0
     sol = dcd.solve(X, y, 0.7, loss=loss, tol=1e-3, max_epochs=300, seed=11, feature_map=fmap, weights=weights)

@@ -7,14 +7,14 @@ from mpi4py import MPI
 
 from ppack.data.shard import Shard
 from ppack.errors import PPackError
-from ppack.linear import dcd, pegasos
+from ppack.linear import pegasos
 from ppack.linear.estimator import BlockAveragedSVC
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import primal_objective
 from ppack.registry import LINEAR_SOLVERS
 
 from helpers import make_problem
-from naive import averaging_problem, tiny_images
+from naive import alm_reference_optimum, averaging_problem, liblinear_optimum, tiny_images
 
 WORLD = MPI.COMM_WORLD
 SELF = MPI.COMM_SELF
@@ -126,10 +126,12 @@ def test_pegasos_iterative_mode_takes_every_registry_option():
 
 
 def weighted_optimum(X, y, C, weights, loss="l1"):
-    """The weighted primal's minimum on one rank (dcd to a gap of 1e-9): (objective, solution)."""
+    """The minimum of the primal with integer row weights, independently of the package:
+    LIBLINEAR on the rows repeated weights times (the same primal): (objective, w, b)."""
     labels = np.where(y == np.unique(y)[1], 1.0, -1.0)
-    sol = dcd.solve(X, labels, C, loss=loss, tol=1e-9, max_epochs=100000, weights=weights)
-    return primal_objective(X, labels, sol.w, sol.b, C, 1.0 if loss == "l1" else 2.0, weights=weights), sol
+    repeat = np.repeat(np.arange(len(y)), weights.astype(int))
+    assert np.array_equal(weights, weights.astype(int))
+    return liblinear_optimum(X[repeat], labels[repeat], C, loss)
 
 
 def test_balanced_class_weight_is_the_explicit_dict():
@@ -156,11 +158,12 @@ def test_balanced_class_weight_is_the_explicit_dict():
 @pytest.mark.parametrize("solver", LINEAR_SOLVERS)
 def test_every_solver_takes_row_weights(solver):
     """Integer sample weights: every solver's reported objective is the weighted one, and
-    near the weighted optimum (the repeated rows' optimum, dcd checks that against
-    duplicated rows in its own tests): within 2% for pegasos' SGD, 0.1% for the others."""
+    near the weighted optimum (scipy's minimum of the weighted primal): within 2% for
+    pegasos' SGD, 0.1% for the others."""
     X, y = averaging_problem(n=300, seed=12)
     weights = np.random.default_rng(3).integers(1, 4, 300).astype(float)
-    optimum, _ = weighted_optimum(X, y, 1.0, weights)
+    optimum = alm_reference_optimum(X.toarray(), np.where(y == np.unique(y)[1], 1.0, -1.0), 1.0, 1.0,
+                                    weights=weights)  # scipy's, independent of the package
     options = {"pegasos": {"epochs": 300}, "alm": {"max_epochs": 3000}, "dcd": {"tol": 1e-6},
                "llsvm": {"tol": 1e-6}, "stream": {"tol": 1e-6}}.get(solver, {})
     model = BlockAveragedSVC(solver, C=1.0, solver_options=options, comm=SELF).fit(X, y, sample_weight=weights)
@@ -196,7 +199,7 @@ def test_weighted_block_averaging_reaches_the_weighted_optimum(solver, loss):
     weights = rng.integers(1, 4, 800).astype(float)
     weights[y == np.unique(y)[1]] *= 3.0  # and heavier positives
     p = 1.0 if loss == "l1" else 2.0
-    optimum, _ = weighted_optimum(X, y, 0.2, weights, loss)
+    optimum, _, _ = weighted_optimum(X, y, 0.2, weights, loss)
     model = BlockAveragedSVC(solver, C=0.2, loss=loss, rounds=60, rounds_tol=1e-6, shuffle=True,
                              comm=WORLD).fit(X, y, sample_weight=weights)
     labels = np.where(y == model.classes_[1], 1.0, -1.0)
@@ -204,8 +207,8 @@ def test_weighted_block_averaging_reaches_the_weighted_optimum(solver, loss):
     assert model.report_.primal[-1] == pytest.approx(ours, rel=1e-10)
     assert model.report_.gap >= -1e-6 * ours
     assert optimum * (1 - 1e-9) <= ours <= optimum * 1.01
-    _, swapped = weighted_optimum(X, y, 0.2, rng.permutation(weights), loss)
-    assert primal_objective(X, labels, swapped.w, swapped.b, 0.2, p, weights=weights) > optimum * 1.05
+    _, w, b = weighted_optimum(X, y, 0.2, rng.permutation(weights), loss)
+    assert primal_objective(X, labels, w, b, 0.2, p, weights=weights) > optimum * 1.05
 
 
 @pytest.mark.mpi(min_size=2)

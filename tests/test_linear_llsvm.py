@@ -10,11 +10,11 @@ import pytest
 import scipy.sparse as sp
 
 from ppack.errors import PPackError
-from ppack.linear import dcd, llsvm
+from ppack.linear import llsvm
 from ppack.linear.features import FeatureMap, _sqnorms, as_rows
 from ppack.linear.problem import dual_objective, primal_objective
 
-from naive import llsvm_sweep, product_problem, tiny_image_rows, weighted_problem
+from naive import alm_reference_optimum, explicit_features, llsvm_sweep, product_problem, tiny_image_rows, weighted_problem
 
 
 
@@ -33,7 +33,7 @@ def mapped_problem(spec, seed=0):
     """(X, y, FeatureMap, phi(X) as CSR, labels of the virtual rows) for a map spec."""
     fmap = FeatureMap.parse(spec)
     X, y = tiny_image_rows(12, seed=seed) if fmap.n_virtual > 1 else product_problem(40, seed=seed)
-    return X, y, fmap, fmap.expand(X), np.repeat(y, fmap.n_virtual)
+    return X, y, fmap, sp.csr_matrix(explicit_features(X, spec)), np.repeat(y, fmap.n_virtual)
 
 
 MAPS = ["poly2", "hash:6", "shifts:1"]
@@ -422,13 +422,13 @@ def test_benchmark_against_liblinear(benchmark_data, name):
 
 @pytest.mark.parametrize("spec", MAPS)
 def test_map_reaches_the_optimum_on_explicit_features(spec):
-    """The map computed on demand solves the problem dcd solves on phi(X) (one row per virtual
-    row): primal objectives within 1e-6 relative; w = sum_r alpha_r y_r phi(x_r) throughout."""
+    """The map computed on demand solves the problem scipy solves on phi(X) (one row per
+    virtual row): primal objectives within 1e-6 relative; w = sum_r alpha_r y_r phi(x_r) throughout."""
     X, y, fmap, Phi, yz = mapped_problem(spec)
     C = 0.5
-    ref = dcd.solve(Phi, yz, C, tol=1e-8, max_epochs=100000)
+    best = alm_reference_optimum(Phi.toarray(), yz, C, 1.0)  # scipy's
     sol = llsvm.solve(X, y, C, feature_map=spec, tol=1e-7, full_passes=50, max_epochs=20000)
-    ours, best = primal_objective(Phi, yz, sol.w, sol.b, C), primal_objective(Phi, yz, ref.w, ref.b, C)
+    ours = primal_objective(Phi, yz, sol.w, sol.b, C)
     assert abs(ours - best) <= 1e-6 * best
     assert sol.alpha.shape == (Phi.shape[0],) and sol.w.shape == (fmap.n_out(X.shape[1]),)
     assert sol.info["feature_map"] == fmap.name and sol.info["converged"]
@@ -462,8 +462,8 @@ def test_map_radius_and_warm_start(spec):
 @pytest.mark.parametrize("loss", ["l1", "l2"])
 @pytest.mark.parametrize("spec", ["identity", "poly2"])
 def test_weighted_llsvm_reaches_the_weighted_optimum(spec, loss):
-    """Row weights (some 0): llsvm's model is the weighted optimum dcd finds at a gap of
-    1e-9; llsvm stops at a spread of 1e-6, which leaves its objective within 1e-6 relative."""
+    """Row weights (some 0): llsvm's model is the weighted optimum (scipy's, on explicit
+    rows); llsvm stops at a spread of 1e-6, which leaves its objective within 1e-6 relative."""
     X, y, weights, fmap, p, optimum = weighted_problem(spec, loss)
     for block_rows in (None, 40):
         sol = llsvm.solve(X, y, 0.5, loss=loss, tol=1e-6, full_passes=20, max_block_rows=block_rows,

@@ -13,11 +13,11 @@ import scipy.sparse as sp
 from ppack.data.hdf5 import read_header, read_rows, write_dataset
 from ppack.data.bundled import bundled_path
 from ppack.errors import PPackError
-from ppack.linear import dcd, stream
+from ppack.linear import stream
 from ppack.linear.features import FeatureMap
 from ppack.linear.problem import dual_objective, primal_objective, weights_from_dual
 
-from naive import StreamCacheTwin, product_problem, tiny_image_rows, weighted_problem
+from naive import StreamCacheTwin, alm_reference_optimum, explicit_features, product_problem, tiny_image_rows, weighted_problem
 
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -103,7 +103,7 @@ def check_cores_against_twin(X, y, dense, loss, bias, omega, chunks, fmap=IDENTI
     sizes with _train_batch, and compare every step's effect with the twin on phi(X)."""
     n, d = X.shape
     V = fmap.n_virtual
-    Phi, yz = fmap.expand(X), np.repeat(y, V)
+    Phi, yz = sp.csr_matrix(explicit_features(X, fmap.name)), np.repeat(y, V)
     rng = np.random.default_rng(7)
     alpha = np.where(rng.random(n * V) < 0.3, rng.uniform(0, C, n * V), 0.0)
     alpha[rng.random(n * V) < 0.2] = C  # exactly at the l1 bound
@@ -295,14 +295,13 @@ def test_cache_bytes_bound_and_a9a_against_liblinear():
 
 @pytest.mark.parametrize("spec", MAPS)
 def test_map_reaches_the_optimum_on_explicit_features(spec, tmp_path):
-    """The map computed on demand solves the problem dcd solves on phi(X) (one row per virtual
-    row), with a cache of a fraction of the virtual rows; the file reader gives the same run."""
+    """The map computed on demand solves the problem scipy solves on phi(X) (one row per
+    virtual row), with a cache of a fraction of the virtual rows; the file reader gives the same run."""
     fmap = FeatureMap.parse(spec)
     X, y = tiny_image_rows(20) if fmap.n_virtual > 1 else product_problem()
-    Phi, yz = fmap.expand(X), np.repeat(y, fmap.n_virtual)
+    Phi, yz = sp.csr_matrix(explicit_features(X, spec)), np.repeat(y, fmap.n_virtual)
     C = 0.5
-    ref = dcd.solve(Phi, yz, C, tol=1e-8, max_epochs=100000)
-    best = primal_objective(Phi, yz, ref.w, ref.b, C)
+    best = alm_reference_optimum(Phi.toarray(), yz, C, 1.0)  # scipy's
     kwargs = dict(feature_map=spec, tol=1e-4, cache_rows=40, chunk_rows=8, seed=2, max_epochs=5000)
     sol = stream.solve(X, y, C, **kwargs)
     info = sol.info
@@ -469,7 +468,7 @@ def test_invalid_arguments_name_the_parameter(tmp_path):
 @pytest.mark.parametrize("loss", ["l1", "l2"])
 @pytest.mark.parametrize("spec", ["identity", "poly2"])
 def test_weighted_stream_reaches_the_weighted_optimum(spec, loss):
-    """Row weights (some 0): the weighted optimum that dcd finds at a gap of 1e-9, to 1e-7
+    """Row weights (some 0): the weighted optimum (scipy's, on explicit rows), to 1e-7
     relative with every row cached. With a third of the rows cached the pass gap covers the
     cached rows only, and the run stops further off (unweighted 4e-5, here about 1e-3):
     within 1e-2, while the unweighted model is more than 1e-2 off the weighted optimum."""
@@ -495,7 +494,10 @@ def test_weighted_solve_file_equals_in_memory(tmp_path):
     memory = stream.solve(X, y, 1.0, tol=1e-4, cache_rows=80, chunk_rows=50, weights=weights)
     streamed = stream.solve_file(path, 1.0, tol=1e-4, cache_rows=80, chunk_rows=50, weights=weights)
     np.testing.assert_allclose(streamed.alpha, memory.alpha, rtol=1e-12, atol=1e-14)
-    part = stream.solve_file(path, 1.0, row_range=(50, 150), tol=1e-4, weights=weights[50:150])
+    part = stream.solve_file(path, 1.0, row_range=(50, 150), tol=1e-4, cache_rows=80, chunk_rows=50,
+                             weights=weights[50:150])
     with pytest.raises(PPackError, match=r"weights: must have shape \(100,\)"):
         stream.solve_file(path, 1.0, row_range=(50, 150), weights=weights)
-    assert part.alpha.shape == (100,)
+    rows = stream.solve(X[50:150], y[50:150], 1.0, tol=1e-4, cache_rows=80, chunk_rows=50, weights=weights[50:150])
+    np.testing.assert_allclose(part.alpha, rows.alpha, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(part.w, rows.w, rtol=1e-12, atol=1e-14)

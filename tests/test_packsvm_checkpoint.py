@@ -70,8 +70,7 @@ def test_checkpoint_every_packs_keeps_one_complete_file(tmp_path):
 def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     """SLURM's time limit, for real: SIGTERM to one rank of a 4-rank job stops every rank
     after the current pack with a complete checkpoint; --resume on 2 ranks then finishes
-    the run. The
-    run is endless (10^12 iterations), so the signal is its only way out; it is sent once
+    the run, with the model of an uninterrupted run of as many iterations. The run is endless (10^12 iterations), so the signal is its only way out; it is sent once
     the first periodic checkpoint shows that training is under way."""
     import os
     import signal
@@ -79,6 +78,7 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     import sys
     import time
 
+    from ppack.base import load_model
     from ppack.data.hdf5 import write_dataset
 
     from helpers import clean_mpi_env, mpiexec, run_ppack
@@ -87,7 +87,8 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     write_dataset(tmp_path / "train.h5", X, y)
     endless = str(10 ** 12)
     args = ["train", "--data", tmp_path / "train.h5", "--iterations", endless, "--pack", "20",
-            "--checkpoint", tmp_path / "state.h5", "--checkpoint-every", "5p", "--model", tmp_path / "model.h5"]
+            "--checkpoint", tmp_path / "state.h5", "--checkpoint-every", "5p", "--model", tmp_path / "model.h5",
+            "--dtype", "float64"]
     cmd = [mpiexec(), "-n", "4", sys.executable, "-m", "ppack", *map(str, args)]
     job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -115,7 +116,14 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     done = run_ppack(args + ["--resume"], ranks=2)
     assert done.returncode == 0, done.stderr
     assert f"resumed from {tmp_path / 'state.h5'} at iteration {stopped_at}" in done.stdout
-    assert (tmp_path / "model.h5").exists()
+    # the uninterrupted run of as many iterations gives the same model (p-invariance: to 1e-9)
+    straight = run_ppack(["train", "--data", tmp_path / "train.h5", "--iterations", stopped_at + 200, "--pack", "20",
+                          "--model", tmp_path / "straight.h5", "--dtype", "float64"], ranks=2)
+    assert straight.returncode == 0, straight.stderr
+    resumed, uninterrupted = (load_model(tmp_path / name, MPI.COMM_SELF) for name in ("model.h5", "straight.h5"))
+    assert resumed.training_["iterations_done"] == uninterrupted.training_["iterations_done"] == stopped_at + 200
+    expected = uninterrupted.decision_function(X)
+    np.testing.assert_allclose(resumed.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
 
 
 def test_a_tol_run_resumed_mid_window_stops_where_an_uninterrupted_one_does(tmp_path):

@@ -160,8 +160,8 @@ def test_text_labels_train_and_come_back_as_text():
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_multiclass_model_files_predict_the_same_on_any_rank_count(sparse, mpi_tmp_path):
-    """A K-class model file holds (n_support, K) coefficients and K scales; loaded on all ranks
-    it gives the trained model's decision values."""
+    """A K-class model file holds (n_support, K) coefficients and K scales; loaded on all ranks,
+    on half of them and on each rank alone, it gives the trained model's decision values."""
     import h5py
 
     from ppack.base import load_model
@@ -170,10 +170,15 @@ def test_multiclass_model_files_predict_the_same_on_any_rank_count(sparse, mpi_t
     model = PackSVC(comm=WORLD, **MULTI).fit(X, y)
     path = mpi_tmp_path / f"multi{sparse}.h5"
     model.save(path)
-    loaded = load_model(path, WORLD)
-    np.testing.assert_allclose(loaded.decision_function(X), model.decision_function(X), rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(loaded.classes_, [0.0, 1.0, 2.0])
-    np.testing.assert_array_equal(loaded.n_support_per_class_, model.n_support_per_class_)
+    expected = model.decision_function(X)
+    half = WORLD.Split(WORLD.Get_rank() % 2)
+    for comm in (WORLD, half, MPI.COMM_SELF):
+        loaded = load_model(path, comm)
+        np.testing.assert_allclose(loaded.decision_function(X), expected, rtol=1e-12, atol=1e-12,
+                                   err_msg=f"loaded on {comm.Get_size()} ranks")
+        np.testing.assert_array_equal(loaded.classes_, [0.0, 1.0, 2.0])
+        np.testing.assert_array_equal(loaded.n_support_per_class_, model.n_support_per_class_)
+    half.Free()
     if WORLD.Get_rank() == 0:
         with h5py.File(path, "r") as f:
             assert f["coef"].shape == (model.n_support_, 3) and f.attrs["scale"].shape == (3,)

@@ -158,6 +158,38 @@ def test_exactly_two_allreduce_calls_per_pack(sparse):
     assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 5}
 
 
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("variant", ["multiclass", "weights", "validation", "checkpoint", "resume"])
+def test_exactly_two_allreduce_calls_per_pack_in_every_kind_of_run(variant, mpi_tmp_path):
+    """Counted on the communicator, not by the package: runs of 5 and 7 packs differ by
+    exactly 2 Allreduce calls per pack and nothing else, for a multiclass, a weighted, a
+    validated and a checkpointing run (validation and the checkpoint come after pack 4 in
+    both) and for a run resumed after pack 2."""
+    X, y = make_multiclass(400, 6, seed=25) if variant == "multiclass" else make_problem(400, 6, seed=25)
+    params = dict(PARAMS, pack=50)
+    fit = {}
+    if variant == "weights":
+        fit["sample_weight"] = 0.5 + np.arange(400) % 3
+    elif variant == "validation":
+        params.update(validation=0.2, validation_every=4, patience=100)
+    counts = []
+    for packs in (5, 7):
+        path = mpi_tmp_path / f"state{packs}.h5"
+        if variant == "checkpoint":
+            fit.update(checkpoint=path, checkpoint_every_packs=4)
+        elif variant == "resume":
+            PackSVC(comm=WORLD, **dict(params, iterations=packs * 50)).fit(X, y, checkpoint=path, stop_after_packs=2)
+            fit.update(checkpoint=path, resume=True)
+        comm = CountingComm(WORLD)
+        model = PackSVC(comm=comm, **dict(params, iterations=packs * 50)).fit(X, y, **fit)
+        assert model.training_["packs"] == packs
+        if variant == "validation":
+            assert len(model.training_["validation"]["history"]) == 1
+        counts.append(comm.calls)
+    extra = {name: counts[1][name] - counts[0][name] for name in counts[1] | counts[0]}
+    assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 2}
+
+
 def reference_decisions(X, y, sigma, ids, gamma, step):
     """Decision values on X of the unpacked reference after the iterations ``ids`` (rbf kernel)."""
     alpha, tested = spack_reference(X, y, sigma, ids, "rbf", gamma, step=step)

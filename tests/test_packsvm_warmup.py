@@ -7,12 +7,14 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 from ppack.data.delivery import _pad_rows, _unpad_rows
+from ppack.data.sampler import make_sampler
 from ppack.kernels import cpu
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm import replay
 from ppack.packsvm.warmup import warm_kernels
 
 from helpers import make_problem, run_ppack, write_libsvm
+from naive import kernel_matrix, spack_reference
 
 WORLD = MPI.COMM_WORLD
 KERNELS = (cpu.gemm_partial_sums, cpu.dense_partial_sums, cpu.csr_partial_sums, cpu.dense_pair_kernels,
@@ -26,20 +28,40 @@ def signatures():
 CASES = [("rbf", np.float64, False), ("rbf", np.float64, True), ("laplacian", np.float32, False)]
 
 
+def unpacked_decisions(model, X, y):
+    """Decision values on X of the unpacked S-packSVM reference (tests/naive.py) after the
+    iterations ``model`` trained on."""
+    ids = make_sampler(model.sampling, len(y), model.training_["seed"]).take(model.training_["iterations_done"])
+    alpha, _ = spack_reference(X, y, model.sigma_, ids, model.kernel, model.gamma, step=model.step,
+                               average=model.average)
+    keys = sorted(alpha)
+    return kernel_matrix(X, X[keys], model.kernel, model.gamma) @ np.array([alpha[k] for k in keys])
+
+
+def timed(call, *args, comm=MPI.COMM_SELF):
+    """(call's result, the most seconds it took on any rank of ``comm``), by the test's clock."""
+    start = MPI.Wtime()
+    result = call(*args)
+    return result, comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+
 @pytest.mark.parametrize("kernel, dtype, sparse", CASES)
 def test_warm_kernels_on_one_rank_leaves_nothing_to_compile_for_training(kernel, dtype, sparse):
+    """The warm-up reports its own time; training after it compiles nothing new and its model is
+    the unpacked reference's (float32 kernels: to 1e-4)."""
     spec = KernelSpec(kernel, 0.2)
-    seconds = warm_kernels(MPI.COMM_SELF, spec, dtype, sparse)
-    assert isinstance(seconds, float) and seconds >= 0.0
+    seconds, wall = timed(warm_kernels, MPI.COMM_SELF, spec, dtype, sparse)
+    assert isinstance(seconds, float) and 0.0 < seconds <= wall
     before = signatures()
     X, y = make_problem(200, 6, sparse=sparse, seed=41)
     X = X.astype(dtype)
     model = PackSVC(kernel=kernel, gamma=0.2, C=5.0, iterations=400, pack=50, seed=2, comm=MPI.COMM_SELF,
                     dtype=np.dtype(dtype).name).fit(X, y)
-    assert model.score(X, y) > 0.6  # the ops still work; prediction too
+    expected = unpacked_decisions(model, X, y)
+    tol = 1e-9 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(model.decision_function(X), expected, rtol=tol, atol=tol * np.abs(expected).max())
     assert signatures() == before  # same argument types and layouts as training: no new specialisation
-    seconds = model.training_["seconds"]
-    assert seconds["compile"] >= 0.0 and "compile" not in model.stats_.seconds  # apart from total
+    assert "compile" not in model.stats_.seconds
 
 
 def test_warm_kernels_pad_compact_sparse_rows_as_training_does(tmp_path):
@@ -65,13 +87,26 @@ def test_warm_kernels_pad_compact_sparse_rows_as_training_does(tmp_path):
     assert signatures() == before
 
 
-def test_fit_records_compile_apart_from_total():
+def test_fit_records_compile_apart_from_total(monkeypatch):
+    """A warm-up made to take at least 0.5 s: compile reports it, and total leaves it out
+    (compile + total fit in the fit's own wall time)."""
+    import time
+
+    import ppack.packsvm.estimator as estimator
+
+    def slow_warm_kernels(*args):
+        seconds = warm_kernels(*args)
+        time.sleep(0.5)
+        return seconds + 0.5
+
+    monkeypatch.setattr(estimator, "warm_kernels", slow_warm_kernels)
     X, y = make_problem(150, 5, seed=42)
     calls = []
-    model = PackSVC(gamma=0.2, C=5.0, iterations=300, pack=50, comm=MPI.COMM_SELF).fit(
-        X, y, on_kernels_ready=calls.append)
+    model, wall = timed(PackSVC(gamma=0.2, C=5.0, iterations=300, pack=50, comm=MPI.COMM_SELF).fit,
+                        X, y, None, None, None, None, False, None, None, calls.append)
     seconds = model.training_["seconds"]
     assert calls == [seconds["compile"]]
+    assert seconds["compile"] >= 0.5 and seconds["compile"] + seconds["total"] <= wall
     parts = sum(seconds[k] for k in ("kernel_sums", "communication", "sequential_updates", "delivery"))
     assert parts <= seconds["total"] + 1e-6
 
@@ -79,13 +114,15 @@ def test_fit_records_compile_apart_from_total():
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("sparse", [False, True])
 def test_warm_kernels_on_all_ranks(sparse):
-    seconds = warm_kernels(WORLD, KernelSpec("rbf", 0.5), np.float64, sparse)
-    assert isinstance(seconds, float) and seconds >= 0.0
+    """The warm-up's seconds are the slowest rank's, on every rank; training after it gives the
+    unpacked reference's model."""
+    seconds, wall = timed(warm_kernels, WORLD, KernelSpec("rbf", 0.5), np.float64, sparse, comm=WORLD)
+    assert isinstance(seconds, float) and 0.0 < seconds <= wall
     assert WORLD.allgather(seconds) == [seconds] * WORLD.Get_size()  # the max over ranks, everywhere
     X, y = make_problem(200, 6, sparse=sparse, seed=43)
-    model = PackSVC(gamma=0.5, C=5.0, iterations=300, pack=50, comm=WORLD).fit(X, y)
-    assert model.training_["seconds"]["compile"] >= 0.0
-    assert model.score(X, y) > 0.6
+    model = PackSVC(gamma=0.5, C=5.0, iterations=300, pack=50, comm=WORLD, dtype="float64").fit(X, y)
+    expected = unpacked_decisions(model, X, y)
+    np.testing.assert_allclose(model.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
 
 
 @pytest.mark.job
