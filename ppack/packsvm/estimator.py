@@ -20,7 +20,7 @@ from .averaging import averaged_coefficients
 from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
-from .table import SupportVectorTable, shard_offsets, write_shard
+from .table import SupportVectorTable, shard_offsets, shard_parts
 from .warmup import warm_kernels
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
@@ -247,7 +247,8 @@ class PackSVC(BaseSVC):
 
     # -- model file ------------------------------------------------------------------
     def save(self, path):
-        """Collective: write the model file, each rank its own support vectors in turn (atomic)."""
+        """Collective: write the model file, each rank its own support vectors (atomic; see
+        ``collective_write``). ``save_report_`` tells how (a ``WriteReport``)."""
         comm = self._comm()
         table = self.table_
         offsets = shard_offsets(comm, table)
@@ -255,12 +256,13 @@ class PackSVC(BaseSVC):
                                    int(offsets[0][-1]), "csr" if table.sparse else "dense", table.dtype,
                                    self.training_, None if self.probability_ is None else self.probability_[:2])
 
-        def write_own(f):
-            write_shard(f, table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
-                        dense="support_vectors",
-                        csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"))
+        def own_parts():
+            return shard_parts(table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
+                               dense="support_vectors",
+                               csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"))
 
-        write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]), write_own)
+        self.save_report_ = write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]),
+                                                       own_parts)
 
     @classmethod
     def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
