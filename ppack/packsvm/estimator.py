@@ -195,6 +195,8 @@ class PackSVC(BaseSVC):
             "bytes": dict(stats.bytes),  # the same on every rank
         }
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
+        if stats.checkpoint_writes:
+            self.training_["checkpoints"] = checkpoint_summary(stats.checkpoint_writes)
         if validation is not None:
             self.training_["validation"] = validation.report()
         if not self.stopped_:
@@ -294,6 +296,14 @@ def _read_table_slice(path, header, rank, size, work_bytes):
                                              work_bytes), header.n_columns)
     table.insert_many(keys, coef, X)
     return table
+
+
+def checkpoint_summary(reports):
+    """What a run's checkpoint writes (``collective_write.WriteReport``s) had in common: how many,
+    the way they were written, the node groups, and the most sequential file opens of any."""
+    last = reports[-1]
+    return {"written": len(reports), "method": last.method, "nodes": last.nodes,
+            "sequential_opens": max(r.opens for r in reports)}
 
 
 register_model_type("kernel", PackSVC)

@@ -133,6 +133,7 @@ class PackedSolver:
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
+        checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
         collectives = Collectives(comm)
         calls_before = stats.allreduce_calls
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
@@ -217,11 +218,14 @@ class PackedSolver:
                 limit = state.iteration  # validation accuracy stopped improving (see validation.py)
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             stop = buf.stop
-            seconds["total"] = total_before + MPI.Wtime() - run_start
+            seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
+                start = MPI.Wtime()
                 self._verify_replicas(collectives, digest, state.iteration, stats.packs)
-                write_checkpoint(comm, checkpointing.path, table, state, stats, sampler, checkpointing.params)
+                stats.checkpoint_writes.append(write_checkpoint(comm, checkpointing.path, table, state, stats, sampler,
+                                                                checkpointing.params))
+                seconds["checkpoint"] += MPI.Wtime() - start
                 last_checkpoint = time.monotonic()
             if stop and state.iteration < limit:
                 return table, state, stats, True
