@@ -216,7 +216,8 @@ class PackSVC(BaseSVC):
         the training never sampled (see ``probability``), the same on every rank."""
         comm = self._comm()
         holdout = None if self.validation is None else (float(self.validation), self.training_["seed"])
-        ids, fitted_on = fit_rows(shard.n_samples, self.training_["seed"], iterations, self.sampling, holdout)
+        ids, fitted_on = fit_rows(comm, shard.start, shard.stop, shard.n_samples, self.training_["seed"], iterations,
+                                  self.sampling, holdout)
         decisions, labels = distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_,
                                                   ids=ids)
         values = self._class_values
