@@ -61,6 +61,26 @@ def test_every_grouping_writes_the_same_file_in_one_open_per_node(ranks_per_node
     assert [p.name for p in mpi_tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 
+@pytest.mark.mpi(min_size=2)
+def test_parallel_hdf5_writes_the_same_file_in_two_opens_where_h5py_has_it(mpi_tmp_path):
+    """With h5py built for MPI every rank writes its rows at once; without, asking for it is one
+    clear error on every rank and no file."""
+    size = WORLD.Get_size()
+    path = mpi_tmp_path / "parallel.h5"
+    if not collective_write.parallel_hdf5():
+        with pytest.raises(PPackError, match="parallel HDF5 writing asked for, but this h5py is built without MPI"):
+            _write(WORLD, path, parallel=True)
+        assert not path.exists()
+        return
+    report = _write(WORLD, path, parallel=True)
+    assert report.method == "parallel" and report.opens == 2
+    with h5py.File(path, "r") as f:
+        parts = [_rows(k) for k in range(size)]
+        np.testing.assert_array_equal(f["keys"][()], np.concatenate([p[0] for p in parts]))
+        np.testing.assert_array_equal(f["group/rows"][()], np.concatenate([p[1] for p in parts]))
+        assert f.attrs["complete"] and f.attrs["ranks"] == size
+
+
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.parametrize("failing", ["write_part", "finish"])
 def test_a_failure_on_a_later_node_leader_raises_everywhere_and_leaves_no_file(failing, mpi_tmp_path, monkeypatch):

@@ -1,4 +1,6 @@
 """Checkpoint and resume: a stopped run continues exactly where it stopped."""
+import copy
+
 import h5py
 import numpy as np
 import pytest
@@ -174,8 +176,9 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
 
     def counted(comm, path, table, state, stats, sampler, params):
         counting = CountingComm(comm)
-        write_checkpoint(counting, path, table, state, stats, sampler, params)
-        seen.append((counting.calls, table, state, stats, sampler, params))
+        report = write_checkpoint(counting, path, table, state, stats, sampler, params)
+        seen.append((counting.calls, table, state, copy.deepcopy(stats), sampler, params))  # stats as written
+        return report
 
     monkeypatch.setattr(loop, "write_checkpoint", counted)
     X, y = make_problem(400, 7, sparse=sparse, seed=63)
