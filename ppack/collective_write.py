@@ -32,7 +32,7 @@ from .mpi.comm import agree
 from .mpi.nodes import node_groups
 
 PIECE_BYTES = 4 << 20  # a node leader's receive buffer
-_TURN, _GO, _HEADERS, _PIECE = 7301, 7302, 7303, 7304  # message tags
+_TURN, _HEADERS, _PIECE = 7301, 7303, 7304  # message tags
 
 
 class Part(NamedTuple):
@@ -124,8 +124,8 @@ def _write_by_node_leaders(comm, tmp, create, parts, finish, ranks_per_node, pie
 
 def _leader_turn(groups, tmp, create, parts, finish, piece_bytes):
     """Wait for the previous leader's token, write this node's parts, pass the token on.
-    Returns ``(opens, error)``; after an error, here or before, the node's other ranks are
-    told not to send, or their pieces are received and dropped, so that no one waits forever."""
+    Returns ``(opens, error)``. The node's other ranks' pieces are received whatever happens
+    (and dropped after an error, here or at an earlier leader), so that no one waits forever."""
     leaders, node = groups.leaders, groups.node
     turn, last = leaders.Get_rank(), leaders.Get_rank() == leaders.Get_size() - 1
     healthy = np.ones(1, dtype=np.int64)  # the token: 1 while every leader before wrote without error
@@ -144,16 +144,12 @@ def _leader_turn(groups, tmp, create, parts, finish, piece_bytes):
             error = exc
     buffer = np.empty(piece_bytes if node.Get_size() > 1 else 0, dtype=np.uint8)
     for member in range(1, node.Get_size()):
-        sending = f is not None and error is None
-        node.send(sending, dest=member, tag=_GO)
-        if not sending:
-            continue
         for name, start, shape, dtype in node.recv(source=member, tag=_HEADERS):
             size = int(np.prod(shape)) * np.dtype(dtype).itemsize
             if size > buffer.size:  # a row longer than a piece
                 buffer = np.empty(size, dtype=np.uint8)
             node.Recv([buffer[:size], size, MPI.BYTE], source=member, tag=_PIECE)
-            if error is None:
+            if f is not None and error is None:
                 data = buffer[:size].view(dtype).reshape(shape)
                 error = _attempt(lambda: write_part(f, Part(name, start, data)))
     if f is not None:
@@ -167,9 +163,8 @@ def _leader_turn(groups, tmp, create, parts, finish, piece_bytes):
 
 
 def _member_turn(node, parts, piece_bytes):
-    """Send this rank's parts to the node's leader, in pieces, when it asks for them."""
-    if not node.recv(source=0, tag=_GO):
-        return
+    """Send this rank's parts to the node's leader, in pieces (each waits until the leader,
+    in its turn, receives it, unless MPI buffers so small a message)."""
     pieces = list(_pieces(parts, piece_bytes))
     node.send([(p.name, p.start, p.data.shape, p.data.dtype.str) for p in pieces], dest=0, tag=_HEADERS)
     for piece in pieces:
