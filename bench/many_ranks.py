@@ -85,7 +85,7 @@ def stop_by_sigterm(ranks, data, checkpoint, timeout=600):
     """An endless run on ``ranks`` ranks, SIGTERM to its last rank once the first checkpoint
     exists; returns the iteration it stopped at."""
     args = ["train", "--data", data, "--iterations", ENDLESS, "--checkpoint", checkpoint,
-            "--checkpoint-every", CHECKPOINT_EVERY, *SETTINGS]
+            "--checkpoint-every", CHECKPOINT_EVERY, *SETTINGS[:-1]]  # not --quiet: it says where it stopped
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", *map(str, args)]
     job = subprocess.Popen(cmd, env=job_env(ranks), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -124,7 +124,8 @@ def train(ranks, data, T, folder, name, resume_from=None):
             "seconds_per_checkpoint": seconds["checkpoint"] / writes["checkpoint"]["written"],
             "seconds_save": seconds["save"], "seconds_train": seconds["total"],
             "peak_rss_bytes": max(metrics["memory"]["peak_rss_bytes"]["after_save"]),
-            "support_vectors": metrics["support_vectors"]}
+            "support_vectors": metrics["support_vectors"], "features": metrics["n_features"],
+            "pack": metrics["pack"], "packs": metrics["packs"], "bytes_per_rank": metrics["bytes"]}
 
 
 def decisions_of(model, test):
