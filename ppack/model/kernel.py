@@ -15,7 +15,7 @@ The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset),
 one per class (column c with scale[c]); the predicted class has the largest. Optional
 attributes probability_a, probability_b ((1,) or (K,)): Platt's sigmoid per column,
 P = 1 / (1 + exp(a f + b)), normalised over the K classes (``packsvm.probability``).
-The entries are in no particular order (a distributed save stores them rank by rank, each
+The entries are in no particular order (a distributed save stores them in rank order, each
 rank's in its table's slot order); readers take any contiguous range.
 
 A distributed save (``write_kernel_model_by_rank``) writes one file from every rank: rank 0

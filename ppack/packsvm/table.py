@@ -128,7 +128,7 @@ class SupportVectorTable:
 
 
 def shard_offsets(comm, table):
-    """Collective: where every rank's shard lies in a file written rank by rank, in rank order.
+    """Collective: where every rank's shard lies in a file that holds the shards in rank order.
 
     Returns ``(entries, nonzeros)``, each (size + 1,) int64: rank k's entries are rows
     ``entries[k]:entries[k + 1]`` and, for CSR tables, its stored values
