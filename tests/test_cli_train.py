@@ -179,3 +179,33 @@ def test_linear_solver_train_and_predict(extra, mpi_tmp_path, capsys):
     polite_barrier(WORLD)
     fails_with(capsys, ["train", "--solver", "dcd", "--data", str(d / "train.txt"), "--p", "1.5"],
                "p: only the alm solver")
+
+
+@pytest.mark.parametrize("ranks_per_node", ["1", ""])
+def test_the_log_and_metrics_say_how_checkpoints_and_the_model_were_written(ranks_per_node, mpi_tmp_path, capsys,
+                                                                             monkeypatch):
+    """One group per rank (PPACK_RANKS_PER_NODE=1) or the machine's one node: one sequential open
+    per group, for each of the 9 checkpoints (every 2 packs of 18) and for the model."""
+    from ppack.collective_write import parallel_hdf5
+
+    monkeypatch.setenv("PPACK_RANKS_PER_NODE", ranks_per_node)
+    X, y = make_problem(300, 6, seed=37)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--checkpoint", str(d / "c.h5"),
+          "--checkpoint-every", "2p", "--metrics-json", str(d / "m.json"), *TRAIN[:-1]])
+    nodes = WORLD.Get_size() if ranks_per_node else 1
+    out = capsys.readouterr().out
+    if WORLD.Get_rank() == 0:
+        metrics = json.loads((d / "m.json").read_text())
+        if parallel_hdf5():  # all ranks at once, whatever the grouping
+            how, said = {"method": "parallel", "nodes": None, "sequential_opens": 2}, "by parallel HDF5, 2"
+        else:
+            how = {"method": "node leaders", "nodes": nodes, "sequential_opens": nodes}
+            said = f"by the leaders of {nodes} node(s), {nodes}"
+        assert metrics["file_writes"] == {"checkpoint": dict(how, written=9), "save": how}
+        assert 0 < metrics["seconds"]["checkpoint"] and 0 < metrics["seconds"]["save"]
+        assert f"9 checkpoint(s) written to {d / 'c.h5'} in " in out
+        assert f"{said} sequential file open(s)" in out
+        assert f"model written to {d / 'm.h5'} in " in out
+    polite_barrier(WORLD)

@@ -1,4 +1,6 @@
 """Checkpoint and resume: a stopped run continues exactly where it stopped."""
+import copy
+
 import h5py
 import numpy as np
 import pytest
@@ -182,8 +184,9 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
 
     def counted(comm, path, table, state, stats, sampler, params):
         counting = CountingComm(comm)
-        write_checkpoint(counting, path, table, state, stats, sampler, params)
-        seen.append((counting.calls, table, state, stats, sampler, params))
+        report = write_checkpoint(counting, path, table, state, stats, sampler, params)
+        seen.append((counting.calls, table, state, copy.deepcopy(stats), sampler, params))  # stats as written
+        return report
 
     monkeypatch.setattr(loop, "write_checkpoint", counted)
     X, y = make_problem(400, 7, sparse=sparse, seed=63)
@@ -225,7 +228,7 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
 def test_a_failure_on_one_rank_during_a_checkpoint_raises_everywhere_and_leaves_no_file(mpi_tmp_path, monkeypatch):
     import ppack.packsvm.checkpoint as checkpoint
 
-    d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, checkpoint, "write_shard")
+    d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, checkpoint, "shard_parts")
     X, y = make_problem(300, 6, seed=64)
     with pytest.raises(PPackError, match="disk full on rank 1"):
         PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=d / "state.h5", stop_after_packs=2)

@@ -117,7 +117,7 @@ def test_a_failure_on_one_rank_during_save_raises_everywhere_and_leaves_no_file(
 
     X, y = make_problem(300, 6, seed=62)
     model = PackSVC(comm=WORLD, **dict(PARAMS, iterations=400)).fit(X, y)
-    d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, estimator, "write_shard")
+    d = empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, estimator, "shard_parts")
     with pytest.raises(PPackError, match="disk full on rank 1"):
         model.save(d / "model.h5")
     polite_barrier(WORLD)

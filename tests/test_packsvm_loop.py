@@ -305,6 +305,37 @@ def test_ranks_that_disagree_on_the_replicated_state_all_stop():
     assert WORLD.allgather(str(caught.value)) == [str(caught.value)] * size
 
 
+@pytest.mark.mpi(min_size=2)
+def test_a_disagreement_in_the_last_pack_stops_every_rank_before_the_model_is_kept():
+    """The drift starts in the last of 8 packs, after which no pack's collective follows: the
+    check before the model is kept sees it, on every rank alike."""
+    X, y = make_problem(400, 8, seed=25)
+    r, size = 50, WORLD.Get_size()
+    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=8)
+    with pytest.raises(PPackError, match=r"ranks disagree on the replicated state after iteration 400 "
+                                         r"\(pack 8; .*rank 1\)") as caught:
+        PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
+    assert comm.seen == 8 and caught.value.collective
+    assert WORLD.allgather(str(caught.value)) == [str(caught.value)] * size
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_disagreement_is_caught_before_the_checkpoint_is_written(mpi_tmp_path):
+    """Checkpoints every 2 packs; the drift starts in pack 4: the checkpoint of pack 2 stays,
+    the one of pack 4 is never written."""
+    import h5py
+
+    X, y = make_problem(400, 8, seed=25)
+    r, size = 50, WORLD.Get_size()
+    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=4)
+    path = mpi_tmp_path / "drift.h5"
+    with pytest.raises(PPackError, match=r"after iteration 200 \(pack 4; "):
+        PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y, checkpoint=path,
+                                                                        checkpoint_every_packs=2)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["iteration"] == 2 * r
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_weighted_rows_equal_the_unpacked_weighted_reference(sparse):
     """Class and sample weights scale each row's step (and widen the ball to max weight / sigma),

@@ -34,25 +34,50 @@ def test_sigmoid_fit_is_the_maximum_likelihood_of_the_regularised_targets():
 
 
 def test_fit_rows_are_the_rows_the_stream_never_drew():
-    ids, fitted_on = fit_rows(1000, 7, 1500, "uniform")
+    ids, fitted_on = fit_rows(SELF, 0, 1000, 1000, 7, 1500, "uniform")
     drawn = RowSampler(1000, 7).take(1500)
     assert fitted_on == "out-of-bag rows"
     np.testing.assert_array_equal(ids, np.setdiff1d(np.arange(1000), drawn))
     assert 0.15 < len(ids) / 1000 < 0.30  # about exp(-1.5)
-    few, fitted_on = fit_rows(1000, 7, 20000, "uniform")  # nearly every row drawn: fall back to the training rows
+    few, fitted_on = fit_rows(SELF, 0, 1000, 1000, 7, 20000, "uniform")  # nearly every row drawn: fall back to the training rows
     assert fitted_on == "training rows" and len(few) == 1000 > MIN_ROWS
-    capped, _ = fit_rows(1000, 7, 100, "uniform", rows=50)
+    capped, _ = fit_rows(SELF, 0, 1000, 1000, 7, 100, "uniform", rows=50)
     assert len(capped) == 50 and np.all(np.diff(capped) > 0)
+    assert set(capped) <= set(np.setdiff1d(np.arange(1000), RowSampler(1000, 7).take(100)))
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("iterations,rows", [(1500, 50), (1500, 10_000), (20000, 300)])
+def test_fit_rows_on_every_rank_are_those_of_one_rank(iterations, rows):
+    """Each rank flags only its own rows: the chosen ids (capped, all out-of-bag rows, or the
+    training rows) are those one rank finds, on every rank."""
+    from ppack.mpi.comm import chunk
+
+    one = fit_rows(SELF, 0, 1000, 1000, 7, iterations, "uniform", rows=rows)
+    start, stop = chunk(1000, WORLD.Get_rank(), WORLD.Get_size())
+    every = fit_rows(WORLD, start, stop, 1000, 7, iterations, "uniform", rows=rows)
+    assert every[1] == one[1]
+    np.testing.assert_array_equal(every[0], one[0])
+
+
+def test_distinct_positions_are_a_uniform_choice():
+    from ppack.packsvm.probability import distinct_positions
+
+    picks = np.concatenate([distinct_positions(20, 5, seed) for seed in range(4000)])
+    assert all(len(set(distinct_positions(20, 5, s))) == 5 for s in range(50))
+    counts = np.bincount(picks, minlength=20)  # each number chosen with chance 1/4: 1000 times of 4000
+    assert counts.min() > 880 and counts.max() < 1120
+    np.testing.assert_array_equal(distinct_positions(7, 7, 0), np.arange(7))
 
 
 def test_fit_rows_of_epoch_sampling_are_the_rest_of_the_first_epoch_and_the_held_out_rows():
-    ids, fitted_on = fit_rows(1000, 7, 600, "epochs")
+    ids, fitted_on = fit_rows(SELF, 0, 1000, 1000, 7, 600, "epochs")
     assert fitted_on == "out-of-bag rows"
     np.testing.assert_array_equal(ids, np.setdiff1d(np.arange(1000), EpochSampler(1000, 7).take(600)))
-    _, fitted_on = fit_rows(1000, 7, 1000, "epochs")  # a whole epoch: every row was drawn
+    _, fitted_on = fit_rows(SELF, 0, 1000, 1000, 7, 1000, "epochs")  # a whole epoch: every row was drawn
     assert fitted_on == "training rows"
     holdout = (0.3, 7)
-    ids, fitted_on = fit_rows(1000, 7, 3000, "epochs", holdout)  # three epochs, but never the held-out rows
+    ids, fitted_on = fit_rows(SELF, 0, 1000, 1000, 7, 3000, "epochs", holdout)  # three epochs, but never the held-out rows
     assert fitted_on == "out-of-bag rows"
     np.testing.assert_array_equal(ids, np.flatnonzero(held_out(np.arange(1000), *holdout)))
 

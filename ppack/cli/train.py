@@ -101,6 +101,10 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     if model.resumed_from_ is not None:
         say(f"resumed from {args.checkpoint} at iteration {model.resumed_from_}")
     info = model.training_
+    checkpoints = info.get("checkpoints")
+    if checkpoints is not None:
+        say(f"{checkpoints['written']} checkpoint(s) written to {args.checkpoint} in "
+            f"{info['seconds']['checkpoint']:.2f} s, {describe_write(checkpoints)}")
     if model.stopped_:
         say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} "
             f"(SIGTERM); state saved to {args.checkpoint or 'nowhere (no --checkpoint)'}; "
@@ -134,7 +138,13 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": {**info["seconds"], "startup": _startup_seconds(model._comm(), ready.get("age"), read_seconds,
                                                                     info["seconds"]["compile"])},
-            "bytes": dict(info["bytes"])}
+            "bytes": dict(info["bytes"]), "file_writes": {"checkpoint": checkpoints}}
+
+
+def describe_write(report):
+    """How a collective file write went, in words (a ``WriteReport``'s fields, as a dict)."""
+    way = "by parallel HDF5" if report["method"] == "parallel" else f"by the leaders of {report['nodes']} node(s)"
+    return f"{way}, {report['sequential_opens']} sequential file open(s)"
 
 
 def _startup_seconds(comm, age, read_seconds, compile_seconds):
@@ -185,7 +195,12 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
         model.save(args.model)
         metrics["seconds"]["save"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
         metrics["memory"]["peak_rss_bytes"]["after_save"] = peak_rss_bytes(comm)
-        say(f"model written to {args.model} in {metrics['seconds']['save']:.2f} s")
+        written = getattr(model, "save_report_", None)  # kernel models are written by every rank
+        if written is not None:
+            metrics.setdefault("file_writes", {})["save"] = {"method": written.method, "nodes": written.nodes,
+                                                             "sequential_opens": written.opens}
+        how = "" if written is None else ", " + describe_write(metrics["file_writes"]["save"])
+        say(f"model written to {args.model} in {metrics['seconds']['save']:.2f} s{how}")
     if comm.Get_rank() == 0:
         peaks = metrics["memory"]["peak_rss_bytes"]
         say("peak memory per rank (max over ranks): " + ", ".join(

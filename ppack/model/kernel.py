@@ -15,13 +15,14 @@ The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset),
 one per class (column c with scale[c]); the predicted class has the largest. Optional
 attributes probability_a, probability_b ((1,) or (K,)): Platt's sigmoid per column,
 P = 1 / (1 + exp(a f + b)), normalised over the K classes (``packsvm.probability``).
-The entries are in no particular order (a distributed save stores them rank by rank, each
+The entries are in no particular order (a distributed save stores them in rank order, each
 rank's in its table's slot order); readers take any contiguous range.
 
-A distributed save (``write_kernel_model_by_rank``) writes one file rank by rank: rank 0
-creates it with every dataset pre-sized, then each rank in turn writes its own slice, so
-the peak memory of a rank is its own support vectors; rank 0 additionally holds nothing
-but the per-rank counts.
+A distributed save (``write_kernel_model_by_rank``) writes one file from every rank: rank 0
+creates it with every dataset pre-sized, then each rank's slice is written, by parallel
+HDF5 or by its node's leader (``collective_write``), so the peak memory of a rank is its
+own support vectors plus one fixed-size piece; rank 0 additionally holds nothing but the
+per-rank counts.
 """
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ import h5py
 import numpy as np
 import scipy.sparse as sp
 
-from ..atomic import atomic_h5_write, collective_h5_write
+from ..atomic import atomic_h5_write
+from ..collective_write import collective_h5_write
 from ..errors import InputError
 from ..kernels.spec import KernelSpec
 from .format import header_attributes, open_model, read_classes, training_of, write_classes
@@ -78,14 +80,15 @@ def write_kernel_model(path, header, keys, coef, X):
     atomic_h5_write(path, write)
 
 
-def write_kernel_model_by_rank(comm, path, header, n_support, nnz, write_own):
-    """Collective: write a kernel model atomically, each rank its own support vectors.
+def write_kernel_model_by_rank(comm, path, header, n_support, nnz, own_parts):
+    """Collective: write a kernel model atomically, each rank its own support vectors; returns
+    the ``collective_write.WriteReport``.
 
     Rank 0 creates the file with every dataset sized for ``n_support`` entries (and ``nnz``
-    stored values when ``header.storage`` is "csr"; features of ``header.dtype``); then
-    the ranks take turns, each calling ``write_own(f)`` to fill its own contiguous slice of
-    ``support_keys``, ``coef`` and ``support_vectors`` (see ``packsvm.table.write_shard``).
-    No rank holds more than its own support vectors; rank 0 additionally only the counts.
+    stored values when ``header.storage`` is "csr"; features of ``header.dtype``); ``own_parts()``
+    gives this rank's ``collective_write.Part``s: its contiguous slice of ``support_keys``,
+    ``coef`` and ``support_vectors`` (see ``packsvm.table.shard_parts``). No rank holds more
+    than its own support vectors and one piece of another's (``collective_write``).
     The entries are stored in rank order, not sorted by key (readers do not depend on it).
     """
     def create(f):
@@ -101,7 +104,7 @@ def write_kernel_model_by_rank(comm, path, header, n_support, nnz, write_own):
         else:
             f.create_dataset("support_vectors", shape=(n_support, header.n_features), dtype=header.dtype)
 
-    collective_h5_write(comm, path, create, write_own)
+    return collective_h5_write(comm, path, create, own_parts)
 
 
 def _write_header(f, header, n_support):

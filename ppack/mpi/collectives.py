@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 
 class Collectives:
-    """Buffer collectives over ``comm``. ``calls`` counts each operation by name ("sum",
+    """Buffer collectives over ``comm``. ``calls`` counts each operation by name ("sum", "max",
     "broadcast", "sum_to_root", "gather_to_root", "exchange"), ``seconds`` their total
     wall time, ``last_seconds`` the most recent one's and ``last_bytes`` the bytes of the
     buffer this rank passed to it."""
@@ -39,6 +39,13 @@ class Collectives:
         start = MPI.Wtime()
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         self._timed("sum", start, buf.nbytes)
+        return buf
+
+    def max(self, buf):
+        """The elementwise maximum of ``buf`` over all ranks, in place (one Allreduce)."""
+        start = MPI.Wtime()
+        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX)
+        self._timed("max", start, buf.nbytes)
         return buf
 
     def broadcast(self, buf, root=0):

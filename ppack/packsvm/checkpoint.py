@@ -6,13 +6,13 @@ rank; ``rank_offsets`` (ranks + 1,) marks where each rank's entries start), the 
 the model (iteration, scale, norm), the sampler's exact position, the windows of the --tol
 test, the run statistics and the training parameters.
 
-Writing goes rank by rank into one temporary file beside the target: rank 0 creates it
-with every dataset pre-sized, the ranks take turns writing their own contiguous slice,
-then rank 0 sets the attribute ``complete`` (last, so a file without it is never trusted)
-and renames it into place; an error on any rank is raised on every rank and leaves no
-file. Reading is rank by rank too: each rank reads only its own rows. So the peak memory
-of a rank, writing or reading, is its own shard; rank 0 additionally holds nothing but the
-per-rank counts. Resuming on the same number of ranks restores every entry to its rank and
+Writing goes into one temporary file beside the target (``collective_write``): rank 0
+creates it with every dataset pre-sized, each rank's contiguous slice is written (by
+parallel HDF5, or by its node's leader, the leaders taking turns), then the attribute
+``complete`` is set (last, so a file without it is never trusted) and the file renamed into
+place; an error on any rank is raised on every rank and leaves no file. Each rank reads
+only its own rows. So the peak memory of a rank, writing or reading, is its own shard plus
+one fixed-size piece; rank 0 additionally holds nothing but the per-rank counts. Resuming on the same number of ranks restores every entry to its rank and
 slot, so the run continues exactly as if it had not stopped; on another number of ranks
 the entries are dealt out evenly.
 """
@@ -23,13 +23,13 @@ import h5py
 import numpy as np
 import scipy.sparse as sp
 
-from ..atomic import collective_h5_write
+from ..collective_write import Part, collective_h5_write
 from ..data.sampler import sampler_from_state
 from ..errors import InputError
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..mpi.comm import chunk, run_collectively
 from .state import LossWindows, SolverState, SolverStats
-from .table import SupportVectorTable, shard_offsets, write_shard
+from .table import SupportVectorTable, shard_offsets, shard_parts
 
 FORMAT = "ppack-checkpoint"
 FORMAT_VERSION = 1
@@ -58,7 +58,8 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
 
 
 def write_checkpoint(comm, path, table, state, stats, sampler, params):
-    """Collective: write ``path`` atomically, each rank its own table shard in turn."""
+    """Collective: write ``path`` atomically, each rank its own table shard (see
+    ``collective_write``); returns the ``WriteReport``."""
     offsets = shard_offsets(comm, table)
     entries, nonzeros = offsets
     n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
@@ -89,14 +90,15 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
     def finish(f):
         f.attrs["complete"] = True
 
-    def write_own(f):
-        write_shard(f, table, offsets, rank)
-        if entries[rank + 1] > entries[rank]:
-            f["owner"][entries[rank]:entries[rank + 1]] = rank
+    def own_parts():
+        parts = shard_parts(table, offsets, rank)
+        if table.n:
+            parts.append(Part("owner", int(entries[rank]), np.full(table.n, rank, dtype=np.int32)))
             if table.averaged:
-                f["avg"][entries[rank]:entries[rank + 1]] = table.avg
+                parts.append(Part("avg", int(entries[rank]), table.avg))
+        return parts
 
-    collective_h5_write(comm, path, create, write_own, finish)
+    return collective_h5_write(comm, path, create, own_parts, finish)
 
 
 def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES):
@@ -119,9 +121,7 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                     mine = np.arange(offsets[rank], offsets[rank + 1])
                     occupancy = np.diff(offsets)
                 else:  # written before the rank offsets were stored
-                    owner = f["owner"][()]
-                    mine = np.flatnonzero(owner == rank)
-                    occupancy = np.bincount(owner, minlength=size)
+                    mine, occupancy = _rows_owned(f["owner"], rank, size)
             else:
                 start, stop = chunk(n, rank, size)
                 mine = np.arange(start, stop)
@@ -153,6 +153,17 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
     if not Path(path).exists():
         raise InputError("No such checkpoint file", path)
     return run_collectively(comm, load)
+
+
+def _rows_owned(owner, rank, size, rows=1 << 20):
+    """The entries ``owner`` (a dataset) gives ``rank`` (ascending) and every rank's count (size,),
+    read ``rows`` at a time."""
+    mine, occupancy = [], np.zeros(size, dtype=np.int64)
+    for lo in range(0, len(owner), rows):
+        block = owner[lo:lo + rows]
+        mine.append(lo + np.flatnonzero(block == rank))
+        occupancy += np.bincount(block, minlength=size)
+    return (np.concatenate(mine) if mine else np.empty(0, dtype=np.int64)), occupancy
 
 
 def _scalars(values):

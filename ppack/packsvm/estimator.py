@@ -20,7 +20,7 @@ from .averaging import averaged_coefficients
 from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
-from .table import SupportVectorTable, shard_offsets, write_shard
+from .table import SupportVectorTable, shard_offsets, shard_parts
 from .state import serial_seconds
 from .warmup import warm_kernels
 
@@ -197,6 +197,8 @@ class PackSVC(BaseSVC):
         }
         self.training_["seconds"]["serial"] = comm.allreduce(serial_seconds(stats.seconds), op=MPI.MAX)
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
+        if stats.checkpoint_writes:
+            self.training_["checkpoints"] = checkpoint_summary(stats.checkpoint_writes)
         if validation is not None:
             self.training_["validation"] = validation.report()
         if not self.stopped_:
@@ -216,7 +218,8 @@ class PackSVC(BaseSVC):
         the training never sampled (see ``probability``), the same on every rank."""
         comm = self._comm()
         holdout = None if self.validation is None else (float(self.validation), self.training_["seed"])
-        ids, fitted_on = fit_rows(shard.n_samples, self.training_["seed"], iterations, self.sampling, holdout)
+        ids, fitted_on = fit_rows(comm, shard.start, shard.stop, shard.n_samples, self.training_["seed"], iterations,
+                                  self.sampling, holdout)
         decisions, labels = distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_,
                                                   ids=ids)
         values = self._class_values
@@ -249,7 +252,8 @@ class PackSVC(BaseSVC):
 
     # -- model file ------------------------------------------------------------------
     def save(self, path):
-        """Collective: write the model file, each rank its own support vectors in turn (atomic)."""
+        """Collective: write the model file, each rank its own support vectors (atomic; see
+        ``collective_write``). ``save_report_`` tells how (a ``WriteReport``)."""
         comm = self._comm()
         table = self.table_
         offsets = shard_offsets(comm, table)
@@ -257,12 +261,13 @@ class PackSVC(BaseSVC):
                                    int(offsets[0][-1]), "csr" if table.sparse else "dense", table.dtype,
                                    self.training_, None if self.probability_ is None else self.probability_[:2])
 
-        def write_own(f):
-            write_shard(f, table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
-                        dense="support_vectors",
-                        csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"))
+        def own_parts():
+            return shard_parts(table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
+                               dense="support_vectors",
+                               csr=("support_vectors/indptr", "support_vectors/indices", "support_vectors/data"))
 
-        write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]), write_own)
+        self.save_report_ = write_kernel_model_by_rank(comm, path, header, int(offsets[0][-1]), int(offsets[1][-1]),
+                                                       own_parts)
 
     @classmethod
     def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
@@ -294,6 +299,14 @@ def _read_table_slice(path, header, rank, size, work_bytes):
                                              work_bytes), header.n_columns)
     table.insert_many(keys, coef, X)
     return table
+
+
+def checkpoint_summary(reports):
+    """What a run's checkpoint writes (``collective_write.WriteReport``s) had in common: how many,
+    the way they were written, the node groups, and the most sequential file opens of any."""
+    last = reports[-1]
+    return {"written": len(reports), "method": last.method, "nodes": last.nodes,
+            "sequential_opens": max(r.opens for r in reports)}
 
 
 register_model_type("kernel", PackSVC)

@@ -15,7 +15,9 @@ MPI only recommends. So collective 2 also carries, in one slot per rank, each ra
 ``state.replica_digest`` of the replicated state at the end of the previous pack (an
 integer below 2^48 held in a float64, so adding the other ranks' zeros is exact); every
 rank compares the p slots and, if they differ, all raise the same ``PPackError`` together.
-A disagreement born in the last pack of a run is not seen (no further collective).
+The state a checkpoint or the model is written from, that of the pack just done, is checked
+first by one more collective (``_verify_replicas``: a two-number Allreduce), so a
+disagreement born in the last pack is caught before anything leaves the ranks.
 """
 import time
 from dataclasses import dataclass, field
@@ -129,6 +131,7 @@ class PackedSolver:
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
+        checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
         collectives = Collectives(comm)
         calls_before = stats.allreduce_calls
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
@@ -213,13 +216,18 @@ class PackedSolver:
                 limit = state.iteration  # validation accuracy stopped improving (see validation.py)
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             stop = buf.stop
-            seconds["total"] = total_before + MPI.Wtime() - run_start
+            seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
-                write_checkpoint(comm, checkpointing.path, table, state, stats, sampler, checkpointing.params)
+                start = MPI.Wtime()
+                self._verify_replicas(collectives, digest, state.iteration, stats.packs)
+                stats.checkpoint_writes.append(write_checkpoint(comm, checkpointing.path, table, state, stats, sampler,
+                                                                checkpointing.params))
+                seconds["checkpoint"] += MPI.Wtime() - start
                 last_checkpoint = time.monotonic()
             if stop and state.iteration < limit:
                 return table, state, stats, True
+        self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
         return table, state, stats, False
 
     def _divergence_message(self, exc, problem=None):
@@ -228,6 +236,15 @@ class PackedSolver:
                 f"{exc.what} is {exc.value}; each step adds c/(sigma (t + c - 1)) times a kernel row, and with "
                 f"this sigma or these kernel values the numbers leave the float range: use a larger sigma (a "
                 f"smaller C), or scale the features (or gamma) so that kernel values stay moderate")
+
+    @classmethod
+    def _verify_replicas(cls, collectives, digest, iteration, packs):
+        """Collective: raise on every rank alike when the ranks' digests of the state they are
+        about to write differ (one Allreduce of (digest, -digest) for their max and min; the
+        digests are gathered only to name the groups in the error)."""
+        bounds = collectives.max(np.array([digest, -digest]))
+        if bounds[0] != -bounds[1]:
+            cls._check_agreement(np.array(collectives.comm.allgather(digest)), iteration, packs)
 
     @staticmethod
     def _check_agreement(digests, iteration, packs):

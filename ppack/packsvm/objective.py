@@ -11,64 +11,79 @@ prediction pass over the training set: as costly as predicting it).
 import numpy as np
 
 from ..mpi.collectives import Collectives
-from .predict import distributed_decisions
+from .predict import block_rows, decision_blocks
+from .table import shard_offsets
 
 SAMPLE_ROWS = 2_000
 
 
 def objective_rows(n_samples, seed, exact=False):
-    """Global ids (sorted int64) of the rows the hinge part is taken over."""
+    """Global ids (sorted int64) of the rows the hinge part is taken over; None for every row."""
     if exact or n_samples <= SAMPLE_ROWS:
-        return np.arange(n_samples, dtype=np.int64)
+        return None
     chosen = np.random.default_rng([seed, 0x0B1EC71]).choice(n_samples, size=SAMPLE_ROWS, replace=False)
     return np.sort(chosen).astype(np.int64)
 
 
 def support_vector_norms(comm, model, shard):
     """Collective: ||w||^2 per coefficient column, sum_j coef_j f(x_j), from the decision values
-    f of the support vectors (their keys are training rows): (n_columns,) on every rank."""
+    f of the support vectors (their keys are training rows): (n_columns,) on every rank.
+
+    The support vectors are taken in rank order, a block of ``predict.block_rows`` at a time:
+    the block's keys (each from the rank that holds it, one sum), its decision values on
+    every rank, each rank's share of the sum from its own entries. So a rank holds one
+    block's keys and values, never all of them."""
     collectives = Collectives(comm)
-    keys = np.unique(np.concatenate(comm.allgather(model.table_.keys)))
-    decisions, _ = distributed_decisions(comm, model.table_, model.scale_, shard, model.n_features_in_, ids=keys)
-    columns = model.table_.n_columns
-    f = collectives.broadcast(decisions.reshape(len(keys), columns) if collectives.rank == 0
-                              else np.empty((len(keys), columns)))
-    own = f[np.searchsorted(keys, model.table_.keys)]
-    local = np.sum(model.table_.coef * np.reshape(model.scale_, (1, -1)) * own, axis=0)
+    table, rank = model.table_, comm.Get_rank()
+    entries, _ = shard_offsets(comm, table)
+    first, end = int(entries[rank]), int(entries[rank + 1])  # this rank's entries in the order
+    scale = np.reshape(model.scale_, (-1, 1))
+    local = np.zeros(table.n_columns)
+    rows = block_rows(model.n_features_in_)
+    for b0 in range(0, int(entries[-1]), rows):
+        keys = np.zeros(min(rows, int(entries[-1]) - b0), dtype=np.int64)
+        lo, hi = max(first, b0), min(end, b0 + len(keys))  # this rank's entries in the block
+        if hi > lo:
+            keys[lo - b0:hi - b0] = table.keys[lo - first:hi - first]
+        collectives.sum(keys)  # each slot written by one rank: exact
+        for _, _, f in decision_blocks(comm, table, model.scale_, shard, model.n_features_in_, keys, collectives,
+                                       everywhere=True):
+            if hi > lo:
+                local += np.sum(table.coef[lo - first:hi - first].T * scale * f[:, lo - b0:hi - b0], axis=1)
     return collectives.sum(np.ascontiguousarray(local, dtype=np.float64))
 
 
 def primal_objective(comm, model, shard, norms, weights, ids):
-    """Collective: the objective of ``model`` (a fitted PackSVC) on the rows ``ids`` of the
-    training ``shard``, as a dict the same on every rank: ``value`` (the mean over the binary
-    problems), ``norm_term`` and ``hinge_term`` (lists, one per problem), ``rows``, ``exact``.
+    """Collective: the objective of ``model`` (a fitted PackSVC) on the rows ``ids`` (None: every
+    row) of the training ``shard``, as a dict the same on every rank: ``value`` (the mean over the
+    binary problems), ``norm_term`` and ``hinge_term`` (lists, one per problem), ``rows``, ``exact``.
 
-    norms (n_columns,): ||w||^2 of each problem; weights: the shard rows' weights, or None."""
-    collectives = Collectives(comm)
-    if np.isnan(norms).any() and len(ids) == shard.n_samples:  # an averaged model, exact asked
+    norms (n_columns,): ||w||^2 of each problem; weights: the shard rows' weights, or None.
+    The rows are taken a block at a time (``predict.decision_blocks``): rank 0 adds up each
+    block's hinge losses, holding one block."""
+    exact = ids is None
+    if np.isnan(norms).any() and exact:  # an averaged model, exact asked
         norms = support_vector_norms(comm, model, shard)
-    decisions, raw = distributed_decisions(comm, model.table_, model.scale_, shard, model.n_features_in_, ids=ids)
-    row_weights = None
-    if weights is not None:  # the sampled rows' weights, from the ranks that hold them (one sum)
-        row_weights = np.zeros(len(ids))
-        mine = (ids >= shard.start) & (ids < shard.stop)
-        row_weights[mine] = weights[ids[mine] - shard.start]
-        collectives.sum(row_weights)
+    values = model._class_values
+    hinge_sum = np.zeros(model.table_.n_columns)
+    for _, block, f in decision_blocks(comm, model.table_, model.scale_, shard, model.n_features_in_, ids,
+                                       weights=weights):
+        if f is not None:  # rank 0
+            if len(hinge_sum) == 1:
+                signs = np.where(block.y == values[1], 1.0, -1.0)[None, :]
+            else:
+                signs = np.where(block.y[None, :] == values[:, None], 1.0, -1.0)
+            hinge = np.maximum(0.0, 1.0 - signs * f)
+            if weights is not None:
+                hinge *= block.weight[None, :]
+            hinge_sum += hinge.sum(axis=1)
     result = None
-    if collectives.rank == 0:
-        values = model._class_values
-        f = decisions.reshape(len(ids), -1)
-        if f.shape[1] == 1:
-            signs = np.where(raw == values[1], 1.0, -1.0)[:, None]
-        else:
-            signs = np.where(raw[:, None] == values[None, :], 1.0, -1.0)
-        hinge = np.maximum(0.0, 1.0 - signs * f)
-        if row_weights is not None:
-            hinge *= row_weights[:, None]
-        hinge_term = hinge.mean(axis=0)
+    if comm.Get_rank() == 0:
+        rows = shard.n_samples if exact else len(ids)
+        hinge_term = hinge_sum / rows
         norm_term = 0.5 * model.sigma_ * np.asarray(norms, dtype=np.float64)
         known = not np.isnan(norm_term).any()  # an averaged model's norm is taken only when exact
         result = {"value": float(np.mean(norm_term + hinge_term)) if known else None,
                   "norm_term": norm_term.tolist() if known else None, "hinge_term": hinge_term.tolist(),
-                  "rows": len(ids), "exact": len(ids) == shard.n_samples}
+                  "rows": rows, "exact": exact}
     return comm.bcast(result, root=0)

@@ -31,27 +31,44 @@ def distributed_decisions(comm, table, scale, shard, n_features, ids=None, colle
     coefficients to sum (n, K), the table's when None (validation passes the averaged ones).
     ``collectives``: the ``Collectives`` to count the calls on (a new one if None).
     """
-    collectives = Collectives(comm) if collectives is None else collectives
-    compute = table.compute
-    coef = table.coef if coef is None else coef
-    root = collectives.rank == 0
-    all_ids = np.arange(shard.n_samples, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
-    n = len(all_ids)
-    rows = block_rows(n_features)
+    root = comm.Get_rank() == 0
+    n = shard.n_samples if ids is None else len(ids)
     Q = table.n_columns
-    scale = np.reshape(scale, (Q, 1))
     decisions = np.empty((Q, n)) if root else None
     labels = np.empty(n) if root else None
-    for b0 in range(0, n, rows):
-        block_ids = all_ids[b0:b0 + rows]
-        # rows in the table's type, whatever the shard's: norms and dot products of the same values
-        block = deliver_rows(collectives, shard, shard.y, block_ids, n_features, dtype=table.dtype)
-        part = np.zeros((Q, len(block_ids)))
-        compute.partial_sums(coef, block, compute.row_norms(block), part)
-        total = collectives.sum_to_root(part)
+    for b0, block, total in decision_blocks(comm, table, scale, shard, n_features, ids, collectives, coef):
         if root:
-            decisions[:, b0:b0 + len(block_ids)] = scale * total
-            labels[b0:b0 + len(block_ids)] = block.y
+            decisions[:, b0:b0 + len(block.y)] = total
+            labels[b0:b0 + len(block.y)] = block.y
     if root:
         decisions = decisions[0] if Q == 1 else np.ascontiguousarray(decisions.T)
     return decisions, labels
+
+
+def decision_blocks(comm, table, scale, shard, n_features, ids=None, collectives=None, coef=None, weights=None,
+                    everywhere=False):
+    """Collective: ``distributed_decisions`` a block at a time, holding one block only.
+
+    Yields ``(start, block, decisions)`` for each block of the rows (all rows, or ``ids``):
+    the rows' position in that sequence, the delivered ``RowBlock`` (labels ``y``, and
+    ``weight`` when ``weights``, this rank's rows' weights, are given) and the (K, rows)
+    decision values, on rank 0 (None elsewhere), or on every rank when ``everywhere``.
+    """
+    collectives = Collectives(comm) if collectives is None else collectives
+    compute = table.compute
+    coef = table.coef if coef is None else coef
+    n = shard.n_samples if ids is None else len(ids)
+    rows = block_rows(n_features)
+    Q = table.n_columns
+    scale = np.reshape(scale, (Q, 1))
+    for b0 in range(0, n, rows):
+        if ids is None:
+            block_ids = np.arange(b0, min(n, b0 + rows), dtype=np.int64)
+        else:
+            block_ids = np.asarray(ids[b0:b0 + rows], dtype=np.int64)
+        # rows in the table's type, whatever the shard's: norms and dot products of the same values
+        block = deliver_rows(collectives, shard, shard.y, block_ids, n_features, weights=weights, dtype=table.dtype)
+        part = np.zeros((Q, len(block_ids)))
+        compute.partial_sums(coef, block, compute.row_norms(block), part)
+        total = collectives.sum(part) if everywhere else collectives.sum_to_root(part)
+        yield b0, block, None if total is None else scale * total

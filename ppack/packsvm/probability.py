@@ -4,7 +4,7 @@ Rows the sampling stream never drew (with ``sampling="uniform"`` about exp(-T/m)
 rows; with "epochs", the rest of an unfinished first epoch; and the --validation rows) were
 never stepped on nor tested: their decision values are honest held-out values (as a random
 forest's out-of-bag rows), at no extra training cost. Every rank replays the shared
-sampling stream to find them alike. Up to ``MAX_ROWS`` of them (an even, seeded choice) are
+sampling stream to find its own. Up to ``MAX_ROWS`` of them (an even, seeded choice) are
 evaluated, and for each class c a sigmoid
 P(c | f) = 1 / (1 + exp(A_c f_c + B_c)) is fitted to them by Platt's method in the form of
 Lin, Weng and Lin (2007): Newton steps with backtracking on the regularised targets
@@ -19,26 +19,52 @@ K > 2 classes the K one-vs-rest sigmoids are normalised to sum to 1.
 import numpy as np
 
 from ..data.sampler import make_sampler
+from ..mpi.collectives import Collectives
 
 MAX_ROWS = 100_000  # rows evaluated for the fit: two parameters per class need few
 MIN_ROWS = 200
 
 
-def fit_rows(n_samples, seed, iterations, sampling="uniform", holdout=None, rows=MAX_ROWS):
-    """Global ids (sorted int64) of the rows to fit the sigmoids on, and what they are:
-    ``(ids, "out-of-bag rows")`` or, with too few of those, ``(ids, "training rows")``. sampling,
-    holdout: the training's stream (``data.sampler.make_sampler``)."""
-    sampled = np.zeros(n_samples, dtype=bool)
+def fit_rows(comm, start, stop, n_samples, seed, iterations, sampling="uniform", holdout=None, rows=MAX_ROWS):
+    """Collective: global ids (sorted int64, the same on every rank) of the rows to fit the
+    sigmoids on, and what they are: ``(ids, "out-of-bag rows")`` or, with too few of those,
+    ``(ids, "training rows")``. [start, stop): this rank's rows; sampling, holdout: the
+    training's stream (``data.sampler.make_sampler``).
+
+    Every rank replays the stream but flags only its own rows, and of the N candidate rows
+    (in row order, rank by rank) the ones at ``rows`` distinct positions drawn by Floyd's
+    algorithm (seeded) are taken, each by the rank that holds it; they reach every rank in
+    one sum. So a rank holds its own rows' flags and the (at most ``rows``) chosen ids, never
+    a flag per training row; the choice does not depend on the number of ranks."""
+    drawn = np.zeros(stop - start, dtype=bool)
     sampler = make_sampler(sampling, n_samples, seed, holdout)
     for done in range(0, iterations, 1 << 20):
-        sampled[sampler.take(min(1 << 20, iterations - done))] = True
-    ids = np.flatnonzero(~sampled)
+        ids = sampler.take(min(1 << 20, iterations - done))
+        drawn[ids[(ids >= start) & (ids < stop)] - start] = True
+    own = np.flatnonzero(~drawn) + start
+    counts = comm.allgather(len(own))
     fitted_on = "out-of-bag rows"
-    if len(ids) < MIN_ROWS:
-        ids, fitted_on = np.arange(n_samples), "training rows"
-    if len(ids) > rows:
-        ids = np.sort(np.random.default_rng(seed).choice(ids, size=rows, replace=False))
-    return ids.astype(np.int64), fitted_on
+    if sum(counts) < MIN_ROWS:
+        own, fitted_on = np.arange(start, stop, dtype=np.int64), "training rows"
+        counts = comm.allgather(len(own))
+    positions = distinct_positions(sum(counts), min(rows, sum(counts)), seed)
+    before = sum(counts[:comm.Get_rank()])
+    lo, hi = np.searchsorted(positions, [before, before + len(own)])
+    chosen = np.zeros(len(positions), dtype=np.int64)
+    chosen[lo:hi] = own[positions[lo:hi] - before]
+    return Collectives(comm).sum(chosen), fitted_on  # each slot written by one rank: exact
+
+
+def distinct_positions(n, k, seed):
+    """k distinct numbers of range(n), sorted (int64): all of them when k == n, else a uniform
+    seeded choice by Floyd's algorithm, which holds only the k chosen, whatever n."""
+    if k >= n:
+        return np.arange(n, dtype=np.int64)
+    draws = np.random.default_rng(seed).integers(0, np.arange(n - k, n) + 1)  # the j-th in [0, n - k + j]
+    chosen = set()
+    for j, t in zip(range(n - k, n), draws.tolist()):
+        chosen.add(j if t in chosen else t)
+    return np.array(sorted(chosen), dtype=np.int64)
 
 
 def fit_sigmoid(decisions, positive):

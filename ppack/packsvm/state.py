@@ -9,8 +9,10 @@ from ..random_stream import GOLDEN, float_bits, fmix64
 
 # wall seconds by phase: the pack's local work ("kernel_sums", of which "partial_sums" and
 # "pair_kernels" are the parallel products), the two Allreduce calls, the replay and table
-# update, the rows' delivery apart from its Allreduce, and the whole run
-PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "sequential_updates", "delivery", "total")
+# update, the rows' delivery apart from its Allreduce, the whole run, and the checkpoints
+# written during it (not part of "total"; a checkpoint holds those written before it)
+PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "sequential_updates", "delivery", "total",
+          "checkpoint")
 COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
@@ -69,6 +71,7 @@ class SolverStats:
     seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))  # wall time, all runs
     bytes: dict = field(default_factory=lambda: dict.fromkeys(COLLECTIVES, 0))  # buffer bytes per rank, all runs
     converged: bool = False
+    checkpoint_writes: list = field(default_factory=list)  # this run's WriteReports (not checkpointed)
 
     def as_dict(self):
         return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,

@@ -10,6 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ..collective_write import Part
 from ..kernels.stored import resized
 from .key_slots import KeySlots, lookup, new_map, put
 
@@ -245,7 +246,7 @@ def least_occupied(occupancy, n):
 
 
 def shard_offsets(comm, table):
-    """Collective: where every rank's shard lies in a file written rank by rank, in rank order.
+    """Collective: where every rank's shard lies in a file that holds the shards in rank order.
 
     Returns ``(entries, nonzeros)``, each (size + 1,) int64: rank k's entries are rows
     ``entries[k]:entries[k + 1]`` and, for CSR tables, its stored values
@@ -258,23 +259,21 @@ def shard_offsets(comm, table):
     return offsets[:, 0], offsets[:, 1]
 
 
-def write_shard(f, table, offsets, rank, keys="keys", coef="coef", dense="features",
+def shard_parts(table, offsets, rank, keys="keys", coef="coef", dense="features",
                 csr=("indptr", "indices", "values")):
-    """Write this rank's entries into the pre-sized datasets of the open file ``f``: its rows
-    ``offsets[0][rank]:offsets[0][rank + 1]`` (see ``shard_offsets``), the CSR ``indptr``
-    shifted by the values written by the ranks before it."""
+    """This rank's entries as ``collective_write.Part``s of the pre-sized datasets named by
+    ``keys``, ``coef``, ``dense`` or ``csr``: its rows ``offsets[0][rank]:offsets[0][rank + 1]``
+    (see ``shard_offsets``), the CSR ``indptr`` shifted by the values of the ranks before it;
+    one column of coefficients is stored 1-D. Views of the table, but for the shifted indptr."""
     entries, nonzeros = offsets
-    lo, hi = int(entries[rank]), int(entries[rank + 1])
-    if hi == lo:
-        return
-    f[keys][lo:hi] = table.keys
-    f[coef][lo:hi] = table.coef if f[coef].ndim == 2 else table.coef[:, 0]
+    lo = int(entries[rank])
+    if table.n == 0:
+        return []
+    parts = [Part(keys, lo, table.keys), Part(coef, lo, table.coef if table.n_columns > 1 else table.coef[:, 0])]
     if table.sparse:
         indptr, indices, values = table.features
-        a, b = int(nonzeros[rank]), int(nonzeros[rank + 1])
-        f[csr[0]][lo:hi + 1] = indptr + a
-        if b > a:
-            f[csr[1]][a:b] = indices
-            f[csr[2]][a:b] = values
+        a = int(nonzeros[rank])
+        parts += [Part(csr[0], lo, indptr + a), Part(csr[1], a, indices), Part(csr[2], a, values)]
     else:
-        f[dense][lo:hi] = table.features
+        parts.append(Part(dense, lo, table.features))
+    return parts
