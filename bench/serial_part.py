@@ -66,10 +66,11 @@ def per_pack(metrics):
     s, packs = metrics["seconds"], metrics["packs"]
     if "partial_sums" not in s:  # a version before these metrics: its whole local work counts as parallel
         s = {**s, "partial_sums": s["kernel_sums"], "pair_kernels": 0.0}
-    # per rank, then the maximum over ranks; versions before the metric had only the phases' maxima
-    serial = s.get("serial", s["total"] - s["partial_sums"] - s["pair_kernels"] - s["communication"])
-    phases = {"serial": serial, "delivery": s["delivery"], "sequential_updates": s["sequential_updates"],
-              "local_other": s["kernel_sums"] - s["partial_sums"] - s["pair_kernels"],
+    # per rank, then the maximum over ranks; versions before the metric had only the phases' maxima,
+    # whose difference (also given) is smaller on several ranks: one rank's sums, another's wait
+    of_maxima = s["total"] - s["partial_sums"] - s["pair_kernels"] - s["communication"]
+    phases = {"serial": s.get("serial", of_maxima), "serial_of_maxima": of_maxima, "delivery": s["delivery"],
+              "sequential_updates": s["sequential_updates"], "local_other": s["kernel_sums"] - s["partial_sums"] - s["pair_kernels"],
               "partial_sums": s["partial_sums"], "pair_kernels": s["pair_kernels"],
               "communication": s["communication"]}
     return {k: 1e6 * v / packs for k, v in phases.items()}
