@@ -145,13 +145,13 @@ class KernelCompute:
                                       *self._params, out2)
 
     def _work(self, name, shape, dtype):
-        """A work array of ``shape`` or with a longer first axis, kept for the next packs:
-        reallocated only when it must grow (then with room to spare)."""
+        """A work array of ``shape`` (a view of one kept for the next packs, reallocated only
+        when it must grow, then with room to spare)."""
         array = self._work_arrays.get(name)
         if array is None or array.dtype != dtype or array.shape[1:] != shape[1:] or len(array) < shape[0]:
             array = np.empty((shape[0] + shape[0] // 2,) + tuple(shape[1:]), dtype=dtype)
             self._work_arrays[name] = array
-        return array
+        return array[:shape[0]]
 
     def pair_kernels(self, block, block_norms, left, right, out):
         """out[q] = K(row left[q], row right[q]) + offset for rows of the block; left, right (Q,)
