@@ -290,13 +290,20 @@ class PerturbingComm(CountingComm):
                 buf[:self.r] *= 1.0 + 1e-12
 
 
+def drifting_run(after):
+    """A 400-row problem, packs of r = 50 rows, and a communicator whose rank 1 drifts from pack
+    ``after`` on: (X, y, r, ranks, comm)."""
+    X, y = make_problem(400, 8, seed=25)
+    r, size = 50, WORLD.Get_size()
+    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=after)
+    return X, y, r, size, comm
+
+
 @pytest.mark.mpi(min_size=2)
 def test_ranks_that_disagree_on_the_replicated_state_all_stop():
     """One rank's predictions drift by 1e-12 in pack 3: in pack 4's collective every rank sees
     the digests differ and raises the same collective error (no rank hangs in a collective)."""
-    X, y = make_problem(400, 8, seed=25)
-    r, size = 50, WORLD.Get_size()
-    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=3)
+    X, y, r, size, comm = drifting_run(after=3)
     with pytest.raises(PPackError, match=r"ranks disagree on the replicated state after iteration 150 "
                                          r"\(pack 3; .*rank 1\).*I_MPI_CBWR=1") as caught:
         PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
@@ -309,9 +316,7 @@ def test_ranks_that_disagree_on_the_replicated_state_all_stop():
 def test_a_disagreement_in_the_last_pack_stops_every_rank_before_the_model_is_kept():
     """The drift starts in the last of 8 packs, after which no pack's collective follows: the
     check before the model is kept sees it, on every rank alike."""
-    X, y = make_problem(400, 8, seed=25)
-    r, size = 50, WORLD.Get_size()
-    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=8)
+    X, y, r, size, comm = drifting_run(after=8)
     with pytest.raises(PPackError, match=r"ranks disagree on the replicated state after iteration 400 "
                                          r"\(pack 8; .*rank 1\)") as caught:
         PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
