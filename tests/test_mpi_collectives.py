@@ -142,3 +142,48 @@ def test_no_module_but_collectives_calls_a_buffer_collective():
                 found.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
     assert found == []
     assert pattern.search(home.read_text()), "the pattern must find the collectives' own calls"
+
+
+# Every lowercase (pickled) mpi4py call outside ``mpi/collectives.py``, by module: each carries a
+# few numbers or a short list per rank, never rows, keys or coefficients (what it carries
+# in the comment). A new call fails the test below until it is read and listed here.
+SMALL_LOWERCASE_CALLS = {
+    "ppack/base.py": {"allreduce": 1, "allgather": 1},  # class counts (K,), each rank's distinct labels
+    "ppack/cli/common.py": {"gather": 1, "allreduce": 2, "bcast": 1},  # peak memory, seconds, accuracy
+    "ppack/cli/predict.py": {"allreduce": 1},  # seconds
+    "ppack/cli/train.py": {"gather": 2, "allgather": 1, "allreduce": 1},  # shard/table bytes, start-up, seconds
+    "ppack/collective_write.py": {"bcast": 1, "allreduce": 1, "recv": 1, "send": 1},  # file name, open count,
+    #   each rank's list of (dataset, offset, shape, dtype) headers (its rows go as buffers)
+    "ppack/kernels/precision.py": {"allreduce": 1},  # the largest norm
+    "ppack/linear/averaging.py": {"allreduce": 6},  # seconds, losses, two dual sums
+    "ppack/linear/estimator.py": {"allreduce": 3},  # seconds, the loss
+    "ppack/linear/pegasos.py": {"allreduce": 1},  # the largest weight
+    "ppack/mpi/comm.py": {"allgather": 1},  # each rank's error (type, message) or None
+    "ppack/mpi/nodes.py": {"allreduce": 1},  # the count of node leaders
+    "ppack/packsvm/estimator.py": {"allreduce": 9, "bcast": 2},  # weights' max, seconds, support-vector
+    #   counts per class (K,), the model width; a checkpoint's existence, a LIBSVM header
+    "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
+    "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
+    "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows
+    "ppack/packsvm/table.py": {"allgather": 1},  # each rank's entry and nonzero counts
+    "ppack/packsvm/warmup.py": {"allreduce": 1},  # seconds
+}
+LOWERCASE_CALLS = ("allreduce", "allgather", "gather", "bcast", "reduce", "alltoall", "scatter", "send", "recv",
+                   "sendrecv", "isend", "irecv", "scan", "exscan")
+
+
+def test_lowercase_mpi_calls_outside_collectives_are_the_listed_small_ones():
+    """Pickled mpi4py calls (lowercase) carry control data only: outside ``mpi/collectives.py``
+    every module's calls, by name, are exactly those listed in SMALL_LOWERCASE_CALLS."""
+    root = Path(ppack.__file__).resolve().parent
+    pattern = re.compile(r"\.(" + "|".join(LOWERCASE_CALLS) + r")\(")
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        name = path.relative_to(root.parent).as_posix()
+        if name == "ppack/mpi/collectives.py":
+            continue
+        for line in path.read_text().splitlines():
+            for call in pattern.findall(line):
+                found.setdefault(name, {}).setdefault(call, 0)
+                found[name][call] += 1
+    assert found == SMALL_LOWERCASE_CALLS
