@@ -66,20 +66,53 @@ class CountingComm:
         "recv", "Isend", "isend", "Irecv", "irecv", "Sendrecv", "sendrecv",
     }
 
-    def __init__(self, comm):
+    DERIVED = {"Split", "Split_type"}  # communicators made from this one are counted too, in the same tally
+
+    def __init__(self, comm, calls=None, largest=None):
         self._comm = comm
-        self.calls = Counter()
+        self.calls = Counter() if calls is None else calls
+        self.largest = Counter() if largest is None else largest  # the largest buffer (bytes) per call name
 
     def __getattr__(self, name):
         attr = getattr(self._comm, name)
+        if name in self.DERIVED:
+            def derived(*args, **kwargs):
+                made = attr(*args, **kwargs)
+                return made if made == MPI.COMM_NULL else CountingComm(made, self.calls, self.largest)
+            return derived
         if name not in self.COUNTED:
             return attr
 
         def counted(*args, **kwargs):
             self.calls[name] += 1
+            if args:
+                self.largest[name] = max(self.largest[name], _buffer_bytes(args[0]))
             return attr(*args, **kwargs)
 
         return counted
+
+
+def assert_rows_move_only_in_pieces(counting):
+    """What a file write may do with the table across ranks, on the counted communicators
+    (``CountingComm``, its node and leader communicators included): no gather, reduce,
+    all-to-all or scatter of any kind, and point-to-point messages of at most one piece
+    (``collective_write.PIECE_BYTES``)."""
+    from ppack.collective_write import PIECE_BYTES
+
+    moving = ("Gather", "gather", "Gatherv", "Allgather", "Allgatherv", "Reduce", "reduce", "Alltoall", "alltoall",
+              "Alltoallv", "Scatter", "scatter", "Scatterv", "Reduce_scatter", "Iallreduce", "Ibcast")
+    assert {name: counting.calls[name] for name in moving if counting.calls[name]} == {}
+    for name in ("Send", "Recv", "Isend", "Irecv", "Sendrecv", "Bcast", "Allreduce"):
+        assert counting.largest[name] <= PIECE_BYTES, (name, counting.largest[name])
+
+
+def _buffer_bytes(spec):
+    """Bytes of an mpi4py buffer argument: an array, or [array, count, MPI.BYTE] (0 for anything else)."""
+    if isinstance(spec, np.ndarray):
+        return spec.nbytes
+    if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], np.ndarray):
+        return int(spec[1]) if len(spec) > 2 and spec[2] == MPI.BYTE else spec[0].nbytes
+    return 0
 
 
 def clean_mpi_env():

@@ -77,7 +77,7 @@ def test_save_on_all_ranks_writes_what_one_rank_would_without_gathering_the_tabl
     file holds the same entries and attributes as the one-rank writer's."""
     import scipy.sparse as sp
 
-    from helpers import CountingComm
+    from helpers import CountingComm, assert_rows_move_only_in_pieces
     from ppack.model.kernel import KernelModelHeader, write_kernel_model
 
     X, y = make_problem(400, 7, sparse=sparse, seed=61)
@@ -86,7 +86,8 @@ def test_save_on_all_ranks_writes_what_one_rank_would_without_gathering_the_tabl
     model.comm = counting
     model.save(mpi_tmp_path / f"all{sparse}.h5")
     model.comm = WORLD
-    assert counting.calls["gather"] == counting.calls["Gather"] == counting.calls["Gatherv"] == 0
+    assert_rows_move_only_in_pieces(counting)
+    assert counting.calls["Send"] + counting.calls["Recv"] > 0  # one node here: the rows go to its leader
     # the reference: the whole table on rank 0 (here in the test only), written by the one-rank writer
     table = model.table_
     parts = WORLD.gather((table.keys, table.coef[:, 0], sp.csr_matrix((table.features[2], table.features[1],
