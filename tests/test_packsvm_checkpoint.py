@@ -285,3 +285,40 @@ def test_run_identity_leaves_out_the_settings_earlier_versions_did_not_record():
     assert {k: v for k, v in full.items() if k not in plain} == {
         "average": True, "sampling": "epochs", "step": 0.5, "class_weight": "{1.0: 2.0}", "row_weights": True,
         "validation": 0.1}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_resume_reads_only_each_ranks_own_rows(sparse, mpi_tmp_path, monkeypatch):
+    """The rows each rank reads from a checkpoint, counted: on the rank count that wrote it, its
+    own entries (``rank_offsets``); on half the ranks, its share of them. Together every entry
+    once, and no rank more than its share."""
+    import ppack.packsvm.checkpoint as checkpoint
+
+    read = []
+    reader = checkpoint._read_range
+
+    def counted(f, sparse, n_features, lo, hi):
+        read.append((lo, hi))
+        return reader(f, sparse, n_features, lo, hi)
+
+    monkeypatch.setattr(checkpoint, "_read_range", counted)
+    X, y = make_problem(600, 8, sparse=sparse, seed=44)
+    path = mpi_tmp_path / "state.h5"
+    PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=path, stop_after_packs=10)
+    with h5py.File(path, "r") as f:
+        offsets, n = f["rank_offsets"][()], len(f["keys"])
+    rank = WORLD.Get_rank()
+    for comm in (WORLD, WORLD.Split(rank % 2, rank)):
+        read.clear()
+        PackSVC(comm=comm, **dict(PARAMS, iterations=501)).fit(X, y, checkpoint=path, resume=True)
+        rows = sorted({row for lo, hi in read for row in range(lo, hi)})
+        if comm is WORLD:
+            assert rows == list(range(offsets[rank], offsets[rank + 1]))
+        else:
+            share = -(-n // comm.Get_size())
+            assert len(rows) <= share and len(rows) == sum(hi - lo for lo, hi in read)  # read once each
+            counts = comm.allgather(rows)
+            assert sorted(row for part in counts for row in part) == list(range(n))
+            comm.Free()
+        polite_barrier(WORLD)
