@@ -331,6 +331,7 @@ def test_matches_liblinear(benchmark_data, name, p):
     assert abs(acc - ref_acc) <= 0.3
 
 
+@pytest.mark.second_tier  # three real sets at several p: several seconds
 def test_accuracy_across_p(benchmark_data):
     """Like the paper's Table 3: test accuracy for several p (printed; asserted only to be
     better than always predicting the majority class)."""

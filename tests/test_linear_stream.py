@@ -338,6 +338,7 @@ def ijcnn1(tmp_path_factory, benchmark_data):
     return path, X, y, Xt, yt
 
 
+@pytest.mark.second_tier  # ijcnn1 from its file, many passes: several seconds
 def test_solve_file_ijcnn1_with_a_tenth_of_the_rows_cached(ijcnn1):
     path, X, y, Xt, yt = ijcnn1
     n = X.shape[0]

@@ -83,6 +83,7 @@ abort_on_exception(comm, train)
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # a real four-rank job
 def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path):
     """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
     import subprocess

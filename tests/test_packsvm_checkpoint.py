@@ -69,6 +69,7 @@ def test_checkpoint_every_packs_keeps_one_complete_file(tmp_path):
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # three real jobs
 def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     """SLURM's time limit, for real: SIGTERM to one rank of a 4-rank job stops every rank
     after the current pack with a complete checkpoint; --resume on 2 ranks then finishes

@@ -126,6 +126,7 @@ def test_warm_kernels_on_all_ranks(sparse):
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # a fresh numba cache compiles everything: about 20 s
 def test_real_job_compiles_into_a_fresh_cache_and_reports_it(tmp_path):
     X, y = make_problem(200, 6, sparse=True, seed=44)
     write_libsvm(tmp_path / "train.txt", X, y, comm=MPI.COMM_SELF)
