@@ -141,16 +141,10 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
                   part["counts"], part["indices"], values, part["labels"], out_weights)
     elif shard.n_features > d:
         raise ValueError(f"deliver_rows: the shard's {shard.n_features} features do not fit {d}")
-    elif values.dtype == np.float16:  # a type numba does not take
-        mine = np.flatnonzero((ids >= shard.start) & (ids < shard.stop))
-        local = ids[mine] - shard.start
-        values[mine, :shard.n_features] = shard.X[local]
-        if labels is not None:
-            part["labels"][mine] = labels[local]
-        if weights is not None:
-            part["weights"][mine] = weights[local]
-    else:
-        _copy_rows(shard.X, ids, shard.start, own_labels, own_weights, values, part["labels"], out_weights)
+    else:  # float16, a type numba does not take, is copied as its bits
+        same_bits = np.uint16 if values.dtype == np.float16 else values.dtype
+        _copy_rows(shard.X.view(same_bits), ids, shard.start, own_labels, own_weights, values.view(same_bits),
+                   part["labels"], out_weights)
     collectives.sum(buf)  # each byte is written by one rank at most: the sum is exact
     y = part["labels"].copy()
     weight = None if weights is None else part["weights"].copy()

@@ -150,9 +150,9 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map
     coefficients. ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank
     + 1, or 0); coef, loss (K, r); average (K, r + 1), or (0, 0) when not averaging. Rows
     with a positive loss in some problem are merged by key, in pack order (a key's values
-    summed in the order the pack met them); entries this rank holds get them added to ``table_coef`` (and
-    their average parts to ``table_avg``); new keys are placed one by one on the least
-    occupied rank (``occupancy`` counts them in), and this rank's become entries n, n + 1,
+    summed in the order the pack met them); entries this rank holds get them added to
+    ``table_coef`` (and their average parts to ``table_avg``); new keys are placed one by
+    one on the least occupied rank (``occupancy`` counts them in), and this rank's become entries n, n + 1,
     ...: key (``entry_keys``), coefficients, average parts, and the key map (``map_keys``,
     ``map_slots``). The arrays have room for them (``SupportVectorTable._reserve``). Returns
     their first pack positions (int64 (m,)), where their rows are.
@@ -241,8 +241,6 @@ def least_occupied(occupancy, n):
         occupancy[owner] += 1
         owners[i] = owner
     return owners
-
-
 
 
 def shard_offsets(comm, table):
