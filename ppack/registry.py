@@ -67,6 +67,7 @@ DTYPES = {"float32": np.float32, "float64": np.float64}
 # the value types a ppack HDF5 data file stores (data.hdf5; convert --dtype)
 STORED_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 AVERAGING = ("iterative", "oneshot")
+CALIBRATIONS = ("slice", "training")  # the rows --probability's sigmoids are fitted on (packsvm.calibration)
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -276,8 +277,12 @@ PACKSVM_PARAMS = {
     "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
     "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
     "probability": Param(BOOL, False,
-                         "also fit Platt sigmoids (per class, on rows training never sampled) so the model "
+                         "also fit Platt sigmoids (per class, on held-out rows: see --calibration) so the model "
                          "gives class probabilities (predict --proba)"),
+    "calibration": Param(Rule("choice", choices=CALIBRATIONS), "slice",
+                         "rows --probability fits its sigmoids on, without --validation: slice (default) holds "
+                         "out a twentieth of the rows (at least 200, at most 50,000) from training; training fits them on "
+                         "the rows trained on (overconfident; for sets too small to spare rows)"),
     "validation": Param(real(0.0, 0.5, low_open=True, none=True), None,
                         "hold out this fraction of the rows (never sampled) and stop when the accuracy on them "
                         "has not improved for --patience evaluations (default: no hold-out)"),

@@ -1,4 +1,4 @@
-"""Platt scaling on out-of-bag rows: the sigmoid fit, the rows it uses, the probabilities."""
+"""Platt scaling on held-out rows: the sigmoid fit, the calibration slice, the rows it uses, the probabilities."""
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -95,17 +95,21 @@ def test_probabilities_are_sigmoids_normalised_over_the_classes():
 
 @pytest.mark.parametrize("multiclass", [False, True])
 def test_models_trained_with_probability_give_calibrated_class_probabilities(multiclass, mpi_tmp_path):
-    """Probabilities sum to 1, pick classes about as well as the decision values (the per-class
-    sigmoids may reorder close calls), are about as confident as they are right, and survive a
-    save and a load on all ranks."""
+    """By default a calibration slice is held out of training (600 rows: 200 of them, the
+    floor; an epoch is the 400 others, so C and T count those); the probabilities sum to 1,
+    pick classes about as well as the decision values (the per-class sigmoids may reorder
+    close calls), are about as confident as they are right, and survive a save and a load on
+    all ranks."""
     from ppack.base import load_model
 
     problem = make_multiclass if multiclass else make_problem
     X, y = problem(600, 6, seed=51)
     Xt, yt = problem(600, 6, seed=52)  # held out: confidence is compared with accuracy on unseen rows
-    model = PackSVC(comm=WORLD, gamma=0.3, C=10.0, epochs=1.0, seed=2, probability=True, sampling="uniform").fit(X, y)
-    assert model.training_["probability"]["fitted_on"] == "out-of-bag rows"
-    assert 150 < model.training_["probability"]["rows"] < 300  # about exp(-1) of 600
+    model = PackSVC(comm=WORLD, gamma=0.3, C=10.0, epochs=1.0, seed=2, probability=True).fit(X, y)
+    assert model.training_["probability"] == {"fitted_on": "calibration rows", "rows": 200}
+    assert model.training_["held_out"] == {"rows": 200, "for": "calibration"}
+    assert model.training_["iterations"] == 400
+    np.testing.assert_allclose([model.C_, model.sigma_], [10.0, 1 / (400 * 10.0)], rtol=1e-12)
     P = model.predict_proba(Xt)
     assert P.shape == (600, len(model.classes_))
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
@@ -116,6 +120,65 @@ def test_models_trained_with_probability_give_calibrated_class_probabilities(mul
     path = mpi_tmp_path / f"proba{multiclass}.h5"
     model.save(path)
     np.testing.assert_allclose(load_model(path, WORLD).predict_proba(Xt), P, rtol=1e-12, atol=1e-15)
+
+
+def test_the_calibration_slice_is_never_stepped_on_and_training_rows_only_when_asked():
+    """The slice's rows are those the sigmoids are fitted on, and the sampler never draws them
+    (three epochs); ``calibration="training"`` keeps every row for training and, after a whole
+    epoch, fits on the training rows, as it says."""
+    from ppack.packsvm.calibration import calibration_holdout
+
+    X, y = make_problem(1000, 4, seed=53)
+    model = PackSVC(comm=SELF, epochs=3.0, seed=4, probability=True).fit(X, y)
+    holdout, rows = calibration_holdout(SELF, 0, 1000, 1000, 4)
+    assert rows == 200 and model.training_["iterations"] == 3 * 800
+    sliced = np.flatnonzero(held_out(np.arange(1000), *holdout))
+    assert len(sliced) == 200 and not np.isin(EpochSampler(1000, 4, holdout).take(3 * 800), sliced).any()
+    ids, fitted_on = fit_rows(SELF, 0, 1000, 1000, 4, 3 * 800, "epochs", holdout, held_out_name="calibration rows")
+    assert fitted_on == model.training_["probability"]["fitted_on"] == "calibration rows"
+    np.testing.assert_array_equal(ids, sliced)
+    every_row = PackSVC(comm=SELF, seed=4, probability=True, calibration="training").fit(X, y)
+    assert every_row.training_["probability"] == {"fitted_on": "training rows", "rows": 1000}
+    assert every_row.training_["held_out"] is None and every_row.training_["iterations"] == 1000
+
+
+def test_probability_refuses_to_spend_more_than_half_the_rows_or_fit_on_too_few():
+    X, y = make_problem(390, 4, seed=54)
+    with pytest.raises(PPackError, match="holds out 200 calibration rows, more than half of the 390"):
+        PackSVC(comm=SELF, probability=True).fit(X, y)
+    assert PackSVC(comm=SELF, probability=True, calibration="training").fit(X, y).training_["held_out"] is None
+    X, y = make_problem(1000, 4, seed=54)
+    with pytest.raises(PPackError, match=r"--validation 0.05 holds out \d+ rows, fewer than the 200"):
+        PackSVC(comm=SELF, probability=True, validation=0.05).fit(X, y)
+    model = PackSVC(comm=SELF, probability=True, validation=0.3).fit(X, y)  # the validation rows calibrate
+    held = model.training_["held_out"]
+    assert held["for"] == "validation" and held["rows"] >= 200
+    assert model.training_["probability"] == {"fitted_on": "validation rows", "rows": held["rows"]}
+    assert model.training_["iterations"] == 1000 - held["rows"]
+
+
+@pytest.mark.parametrize("n", [300, 4000, 10_000, 2_000_000])
+def test_slice_rows_are_a_twentieth_between_200_and_50000(n):
+    from ppack.packsvm.calibration import slice_rows
+
+    assert slice_rows(n) == {300: 200, 4000: 200, 10_000: 500, 2_000_000: 50_000}[n]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_calibration_slice_is_the_rows_of_smallest_hash_on_any_number_of_ranks():
+    """Exactly slice_rows(m) rows, the ones a sort of every row's hash puts first (the numpy
+    twin), whatever the number of ranks."""
+    from ppack.data.sampler import row_hashes
+    from ppack.mpi.comm import chunk
+    from ppack.packsvm.calibration import calibration_holdout
+
+    m, seed = 12_345, 9
+    start, stop = chunk(m, WORLD.Get_rank(), WORLD.Get_size())
+    holdout, rows = calibration_holdout(WORLD, start, stop, m, seed)
+    assert (holdout, rows) == calibration_holdout(SELF, 0, m, m, seed)
+    smallest = np.sort(np.argsort(row_hashes(np.arange(m), seed), kind="stable")[:617])  # 5% of 12,345
+    assert rows == 617
+    np.testing.assert_array_equal(np.flatnonzero(held_out(np.arange(m), *holdout)), smallest)
 
 
 def test_probabilities_of_a_model_trained_without_them_is_a_clear_error():

@@ -121,6 +121,10 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
                   if validation["stopped_early"] else "ran to T")
         say(f"validation: best accuracy {100 * validation['best_accuracy']:.2f}% on {validation['rows']} held-out "
             f"rows over {len(validation['history'])} evaluations; {ending}")
+    probability = info.get("probability")
+    if probability is not None:
+        say(f"probabilities: Platt sigmoids fitted on {probability['rows']} {probability['fitted_on']}"
+            + (" (overconfident: --calibration training)" if probability["fitted_on"] == "training rows" else ""))
     objective = info.get("objective")
     if objective is not None:
         rows = "over every row" if objective["exact"] else f"estimated on {objective['rows']} rows"
@@ -131,7 +135,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             say(f"primal objective {objective['value']:.6g} (sigma/2 ||w||^2 {np.mean(objective['norm_term']):.6g} "
                 f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-            "objective": objective, "validation": validation,
+            "objective": objective, "validation": validation, "probability": probability,
+            "held_out": info["held_out"],
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
             "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],

@@ -17,10 +17,16 @@ BLOCK = 8192
 
 
 def held_out(ids, fraction, seed):
-    """Whether each row id (int64 array) is in the held-out validation set: a seeded hash of the
-    id below ``fraction``, so every rank decides alike without a list of ids."""
+    """Whether each row id (int64 array) is held out (validation or calibration rows): a seeded
+    hash of the id below ``fraction``, so every rank decides alike without a list of ids."""
+    return row_hashes(ids, seed).astype(np.float64) * 2.0 ** -53 < fraction
+
+
+def row_hashes(ids, seed):
+    """The seeded 53-bit hash (uint64) of each row id that ``held_out`` compares with
+    ``fraction * 2^53``: exactly, since both sides are integers below 2^53 in a float64."""
     x = fmix64_array(ids.astype(np.uint64) + np.uint64((int(seed) * int(GOLDEN)) & MASK64))
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 < fraction
+    return x >> np.uint64(11)
 
 
 def make_sampler(sampling, n_samples, seed, holdout=None):

@@ -36,11 +36,13 @@ FORMAT_VERSION = 1
 
 
 def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iterations, n_classes, average=False,
-                 sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None):
+                 sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None,
+                 calibration=None):
     """The training parameters a checkpoint is made with, and that a resume must match (all
     but ``iterations``). A setting at the value earlier versions always used is left out, so
     that their checkpoints still resume: averaging off, uniform sampling, the step c = 1, no
-    weights (``class_weight`` the resolved weights' repr, None without), no validation."""
+    weights (``class_weight`` the resolved weights' repr, None without), no validation, no
+    calibration slice (``calibration``: the hash threshold of its rows, see ``calibration.py``)."""
     params = {"kernel": spec.name, "gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
               "offset": spec.offset, "sigma": sigma, "pack": int(pack), "seed": seed, "n_samples": n_samples,
               "n_features": n_features, "dtype": dtype, "iterations": iterations, "n_classes": n_classes}
@@ -54,6 +56,8 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
         params.update(class_weight=class_weight, row_weights=bool(row_weights))
     if validation is not None:  # the held-out rows change the sampled stream
         params.update(validation=float(validation))
+    if calibration is not None:
+        params.update(calibration=float(calibration))
     return params
 
 

@@ -18,7 +18,8 @@ from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .averaging import averaged_coefficients
 from .objective import objective_rows, primal_objective
-from .probability import fit_rows, fit_sigmoid, probabilities
+from .calibration import calibration_holdout, check_room
+from .probability import MIN_ROWS, fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, shard_parts
 from .state import serial_seconds
@@ -38,7 +39,9 @@ class PackSVC(BaseSVC):
     "uniform": with replacement), dtype of stored features and kernel values ("auto": float32
     unless the data's float32 error bound exceeds 1e-2, see ``kernels.precision``), bias
     (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
-    windowed mean hinge loss is stable; paper section V); comm, work_bytes (kernel-sum
+    windowed mean hinge loss is stable; paper section V), probability and calibration
+    ("slice": hold out a calibration slice for Platt's sigmoids, ``calibration.py``;
+    "training": fit them on the training rows); comm, work_bytes (kernel-sum
     working memory) and progress (rank 0's callback after every pack).
     Fitted attributes: ``classes_`` (the sorted label values; for two, negative then
     positive), ``table_`` (this rank's support vectors), ``scale_`` (a float, or (K,) for K > 2
@@ -57,7 +60,7 @@ class PackSVC(BaseSVC):
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
                  sampling=_D["sampling"], step=_D["step"], average=_D["average"], validation=_D["validation"],
-                 validation_every=_D["validation_every"], patience=_D["patience"],
+                 validation_every=_D["validation_every"], patience=_D["patience"], calibration=_D["calibration"],
                  random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
@@ -83,6 +86,7 @@ class PackSVC(BaseSVC):
         self.validation = validation
         self.validation_every = validation_every
         self.patience = patience
+        self.calibration = calibration
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -131,29 +135,29 @@ class PackSVC(BaseSVC):
         labels = self._fit_classes(shard)
         weights = self._row_weights(shard, self.class_weight_)
         n_classes = len(self.classes_)
-        m, d = shard.n_samples, shard.n_features
+        d, seed = shard.n_features, self.seed_
+        validation, self.held_out_ = self._held_out_rows(comm, shard, seed)
+        m = shard.n_samples - (0 if self.held_out_ is None else self.held_out_["rows"])  # the rows trained on
         if self.sigma is not None:
             self.sigma_ = float(self.sigma)
         else:
             self.sigma_ = 1.0 / (m * (1.0 if self.C is None else float(self.C)))
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
-        seed = self.seed_
-        validation = None
-        if self.validation is not None:
-            every = self.validation_every or max(1, m // (10 * int(self.pack)))
-            validation = Validation(comm, self, shard, self.validation, seed, every, self.patience)
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, seed,
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
                               max_weight=1.0 if weights is None else comm.allreduce(
                                   float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation,
-                              average=self.average, step=self.step, sampling=self.sampling)
-        params = run_identity(self.spec_, self.sigma_, self.pack, seed, m, d, self.dtype_, T, n_classes,
+                              average=self.average, step=self.step, sampling=self.sampling,
+                              holdout=None if self.held_out_ is None else self.held_out_["holdout"])
+        params = run_identity(self.spec_, self.sigma_, self.pack, seed, shard.n_samples, d, self.dtype_, T, n_classes,
                               average=self.average, sampling=self.sampling, step=self.step,
                               class_weight=None if weights is None else repr(self.class_weight_),
                               row_weights=shard.w is not None,
-                              validation=None if validation is None else self.validation)
+                              validation=None if validation is None else self.validation,
+                              calibration=None if self.held_out_ is None or validation is not None
+                              else self.held_out_["holdout"][0])
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
@@ -169,6 +173,25 @@ class PackSVC(BaseSVC):
                                                               stop_after_packs, weights)
         self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
         return self
+
+    def _held_out_rows(self, comm, shard, seed):
+        """Collective: the ``Validation`` (or None) and the rows held out of training (or None): a
+        dict of ``holdout`` ((fraction, seed) for the sampler), ``rows`` and ``for`` ("validation",
+        or "calibration" for ``--probability``'s slice, see ``calibration``)."""
+        if self.validation is not None:
+            every = self.validation_every or max(1, shard.n_samples // (10 * int(self.pack)))
+            validation = Validation(comm, self, shard, self.validation, seed, every, self.patience)
+            rows = len(validation.ids)
+            if self.probability and self.calibration == "slice" and rows < MIN_ROWS:
+                raise PPackError(f"--validation {self.validation:g} holds out {rows} rows, fewer than the {MIN_ROWS} "
+                                 f"--probability fits its sigmoids on: give a larger fraction, or --calibration "
+                                 f"training to fit them on the training rows (overconfident)")
+            return validation, {"holdout": validation.holdout, "rows": rows, "for": "validation"}
+        if not self.probability or self.calibration == "training":
+            return None, None
+        check_room(shard.n_samples)
+        holdout, rows = calibration_holdout(comm, shard.start, shard.stop, shard.n_samples, seed)
+        return None, {"holdout": holdout, "rows": rows, "for": "calibration"}
 
     def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds):
         """Collective: the fitted attributes and ``training_`` report from the solver's end state;
@@ -192,6 +215,7 @@ class PackSVC(BaseSVC):
             "float32_error_bound": self.float32_error_bound_, "sampling": self.sampling,
             "step": float(self.step), "average": bool(self.average),
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
+            "held_out": None if self.held_out_ is None else {k: self.held_out_[k] for k in ("rows", "for")},
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
             "bytes": dict(stats.bytes),  # the same on every rank
         }
@@ -217,9 +241,9 @@ class PackSVC(BaseSVC):
         """Collective: Platt's (A (K,), B (K,), fitted_on, rows) from the decision values of rows
         the training never sampled (see ``probability``), the same on every rank."""
         comm = self._comm()
-        holdout = None if self.validation is None else (float(self.validation), self.training_["seed"])
+        held = self.held_out_ or {"holdout": None, "for": "out-of-bag"}
         ids, fitted_on = fit_rows(comm, shard.start, shard.stop, shard.n_samples, self.training_["seed"], iterations,
-                                  self.sampling, holdout)
+                                  self.sampling, held["holdout"], held_out_name=held["for"] + " rows")
         decisions, labels = distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_,
                                                   ids=ids)
         values = self._class_values

@@ -63,7 +63,9 @@ class PackedSolver:
     share every delivered row, kernel value and table entry; each keeps its own scale,
     norm and projections. Still two Allreduce calls per pack: the second carries the K x r
     partial predictions. ``validation``: a ``validation.Validation`` (held-out rows the
-    sampler skips, measured between packs every ``validation.every`` packs), or None.
+    sampler skips, measured between packs every ``validation.every`` packs), or None;
+    ``holdout``: (fraction, seed) of rows the sampler skips (``data.sampler.held_out``),
+    by default the validation's.
 
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
@@ -78,12 +80,14 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform"):
+                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
+                 holdout=None):
         self.comm = comm
         self.step = float(step)
         self.sampling = sampling
         self.average = bool(average)
         self.validation = validation
+        self.holdout = validation.holdout if holdout is None and validation is not None else holdout
         self.max_weight = float(max_weight)
         self.n_columns = int(n_columns)
         self.spec = spec
@@ -122,8 +126,7 @@ class PackedSolver:
                                 loss_windows=LossWindows(self.tol_window),
                                 avg_weight=0.0 if self.average else None)
             stats = SolverStats()
-            sampler = make_sampler(self.sampling, shard.n_samples, self.seed,
-                                   None if self.validation is None else self.validation.holdout)
+            sampler = make_sampler(self.sampling, shard.n_samples, self.seed, self.holdout)
         else:
             table, state, stats, sampler = resume
         compute = table.compute

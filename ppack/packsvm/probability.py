@@ -1,20 +1,19 @@
-"""Probabilities from decision values: Platt scaling per class, fitted on out-of-bag rows.
+"""Probabilities from decision values: Platt scaling per class, fitted on held-out rows.
 
-Rows the sampling stream never drew (with ``sampling="uniform"`` about exp(-T/m) of the m
-rows; with "epochs", the rest of an unfinished first epoch; and the --validation rows) were
-never stepped on nor tested: their decision values are honest held-out values (as a random
-forest's out-of-bag rows), at no extra training cost. Every rank replays the shared
-sampling stream to find its own. Up to ``MAX_ROWS`` of them (an even, seeded choice) are
-evaluated, and for each class c a sigmoid
+Rows the sampling stream never drew were never stepped on nor tested: their decision values
+are honest held-out values. They are the calibration slice (``calibration.py``, the default
+of ``--probability``) or the ``--validation`` rows, plus any out-of-bag rows (with
+``sampling="uniform"`` about exp(-T/m) of the rows; with "epochs", the rest of an unfinished
+first epoch). Every rank replays the shared sampling stream to find its own. Up to
+``MAX_ROWS`` of them (an even, seeded choice) are evaluated, and for each class c a sigmoid
 P(c | f) = 1 / (1 + exp(A_c f_c + B_c)) is fitted to them by Platt's method in the form of
 Lin, Weng and Lin (2007): Newton steps with backtracking on the regularised targets
-(N+ + 1) / (N+ + 2) and 1 / (N- + 2). With fewer than ``MIN_ROWS`` out-of-bag rows (a whole
-epoch or more with "epochs", T much larger than m with "uniform") the sigmoids are fitted on
-the training rows instead, which is biased toward overconfidence (by 3 to 8 points of mean
-confidence over accuracy on the test problems; taking each support vector's own term out of
-its decision value overcorrected, to 14 to 30 points under); ``fitted_on`` says which. Give
-``--validation`` a fraction of at least MIN_ROWS rows for honest held-out rows at any T. For
-K > 2 classes the K one-vs-rest sigmoids are normalised to sum to 1.
+(N+ + 1) / (N+ + 2) and 1 / (N- + 2). Only when asked (``--calibration training``, for sets
+too small to spare rows) and with fewer than ``MIN_ROWS`` out-of-bag rows are the sigmoids
+fitted on the training rows, which is biased toward overconfidence (by 3 to 8 points of mean
+confidence over accuracy on the tests' problems; taking each support vector's own term out
+of its decision value overcorrected, to 14 to 30 points under); ``fitted_on`` says which.
+For K > 2 classes the K one-vs-rest sigmoids are normalised to sum to 1.
 """
 import numpy as np
 
@@ -25,9 +24,11 @@ MAX_ROWS = 100_000  # rows evaluated for the fit: two parameters per class need 
 MIN_ROWS = 200
 
 
-def fit_rows(comm, start, stop, n_samples, seed, iterations, sampling="uniform", holdout=None, rows=MAX_ROWS):
+def fit_rows(comm, start, stop, n_samples, seed, iterations, sampling="uniform", holdout=None, rows=MAX_ROWS,
+             held_out_name="out-of-bag rows"):
     """Collective: global ids (sorted int64, the same on every rank) of the rows to fit the
-    sigmoids on, and what they are: ``(ids, "out-of-bag rows")`` or, with too few of those,
+    sigmoids on, and what they are: ``(ids, held_out_name)`` (rows the stream never drew: the
+    ``holdout``'s rows and any out-of-bag ones) or, with fewer than ``MIN_ROWS`` of those,
     ``(ids, "training rows")``. [start, stop): this rank's rows; sampling, holdout: the
     training's stream (``data.sampler.make_sampler``).
 
@@ -43,7 +44,7 @@ def fit_rows(comm, start, stop, n_samples, seed, iterations, sampling="uniform",
         drawn[ids[(ids >= start) & (ids < stop)] - start] = True
     own = np.flatnonzero(~drawn) + start
     counts = comm.allgather(len(own))
-    fitted_on = "out-of-bag rows"
+    fitted_on = held_out_name
     if sum(counts) < MIN_ROWS:
         own, fitted_on = np.arange(start, stop, dtype=np.int64), "training rows"
         counts = comm.allgather(len(own))
