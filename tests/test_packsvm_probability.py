@@ -82,6 +82,35 @@ def test_fit_rows_of_epoch_sampling_are_the_rest_of_the_first_epoch_and_the_held
     np.testing.assert_array_equal(ids, np.flatnonzero(held_out(np.arange(1000), *holdout)))
 
 
+def test_the_power_of_the_normalisation_maximises_the_likelihood():
+    """fit_power's Newton steps in a bracket reach scipy's minimum of the negative log
+    likelihood; rows all right by a wide margin drive it up until nothing changes."""
+    from scipy.optimize import minimize_scalar
+
+    from ppack.packsvm.probability import fit_power
+
+    rng = np.random.default_rng(8)
+    truth = rng.integers(0, 4, 300)
+    D = rng.normal(size=(300, 4)) - 1.0
+    D[np.arange(300), truth] += 1.5 + rng.normal(size=300)
+    A, B = -np.array([1.0, 2.0, 1.5, 0.7]), np.array([0.3, -0.2, 0.0, 0.1])
+
+    def nll(tau):
+        P = probabilities(D, A, B, tau)
+        return -np.mean(np.log(P[np.arange(300), truth]))
+
+    tau = fit_power(D, A, B, truth)
+    reference = minimize_scalar(nll, bounds=(1e-2, 1e2), method="bounded", options={"xatol": 1e-10}).x
+    np.testing.assert_allclose(tau, reference, rtol=1e-5)
+    assert nll(tau) <= nll(1.0) and tau != 1.0
+    separated = np.full((50, 3), -20.0)
+    separated[np.arange(50), np.arange(50) % 3] = 20.0
+    sharp = fit_power(separated, -np.ones(3), np.zeros(3), np.arange(50) % 3)
+    assert sharp > 1.0  # sharper, until the probabilities stop changing in float64
+    np.testing.assert_allclose(probabilities(separated, -np.ones(3), np.zeros(3), sharp),
+                               probabilities(separated, -np.ones(3), np.zeros(3), 100.0), rtol=0, atol=1e-15)
+
+
 def test_probabilities_are_sigmoids_normalised_over_the_classes():
     f = np.array([-2.0, 0.0, 3.0])
     binary = probabilities(f, np.array([-1.0]), np.array([0.5]))
@@ -91,6 +120,8 @@ def test_probabilities_are_sigmoids_normalised_over_the_classes():
     P = probabilities(D, np.array([-2.0, -1.0, -3.0]), np.array([0.0, 0.1, -0.2]))
     raw = 1 / (1 + np.exp(D * np.array([-2.0, -1.0, -3.0]) + np.array([0.0, 0.1, -0.2])))
     np.testing.assert_allclose(P, raw / raw.sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(probabilities(D, np.array([-2.0, -1.0, -3.0]), np.array([0.0, 0.1, -0.2]), 2.5),
+                               raw ** 2.5 / np.sum(raw ** 2.5, axis=1, keepdims=True))
 
 
 @pytest.mark.parametrize("multiclass", [False, True])
@@ -106,7 +137,9 @@ def test_models_trained_with_probability_give_calibrated_class_probabilities(mul
     X, y = problem(600, 6, seed=51)
     Xt, yt = problem(600, 6, seed=52)  # held out: confidence is compared with accuracy on unseen rows
     model = PackSVC(comm=WORLD, gamma=0.3, C=10.0, epochs=1.0, seed=2, probability=True).fit(X, y)
-    assert model.training_["probability"] == {"fitted_on": "calibration rows", "rows": 200}
+    fit = model.training_["probability"]
+    assert (fit["fitted_on"], fit["rows"]) == ("calibration rows", 200)
+    assert (fit["power"] == 1.0) == (not multiclass)
     assert model.training_["held_out"] == {"rows": 200, "for": "calibration"}
     assert model.training_["iterations"] == 400
     np.testing.assert_allclose([model.C_, model.sigma_], [10.0, 1 / (400 * 10.0)], rtol=1e-12)
@@ -138,7 +171,7 @@ def test_the_calibration_slice_is_never_stepped_on_and_training_rows_only_when_a
     assert fitted_on == model.training_["probability"]["fitted_on"] == "calibration rows"
     np.testing.assert_array_equal(ids, sliced)
     every_row = PackSVC(comm=SELF, seed=4, probability=True, calibration="training").fit(X, y)
-    assert every_row.training_["probability"] == {"fitted_on": "training rows", "rows": 1000}
+    assert every_row.training_["probability"] == {"fitted_on": "training rows", "rows": 1000, "power": 1.0}
     assert every_row.training_["held_out"] is None and every_row.training_["iterations"] == 1000
 
 
@@ -153,7 +186,7 @@ def test_probability_refuses_to_spend_more_than_half_the_rows_or_fit_on_too_few(
     model = PackSVC(comm=SELF, probability=True, validation=0.3).fit(X, y)  # the validation rows calibrate
     held = model.training_["held_out"]
     assert held["for"] == "validation" and held["rows"] >= 200
-    assert model.training_["probability"] == {"fitted_on": "validation rows", "rows": held["rows"]}
+    assert model.training_["probability"] == {"fitted_on": "validation rows", "rows": held["rows"], "power": 1.0}
     assert model.training_["iterations"] == 1000 - held["rows"]
 
 

@@ -14,7 +14,8 @@ Layout (format "ppack-model", format_version 1, model_type "kernel"):
 The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset), for K > 2
 one per class (column c with scale[c]); the predicted class has the largest. Optional
 attributes probability_a, probability_b ((1,) or (K,)): Platt's sigmoid per column,
-P = 1 / (1 + exp(a f + b)), normalised over the K classes (``packsvm.probability``).
+p = 1 / (1 + exp(a f + b)); for K > 2 the class probabilities are p_c^tau normalised over
+the K classes, tau the attribute probability_power (1 when absent; ``packsvm.probability``).
 The entries are in no particular order (a distributed save stores them in rank order, each
 rank's in its table's slot order); readers take any contiguous range.
 
@@ -54,6 +55,7 @@ class KernelModelHeader:
     dtype: np.dtype
     training: dict
     probability: tuple = None  # Platt's (A, B), each (1,) or (K,), when fitted
+    probability_power: float = 1.0  # K > 2: the power of the sigmoids' normalisation
 
     @property
     def n_columns(self):
@@ -116,6 +118,7 @@ def _write_header(f, header, n_support):
     if header.probability is not None:
         a, b = (np.asarray(v, dtype=np.float64) for v in header.probability)
         f.attrs["probability_a"], f.attrs["probability_b"] = a, b
+        f.attrs["probability_power"] = float(header.probability_power)
     write_classes(f, header.classes)
 
 
@@ -146,8 +149,12 @@ def read_kernel_header(path):
             if any(len(v) != columns for v in probability):
                 raise InputError(f"attributes 'probability_a' and 'probability_b': expected {columns} values each "
                                  f"(one sigmoid per coefficient column)", path)
+        power = float(a.get("probability_power", 1.0))
+        if not 0 < power < np.inf:
+            raise InputError(f"attribute 'probability_power': expected a finite number > 0, got {power}", path)
         return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(scale) if columns == 1 else scale,
-                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f), probability)
+                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f), probability,
+                                 power if probability is not None else 1.0)
 
 
 def read_support_vectors(path, header, start, stop):

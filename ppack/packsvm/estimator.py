@@ -19,7 +19,7 @@ from .predict import distributed_decisions
 from .averaging import averaged_coefficients
 from .objective import objective_rows, primal_objective
 from .calibration import calibration_holdout, check_room
-from .probability import MIN_ROWS, fit_rows, fit_sigmoid, probabilities
+from .probability import MIN_ROWS, fit_power, fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, shard_parts
 from .state import serial_seconds
@@ -234,12 +234,14 @@ class PackSVC(BaseSVC):
         if self.probability and not self.stopped_:
             start = MPI.Wtime()
             self.probability_ = self._fit_probabilities(shard, state.iteration)
-            self.training_["probability"] = {"fitted_on": self.probability_[2], "rows": self.probability_[3]}
+            self.probability_, fitted_on, rows = self.probability_[:3], *self.probability_[3:]
+            self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": self.probability_[2]}
             self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
     def _fit_probabilities(self, shard, iterations):
-        """Collective: Platt's (A (K,), B (K,), fitted_on, rows) from the decision values of rows
-        the training never sampled (see ``probability``), the same on every rank."""
+        """Collective: Platt's (A (K,), B (K,)), the power of their normalisation (1.0 for two
+        classes), fitted_on, rows: from the decision values of rows the training never sampled
+        (see ``probability``), the same on every rank."""
         comm = self._comm()
         held = self.held_out_ or {"holdout": None, "for": "out-of-bag"}
         ids, fitted_on = fit_rows(comm, shard.start, shard.stop, shard.n_samples, self.training_["seed"], iterations,
@@ -248,14 +250,16 @@ class PackSVC(BaseSVC):
                                                   ids=ids)
         values = self._class_values
         columns = 1 if len(values) == 2 else len(values)
-        sigmoids = np.empty((2, columns))
+        fitted = np.ones((3, columns))  # A, B and (in [2, 0]) the power
         if comm.Get_rank() == 0:
             f = decisions.reshape(len(ids), columns)
             for c in range(columns):
                 positive = labels == (values[1] if columns == 1 else values[c])
-                sigmoids[:, c] = fit_sigmoid(f[:, c], positive)
-        sigmoids = Collectives(comm).broadcast(sigmoids)
-        return sigmoids[0], sigmoids[1], fitted_on, len(ids)
+                fitted[:2, c] = fit_sigmoid(f[:, c], positive)
+            if columns > 1:
+                fitted[2, 0] = fit_power(f, fitted[0], fitted[1], np.searchsorted(values, labels))
+        fitted = Collectives(comm).broadcast(fitted)
+        return fitted[0], fitted[1], float(fitted[2, 0]), fitted_on, len(ids)
 
     @available_if(lambda self: bool(self.probability) or getattr(self, "probability_", None) is not None)
     def predict_proba(self, X):
@@ -267,7 +271,7 @@ class PackSVC(BaseSVC):
         """Class probabilities (n, K) for decision values (n,) or (n, K) of this model."""
         if getattr(self, "probability_", None) is None:
             raise PPackError("class probabilities need a model trained with probability=True (train --probability)")
-        return probabilities(decisions, self.probability_[0], self.probability_[1])
+        return probabilities(decisions, *self.probability_)
 
     def _decisions(self, shard):
         comm = self._comm()
@@ -283,7 +287,8 @@ class PackSVC(BaseSVC):
         offsets = shard_offsets(comm, table)
         header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self.classes_, self.n_features_in_,
                                    int(offsets[0][-1]), "csr" if table.sparse else "dense", table.dtype,
-                                   self.training_, None if self.probability_ is None else self.probability_[:2])
+                                   self.training_, None if self.probability_ is None else self.probability_[:2],
+                                   1.0 if self.probability_ is None else self.probability_[2])
 
         def own_parts():
             return shard_parts(table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
@@ -310,7 +315,7 @@ class PackSVC(BaseSVC):
         model.n_features_in_, model.n_support_ = header.n_features, header.n_support
         model.n_support_per_class_ = comm.allreduce(np.count_nonzero(model.table_.coef, axis=0))
         model.training_ = header.training
-        model.probability_ = header.probability
+        model.probability_ = None if header.probability is None else (*header.probability, header.probability_power)
         model.probability = header.probability is not None
         return model
 
@@ -392,7 +397,7 @@ class LibsvmSVC(PackSVC):
         model.n_support_per_class_ = comm.allreduce(np.count_nonzero(table.coef, axis=0))
         model.sigma_ = model.C_ = None
         model.training_ = {"libsvm_model": str(path)}
-        model.probability_ = header.probability
+        model.probability_ = None if header.probability is None else (*header.probability, 1.0)  # binary
         model.probability = header.probability is not None
         return model
 

@@ -108,13 +108,51 @@ def fit_sigmoid(decisions, positive):
     return float(A), float(B)
 
 
-def probabilities(decisions, A, B):
+def probabilities(decisions, A, B, power=1.0):
     """Class probabilities from decision values: (n,) binary decisions give (n, 2) [P(negative),
-    P(positive)]; (n, K) give (n, K), the K sigmoids normalised to sum to 1. A, B (1,) or (K,)."""
+    P(positive)]; (n, K) give (n, K): the K sigmoids p_c, each raised to ``power``, normalised
+    to sum to 1 (``fit_power``; 1 is the plain normalisation). A, B (1,) or (K,)."""
     decisions = np.asarray(decisions, dtype=np.float64)
     z = decisions.reshape(len(decisions), -1) * np.asarray(A) + np.asarray(B)
-    p = np.where(z >= 0, np.exp(-z) / (1 + np.exp(-z)), 1 / (1 + np.exp(z)))
     if decisions.ndim == 1:
+        p = np.where(z >= 0, np.exp(-z) / (1 + np.exp(-z)), 1 / (1 + np.exp(z)))
         return np.column_stack([1 - p[:, 0], p[:, 0]])
-    total = p.sum(axis=1, keepdims=True)
-    return np.where(total > 0, p / np.where(total > 0, total, 1), 1.0 / p.shape[1])
+    return _normalised(power * -np.logaddexp(0.0, z))  # log p_c = -log(1 + exp(z_c))
+
+
+def _normalised(logits):
+    """Softmax of (n, K) logits, row by row."""
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def fit_power(decisions, A, B, truth, low=1e-2, high=1e2):
+    """The power tau in [low, high] that maximises the likelihood of the true classes ``truth``
+    ((n,) column indices) under ``probabilities(decisions, A, B, tau)`` for K > 2 classes.
+
+    Each one-vs-rest sigmoid is fitted alone; normalising them spreads the rest's mass over
+    the top class (underconfident by 5 points on usps' held-out rows), which one power
+    corrects. The negative log likelihood mean(log sum_c p_c^tau - tau log p_truth) is convex
+    in tau (a log-sum-exp of functions linear in tau): Newton steps, kept inside the bounds
+    (reached when every row is right by a wide margin, where the likelihood keeps rising).
+    The slope's sign narrows a bracket around the optimum; a Newton step that leaves it is
+    replaced by the bracket's midpoint."""
+    logp = -np.logaddexp(0.0, np.asarray(decisions, dtype=np.float64) * np.asarray(A) + np.asarray(B))
+    own = logp[np.arange(len(truth)), truth]
+    tau = 1.0
+    for _ in range(200):
+        q = _normalised(tau * logp)
+        mean = np.sum(q * logp, axis=1)
+        slope = np.mean(mean - own)  # d/dtau of the negative log likelihood
+        curvature = np.mean(np.sum(q * logp * logp, axis=1) - mean * mean)
+        if slope < 0:
+            low = tau
+        else:
+            high = tau
+        new = tau - slope / curvature if curvature > 0 else np.inf
+        if not low < new < high:
+            new = 0.5 * (low + high)
+        if abs(new - tau) <= 1e-9 * tau:
+            break
+        tau = new
+    return float(tau)
