@@ -84,14 +84,43 @@ def run_libsvm(X, y, Xt, yt, C, gamma, seed):
     model = svmutil.svm_train(y[order], Xs, f"-c {C} -g {gamma} -b 1 -m 1000 -q")
     seconds = time.perf_counter() - start
     _, _, values = svmutil.svm_predict(yt, Xts, model, "-b 1 -q")
-    labels = np.asarray(model.get_labels(), dtype=np.float64)
-    order = np.argsort(labels)
-    P = np.asarray(values)[:, order]
-    return {**calibration_figures(P, labels[order], yt), "seed": seed, "seconds": seconds}
+    labels = np.asarray(model.get_labels(), dtype=np.float64)  # the probability columns' classes
+    columns = np.argsort(labels)
+    P = np.asarray(values)[:, columns]
+    return {**calibration_figures(P, labels[columns], yt), "seed": seed, "seconds": seconds}
 
 
 def mean_of(runs):
     return {k: float(np.mean([r[k] for r in runs])) for k in ("ece", "log_loss", "confidence", "accuracy", "seconds")}
+
+
+def run_sets(names, seeds, libsvm_seeds, data_dir):
+    """Every run on the named sets: {name: {"runs", "means", "goal_met", ...}}."""
+    results = {}
+    for name in names:
+        C, gamma, epochs = SETS[name]
+        X, y, Xt, yt = load(name, data_dir)
+        runs = {calibration: [run_ppack(X, y, Xt, yt, C, gamma, epochs, seed, calibration)
+                              for seed in range(seeds)] for calibration in ("slice", "training")}
+        runs["libsvm -b 1"] = [run_libsvm(X, y, Xt, yt, C, gamma, seed) for seed in range(libsvm_seeds)]
+        means = {k: mean_of(v) for k, v in runs.items()}
+        results[name] = {"C": C, "gamma": gamma, "epochs": epochs, "n_train": X.shape[0], "n_test": Xt.shape[0],
+                         "runs": runs, "means": means,
+                         "goal_met": means["slice"]["ece"] <= means["libsvm -b 1"]["ece"] + ECE_MARGIN}
+        print_set(name, results[name])
+    return results
+
+
+def print_set(name, result):
+    print(f"\n{name}: C {result['C']:g}, gamma {result['gamma']:g}, ppack {result['epochs']:g} epochs; means over "
+          f"seeds")
+    print(f"{'':24s} {'ECE':>7s} {'log loss':>9s} {'confidence':>11s} {'accuracy':>9s} {'seconds':>8s}")
+    for label, key in (("ppack, calibration slice", "slice"), ("ppack, training rows", "training"),
+                       ("LIBSVM -b 1", "libsvm -b 1")):
+        m = result["means"][key]
+        print(f"{label:24s} {m['ece']:7.4f} {m['log_loss']:9.4f} {m['confidence']:11.4f} "
+              f"{m['accuracy']:9.4f} {m['seconds']:8.2f}")
+    print(f"goal (ECE at most LIBSVM's + {ECE_MARGIN}): {'met' if result['goal_met'] else 'NOT met'}")
 
 
 def main():
@@ -102,25 +131,7 @@ def main():
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
-    results = {}
-    for name in args.sets.split(","):
-        C, gamma, epochs = SETS[name]
-        X, y, Xt, yt = load(name, args.data_dir)
-        runs = {calibration: [run_ppack(X, y, Xt, yt, C, gamma, epochs, seed, calibration)
-                              for seed in range(args.seeds)] for calibration in ("slice", "training")}
-        runs["libsvm -b 1"] = [run_libsvm(X, y, Xt, yt, C, gamma, seed) for seed in range(args.libsvm_seeds)]
-        means = {k: mean_of(v) for k, v in runs.items()}
-        results[name] = {"C": C, "gamma": gamma, "epochs": epochs, "n_train": X.shape[0], "n_test": Xt.shape[0],
-                         "runs": runs, "means": means,
-                         "goal_met": means["slice"]["ece"] <= means["libsvm -b 1"]["ece"] + ECE_MARGIN}
-        print(f"\n{name}: C {C:g}, gamma {gamma:g}, ppack {epochs:g} epochs; means over seeds")
-        print(f"{'':24s} {'ECE':>7s} {'log loss':>9s} {'confidence':>11s} {'accuracy':>9s} {'seconds':>8s}")
-        for label, key in (("ppack, calibration slice", "slice"), ("ppack, training rows", "training"),
-                           ("LIBSVM -b 1", "libsvm -b 1")):
-            m = means[key]
-            print(f"{label:24s} {m['ece']:7.4f} {m['log_loss']:9.4f} {m['confidence']:11.4f} "
-                  f"{m['accuracy']:9.4f} {m['seconds']:8.2f}")
-        print(f"goal (ECE at most LIBSVM's + {ECE_MARGIN}): {'met' if results[name]['goal_met'] else 'NOT met'}")
+    results = run_sets(args.sets.split(","), args.seeds, args.libsvm_seeds, args.data_dir)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"calibration-{time.strftime('%Y%m%d-%H%M%S')}.json"
