@@ -59,6 +59,6 @@ class Validation:
 
     def report(self):
         return {"fraction": self.holdout[0], "rows": len(self.ids), "every_packs": self.every,
-                "patience": self.patience, "best_accuracy": self.best, "stopped_early": self.stopped,
+                "patience": self.patience, f"best_{self.model.VALIDATION_METRIC}": self.best, "stopped_early": self.stopped,
                 "history": self.history, "collectives": sum(self.collectives.calls.values())}
 
