@@ -135,3 +135,10 @@ def test_options_a_type_does_not_read_are_refused_in_one_line(options, message, 
     fails_with(capsys, ["train", "--data", str(mpi_tmp_path / "reg.txt"), "--model", str(mpi_tmp_path / "m.h5"),
                         *options], message)
     assert not (mpi_tmp_path / "m.h5").exists()
+
+
+def test_plan_refuses_the_other_svm_types(mpi_tmp_path, capsys):
+    X, y = regression_rows(40, seed=5)
+    write_libsvm(mpi_tmp_path / "reg.txt", X, y)
+    fails_with(capsys, ["plan", "--data", str(mpi_tmp_path / "reg.txt"), "--ranks", "2", "--svm-type", "one_class"],
+               "--svm-type: plan models c_svc runs")

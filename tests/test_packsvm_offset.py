@@ -177,3 +177,13 @@ def test_svr_refuses_targets_it_cannot_regress():
         PackSVR(comm=SELF, epsilon=-1, **SMALL).fit(X, y)
     with pytest.raises(PPackError, match="nu: must be a finite number > 0 and <= 1, got 1.5"):
         PackOneClassSVM(comm=SELF, nu=1.5, **SMALL).fit(X)
+
+
+def test_svr_validation_measures_held_out_r2_and_one_class_refuses_it():
+    X, y = make_regression(n=400, seed=10)
+    model = PackSVR(comm=SELF, gamma=0.3, C=10.0, epochs=3, pack=50, validation=0.2, validation_every=4,
+                    patience=100).fit(X, y)
+    report = model.training_["validation"]
+    scores = [score for _, score in report["history"]]
+    assert report["best_r2"] == max(scores) > 0.5 and not report["stopped_early"]
+    assert "validation" not in PackOneClassSVM.PARAMS and "validation" in PackSVR.PARAMS

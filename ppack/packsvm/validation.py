@@ -30,7 +30,7 @@ class Validation:
                for a in range(0, shard.n_samples, step)]
         self.ids = np.concatenate(ids).astype(np.int64)
         self.history = []  # (iteration, accuracy)
-        self.best, self.since_best = -1.0, 0
+        self.best, self.since_best = -np.inf, 0  # the first evaluation always improves
         self.collectives = Collectives(comm)  # counts the calls the evaluations make
         self.stopped = False
 
