@@ -2,12 +2,13 @@
 
 Run from the repository root (data from ../shared/data; needs `pip install -e ".[bench]"`):
 
-    python -m bench.report            # full size (about half an hour on 2 cores)
+    python -m bench.report            # full size (about 50 minutes on 2 cores)
     python -m bench.report --quick    # every experiment on small sizes, under 10 minutes
 
 Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
 report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication model)
-in report_scaling.py. Every ppack and peer figure is measured by this run; figures quoted
+in report_scaling.py, 6 (the linear solvers on ten classes beside LIBLINEAR) in
+report_linear.py. Every ppack and peer figure is measured by this run; figures quoted
 from the paper or from published hardware specifications say so.
 """
 import argparse
@@ -57,7 +58,8 @@ def machine():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: every experiment in under 10 minutes")
-    p.add_argument("--only", default="peers,scaling", help="comma-separated parts: peers (1, 2), scaling (3-5)")
+    p.add_argument("--only", default="peers,scaling,linear",
+                   help="comma-separated parts: peers (1, 2), scaling (3-5), linear (6)")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--out", default=str(BENCH / "REPORT.md"))
     args = p.parse_args()
@@ -74,7 +76,7 @@ def main():
         data[name] = section["data"]
     minutes = (time.perf_counter() - started) / 60
     command = "python -m bench.report" + (" --quick" if args.quick else "") + \
-        ("" if args.only == "peers,scaling" else f" --only {args.only}")
+        ("" if args.only == "peers,scaling,linear" else f" --only {args.only}")
     text = "\n".join([
         "# ppack benchmark report", "",
         f"Regenerated from scratch by `{command}` from the repository root in {minutes:.1f} minutes"
