@@ -36,8 +36,9 @@ def run(quick, figures, data_dir):
                                 f"points ({'within' if ok else 'not within'} {GOAL_POINTS})")
     scope = (f"Quick mode: the first {QUICK_ROWS} rows of each split, one run each, so the figures show the "
              "method, not the full-size result." if quick else
-             f"Full training and test sets; train seconds are the median of {repeats} runs, each repeat running "
-             "every row of the table side by side before the next.")
+             f"Full training and test sets; train seconds and test accuracy are the medians of {repeats} runs, "
+             "each repeat running every row of the table side by side before the next (ppack's runs are seeded; "
+             "LIBLINEAR's accuracy varies a little between runs: its permutations are not).")
     sets = ", ".join(f"{r['set']} ({r['n']:,} x {r['d']}, test {r['test_rows']:,}, C = {r['C']:g})" for r in results)
     markdown = f"""### 6. Ten classes with the linear solvers, beside LIBLINEAR
 

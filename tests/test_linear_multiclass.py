@@ -24,8 +24,8 @@ CASES = [
     ("dcd", "oneshot", "shifts:1", {}),
     ("llsvm", "iterative", None, {}),
     ("stream", "iterative", "hash:6", {}),
-    ("alm", "iterative", None, {"max_epochs": 5}),
-    ("pegasos", "iterative", None, {"epochs": 4, "pack": 50}),
+    ("alm", "iterative", None, {"max_epochs": 3}),
+    ("pegasos", "iterative", None, {"epochs": 4, "pack": 100}),
     ("pegasos", "oneshot", "poly2", {"epochs": 4}),
 ]
 IDS = [f"{c[0]}-{c[1]}-{c[2]}" for c in CASES]
@@ -40,11 +40,11 @@ def three_classes(n=150, sparse=True):
 def classes_are_binary_runs(solver, averaging, features, options, comm):
     """Fit three classes, then each "k against the rest" alone (labels 1 and 0) with the same
     seed and row weights: the same weights to 1e-9, the same rounds (each class stops on its
-    own gap; at most 3 rounds keep the test short) and objective."""
+    own gap; at most 2 rounds keep the test short) and objective."""
     X, y = three_classes()
     weights = np.random.default_rng(2).uniform(0.5, 2.0, len(y)) if solver == "dcd" else None
     params = dict(solver=solver, C=2.0, averaging=averaging, features=features, solver_options=options, seed=4,
-                  rounds=3, comm=comm)
+                  rounds=2, comm=comm)
     multi = BlockAveragedSVC(**params).fit(X, y, sample_weight=weights)
     assert multi.w_.shape[1] == 3 and multi.b_.shape == (3,)
     for k, label in enumerate(multi.classes_):
