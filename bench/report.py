@@ -2,14 +2,15 @@
 
 Run from the repository root (data from ../shared/data; needs `pip install -e ".[bench]"`):
 
-    python -m bench.report            # full size (about half an hour on 2 cores)
+    python -m bench.report            # full size (more than an hour on 2 cores)
     python -m bench.report --quick    # every experiment on small sizes, under 10 minutes
 
     python -m bench.report --only calibration --update   # rerun one part, keep the others
 
 Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
 report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication model)
-in report_scaling.py, later parts in report_<name>.py (``EXTRA_PARTS``). Every ppack and
+in report_scaling.py, 6 (the linear solvers on ten classes beside LIBLINEAR) in
+report_linear.py, the probabilities' calibration in report_calibration.py. Every ppack and
 peer figure is measured by this run; figures quoted from the paper or from published
 hardware specifications say so. ``--update`` reruns only the parts named by ``--only``:
 each part's text sits between ``<!-- part NAME -->`` markers and is replaced there (or
@@ -27,8 +28,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(BENCH), str(ROOT)]
-PARTS = ("peers", "scaling")  # the parts a full run regenerates by default
-EXTRA_PARTS = ("calibration",)  # parts run with --only
+PARTS = ("peers", "scaling", "linear", "calibration")  # report_<part>.py, in the report's order
 MARK = "<!-- part {} -->"
 
 PACKAGES = ("ppack", "numpy", "scipy", "numba", "mpi4py", "mpich", "h5py", "libsvm-official", "liblinear-official",
@@ -66,7 +66,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: every experiment in under 10 minutes")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: peers (1, 2), scaling (3-5), "
-                   + ", ".join(EXTRA_PARTS))
+                   "linear (6), calibration")
     p.add_argument("--update", action="store_true",
                    help="rerun only the --only parts and replace them in the existing report")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))

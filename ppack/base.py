@@ -263,8 +263,7 @@ def find_classes(comm, shard, max_classes=2):
     if not 2 <= len(values) <= max_classes:
         shown = ", ".join(f"{v:g}" for v in values[:10]) + (" ..." if len(values) > 10 else "")
         what = "one class" if len(values) < 2 else f"{len(values)} classes"
-        expected = ("exactly two label values. Only binary classification is supported by the linear solvers; "
-                    "the kernel trainer (--solver packsvm) trains several classes one-vs-rest" if max_classes == 2 else
+        expected = ("exactly two label values" if max_classes == 2 else
                     f"2 to {max_classes} classes (are these regression targets?)")
         raise PPackError(f"{shard.path}: y: found {what} ({shown}); expected {expected}", collective=True)
     return values

@@ -33,13 +33,15 @@ MODES = ("oneshot", "iterative")
 
 @dataclass
 class AveragingReport:
-    """Per-round objectives of the averaged model on the whole data set."""
+    """Per-round objectives of the averaged model on the whole data set; ``label``: the
+    class trained against the rest when there are K > 2 classes (else None)."""
 
     mode: str
     rounds: int = 0
     primal: list = field(default_factory=list)
     dual: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
+    label: object = None
 
     @property
     def gap(self):
@@ -49,6 +51,27 @@ class AveragingReport:
         return {"mode": self.mode, "rounds": self.rounds, "primal_objective": self.primal[-1],
                 "dual_objective": self.dual[-1] if self.dual else None, "duality_gap": self.gap,
                 "primal_by_round": self.primal, "dual_by_round": self.dual, "seconds_by_round": self.seconds}
+
+
+def classes_dict(reports, classes):
+    """The reports of K one-vs-rest problems (one per class, in ``classes`` order) as one
+    record: rounds, objectives and gap summed over the classes (the K problems are
+    independent, so the sums are the objectives and gap of the whole one-vs-rest problem),
+    the per-round lists per class, and each class's own summary under ``per_class``."""
+    duals = all(r.dual for r in reports)
+    return {"mode": reports[0].mode, "rounds": sum(r.rounds for r in reports),
+            "primal_objective": sum(r.primal[-1] for r in reports),
+            "dual_objective": sum(r.dual[-1] for r in reports) if duals else None,
+            "duality_gap": sum(r.gap for r in reports) if duals else None,
+            "primal_by_round": [r.primal for r in reports], "dual_by_round": [r.dual for r in reports],
+            "seconds_by_round": [r.seconds for r in reports],
+            "per_class": [{"class": _plain(c), "rounds": r.rounds, "primal_objective": r.primal[-1],
+                           "duality_gap": r.gap} for c, r in zip(classes, reports)]}
+
+
+def _plain(label):
+    """A class label as JSON takes it: a float or a string."""
+    return float(label) if isinstance(label, (int, float, np.integer, np.floating)) else str(label)
 
 
 def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=True, mode="iterative",

@@ -16,7 +16,7 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import LINEAR_PARAMS, LINEAR_SOLVER_ENTRIES, check_solver_options, register_model_type
 from . import alm, dcd, llsvm, pegasos, stream
-from .averaging import AveragingReport, block_averaged
+from .averaging import AveragingReport, block_averaged, classes_dict
 from .blocks import random_blocks
 from .features import FeatureMap, predict_decision
 from .pegasos import solve_distributed
@@ -42,10 +42,20 @@ class BlockAveragedSVC(BaseSVC):
     ranks at random before solving, so each block is a random sample even of a sorted
     file), seed, class_weight (None, "balanced" or {label: weight}: weights on each class's
     loss, times the rows' own weights: a Shard's ``w`` or fit's ``sample_weight``), comm.
-    Fitted: ``w_``, ``b_``, ``classes_``, ``report_`` (objectives per round).
+
+    K > 2 classes train one-vs-rest: the rows are dealt out once, then every class k solves
+    "k against the rest" (+1 for its rows, -1 for the others) on the same blocks, with the
+    same row weights, averaged per class. Each class's solver starts its random stream
+    afresh from the seed and stops on its own gap, so class k's weights are those of the
+    binary run "k against the rest" with the same seed, whatever the other classes.
+    Fitted: ``classes_``; ``w_`` (width,) and ``b_`` (a float) for two classes, ``w_``
+    (width, K) and ``b_`` (K,) for K > 2 (width: n_features or the feature map's output
+    size); ``report_`` (objectives per round: one AveragingReport, or a list of K, one per
+    class in ``classes_`` order).
     """
 
     PARAMS = LINEAR_PARAMS
+    MULTICLASS = True
 
     def __init__(self, solver=_D["solver"], C=_D["C"], loss=_D["loss"], p=_D["p"], bias=_D["bias"],
                  averaging=_D["averaging"], rounds=_D["rounds"], rounds_tol=_D["rounds_tol"], features=_D["features"],
@@ -98,7 +108,8 @@ class BlockAveragedSVC(BaseSVC):
     def fit(self, X, y=None, sample_weight=None, on_round=None):
         """Train on ``X`` (a Shard, or data every rank holds) with labels ``y`` and optional
         ``sample_weight`` (n,) (in-memory data; a Shard carries its own ``w``);
-        ``on_round(report)`` runs on every rank after each averaging round."""
+        ``on_round(report)`` runs on every rank after each averaging round (for K > 2
+        classes, ``report.label`` names the class being trained against the rest)."""
         comm = self._comm()
         values = run_collectively(comm, self.validate_params)
         shard = self._as_shard(X, y, sample_weight, fitting=True)
@@ -114,19 +125,40 @@ class BlockAveragedSVC(BaseSVC):
         if self.p is not None:
             options["p"] = self.p
         start = MPI.Wtime()
-        if distributed_sgd:
-            self.w_, self.b_, self.report_ = run_collectively(comm, self._distributed_sgd, comm, shard, block,
-                                                              labels, options, on_round, weights)
-        else:
-            self.w_, self.b_, self.report_ = run_collectively(
-                comm, block_averaged, comm, SOLVE[self.solver], kind == "dual", block, block_labels,
-                float(self.C), loss=self.loss, p=self.p, bias=self.bias, mode=self.averaging, rounds=int(self.rounds),
-                tol=self.rounds_tol, solver_options=options, on_round=on_round, feature_map=self.feature_map_,
-                data_parallel=kind == "data-parallel", weights=block_weights)
+        K = len(self.classes_)
+        if K == 2:
+            self.w_, self.b_, self.report_ = self._fit_binary(comm, shard, block, block_labels, block_weights, options,
+                                                              on_round)
+        else:  # one-vs-rest: the blocks are shared, each class solves its own problem on them
+            columns = []
+            for k in range(K):
+                def tagged(report, label=self.classes_[k]):
+                    report.label = label
+                    on_round(report)
+                columns.append(self._fit_binary(comm, shard, block, np.where(block_labels == k, 1.0, -1.0),
+                                                block_weights, options, None if on_round is None else tagged))
+            self.w_ = np.column_stack([w for w, _, _ in columns])
+            self.b_ = np.array([b for _, b, _ in columns])
+            self.report_ = [report for _, _, report in columns]
         self.n_features_in_ = shard.n_features
+        summary = self.report_.as_dict() if K == 2 else classes_dict(self.report_, self.classes_)
         self.training_ = {"n_samples": shard.n_samples, "ranks": comm.Get_size(), "data": shard.path,
-                          "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **self.report_.as_dict()}
+                          "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **summary}
         return self
+
+    def _fit_binary(self, comm, shard, block, labels, weights, options, on_round):
+        """Collective: ``(w, b, report)`` of one two-class problem. block, labels (in {-1, +1})
+        and weights (or None): this rank's rows, dealt out unless the distributed SGD runs
+        (it samples the shard's own rows)."""
+        kind = LINEAR_SOLVER_ENTRIES[self.solver].combination
+        if kind == "stochastic" and self.averaging == "iterative":
+            return run_collectively(comm, self._distributed_sgd, comm, shard, block, labels, options, on_round,
+                                    weights)
+        return run_collectively(
+            comm, block_averaged, comm, SOLVE[self.solver], kind == "dual", block, labels, float(self.C),
+            loss=self.loss, p=self.p, bias=self.bias, mode=self.averaging, rounds=int(self.rounds), tol=self.rounds_tol,
+            solver_options=options, on_round=on_round, feature_map=self.feature_map_,
+            data_parallel=kind == "data-parallel", weights=weights)
 
     def _distributed_sgd(self, comm, shard, block, labels, options, on_round, weights=None):
         """Pegasos over all ranks' rows at once (pegasos.solve_distributed): (w, b, report).
@@ -153,20 +185,34 @@ class BlockAveragedSVC(BaseSVC):
         return self.p if self.p is not None else (2.0 if self.loss == "l2" else 1.0)
 
     def _decisions(self, shard):
-        """Decision values of every row of the shard's data set, and its raw labels, on rank 0."""
-        local = np.empty(shard.stop - shard.start)
+        """Decision values of every row of the shard's data set, (n,) or (n, K) for K > 2
+        classes, and its raw labels, on rank 0."""
+        columns = 1 if np.ndim(self.w_) == 1 else self.w_.shape[1]
+        local = np.empty((shard.stop - shard.start, columns))
         for start in range(0, len(local), PREDICT_ROWS):  # tile by tile: no float64 copy of the shard
             block = self._block(shard, start, start + PREDICT_ROWS)
             if shard.n_features < self.n_features_in_:
                 block = (sp.csr_matrix((block.data, block.indices, block.indptr),
                                        shape=(block.shape[0], self.n_features_in_)) if sp.issparse(block)
                          else np.pad(block, ((0, 0), (0, self.n_features_in_ - block.shape[1]))))
-            if self.feature_map_ is None:
-                local[start:start + PREDICT_ROWS] = margins(block, np.ones(block.shape[0]), self.w_, self.b_)
-            else:
-                local[start:start + PREDICT_ROWS] = predict_decision(block, self.w_, self.b_, self.feature_map_)
+            local[start:start + PREDICT_ROWS] = self._block_decisions(block)
         collectives = Collectives(self._comm())
-        return collectives.gather_to_root(local), collectives.gather_to_root(shard.y)
+        decisions = collectives.gather_to_root(local.ravel())
+        if decisions is not None:
+            decisions = decisions.reshape(-1, columns) if columns > 1 else decisions
+        return decisions, collectives.gather_to_root(shard.y)
+
+    def _block_decisions(self, block):
+        """w . phi(x) + b of a block's rows, (rows, 1) or (rows, K), column by column."""
+        W = self.w_.reshape(len(self.w_), -1)
+        B = np.atleast_1d(self.b_)
+        out = np.empty((block.shape[0], W.shape[1]))
+        for k in range(W.shape[1]):
+            if self.feature_map_ is None:
+                out[:, k] = margins(block, np.ones(block.shape[0]), W[:, k], B[k])
+            else:
+                out[:, k] = predict_decision(block, W[:, k], B[k], self.feature_map_)
+        return out
 
     def save(self, path):
         """Collective: rank 0 writes the model file atomically."""
