@@ -185,5 +185,5 @@ def test_svr_validation_measures_held_out_r2_and_one_class_refuses_it():
                     patience=100).fit(X, y)
     report = model.training_["validation"]
     scores = [score for _, score in report["history"]]
-    assert report["best_r2"] == max(scores) == scores[-1] > 0 and not report["stopped_early"]
+    assert report["best_r2"] == max(scores) == scores[-1] > 0.5 and not report["stopped_early"]
     assert "validation" not in PackOneClassSVM.PARAMS and "validation" in PackSVR.PARAMS
