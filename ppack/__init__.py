@@ -9,10 +9,11 @@ from importlib import import_module
 from .errors import InputError, PPackError
 
 __version__ = "0.1.0"
-__all__ = ["PackSVC", "BlockAveragedSVC", "load_model", "Shard", "load_shard", "PPackError", "InputError",
-           "__version__"]
+__all__ = ["PackSVC", "PackSVR", "PackOneClassSVM", "BlockAveragedSVC", "load_model", "Shard", "load_shard",
+           "PPackError", "InputError", "__version__"]
 
-_LAZY = {"PackSVC": ".estimators", "BlockAveragedSVC": ".estimators", "load_model": ".estimators",
+_LAZY = {"PackSVC": ".estimators", "PackSVR": ".estimators", "PackOneClassSVM": ".estimators",
+         "BlockAveragedSVC": ".estimators", "load_model": ".estimators",
          "Shard": ".data.shard", "load_shard": ".data.shard"}
 
 

@@ -63,6 +63,7 @@ class BaseSVC:
 
     PARAMS = {}
     MULTICLASS = False  # whether fit takes more than two classes (one-vs-rest)
+    NEEDS_Y = True  # whether fit needs labels (one-class does not)
     # the types raised and warned with; the public estimators give scikit-learn's
     not_fitted_error = NotFittedError
     conversion_warning = DataConversionWarning
@@ -117,7 +118,7 @@ class BaseSVC:
                                  "pass sample_weight with in-memory data only")
             return X
         name = type(self).__name__
-        if fitting and y is None:
+        if fitting and y is None and self.NEEDS_Y:
             raise PPackError(f"{name} requires y to be passed, but the target y is None")
         try:
             X = self._checked_array(X)

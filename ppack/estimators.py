@@ -2,8 +2,9 @@
 (``packsvm.estimator``, ``linear.estimator``) on scikit-learn's estimator bases when
 scikit-learn is installed, and ``load_model``, which returns them.
 
-With scikit-learn they are its classifiers: ``BaseEstimator`` (get_params, set_params, clone,
-repr) and ``ClassifierMixin``, with its input check (``check_array``), ``NotFittedError``,
+With scikit-learn they are its estimators: ``BaseEstimator`` (get_params, set_params, clone,
+repr) and ``ClassifierMixin`` (``RegressorMixin`` for PackSVR, ``OutlierMixin`` for
+PackOneClassSVM), with its input check (``check_array``), ``NotFittedError``,
 ``DataConversionWarning`` and tags in place of the trainers' own. Without it a small stand-in
 gives get_params and set_params. The trainers never import scikit-learn, so the command line,
 which runs them directly, starts without it (and without ``scipy.stats``, which it imports).
@@ -13,9 +14,10 @@ import inspect
 from . import base
 from .linear import estimator as linear
 from .packsvm import estimator as packsvm
+from .packsvm import offset_estimator as offset
 
 try:  # scikit-learn is optional
-    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin
     from sklearn.exceptions import DataConversionWarning, NotFittedError
     from sklearn.utils.validation import check_array
 except ImportError:  # tests/test_sklearn.py hides scikit-learn to run this
@@ -35,11 +37,14 @@ if BaseEstimator is not None:
         def __sklearn_tags__(self):
             tags = super().__sklearn_tags__()
             tags.input_tags.sparse = True  # CSR rows are trained on as they are
-            tags.classifier_tags.multi_class = self.MULTICLASS
+            if tags.classifier_tags is not None:
+                tags.classifier_tags.multi_class = self.MULTICLASS
             return tags
 
     # after the trainer's class, so that its methods (score, ...) come first
     SKLEARN_BASES = (ClassifierMixin, BaseEstimator)
+    REGRESSOR_BASES = (RegressorMixin, BaseEstimator)
+    OUTLIER_BASES = (OutlierMixin, BaseEstimator)
 else:
     class Estimator:
         """Without scikit-learn: get_params / set_params from the constructor's arguments, as its."""
@@ -55,11 +60,29 @@ else:
                 setattr(self, name, value)
             return self
 
-    SKLEARN_BASES = ()
+    SKLEARN_BASES = REGRESSOR_BASES = OUTLIER_BASES = ()
 
 
 class PackSVC(Estimator, packsvm.PackSVC, *SKLEARN_BASES):
     __doc__ = packsvm.PackSVC.__doc__
+
+    @classmethod
+    def svm_type_classes(cls):
+        return {"c_svc": PackSVC, "epsilon_svr": PackSVR, "one_class": PackOneClassSVM}
+
+
+class PackSVR(Estimator, offset.PackSVR, *REGRESSOR_BASES):
+    __doc__ = offset.PackSVR.__doc__
+    svm_type_classes = PackSVC.svm_type_classes
+    if not REGRESSOR_BASES:
+        _estimator_type = "regressor"
+
+
+class PackOneClassSVM(Estimator, offset.PackOneClassSVM, *OUTLIER_BASES):
+    __doc__ = offset.PackOneClassSVM.__doc__
+    svm_type_classes = PackSVC.svm_type_classes
+    if not OUTLIER_BASES:
+        _estimator_type = "outlier_detector"
 
 
 class LibsvmSVC(packsvm.LibsvmSVC, PackSVC):

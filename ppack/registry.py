@@ -308,6 +308,42 @@ PACKSVM_PARAMS = {
 # Pairs a user gives one of, not both.
 EXCLUSIVE = (("C", "sigma"), ("epochs", "iterations"))
 
+# The kernel trainer's problems (LIBSVM's names, its -s 0, 3 and 2) and their own parameters.
+SVM_TYPES = ("c_svc", "epsilon_svr", "one_class")
+SVM_TYPE_PARAMS = {
+    "svm_type": Param(Rule("choice", choices=SVM_TYPES), "c_svc",
+                      "c_svc: classification (default); epsilon_svr: regression with the epsilon-insensitive "
+                      "loss (targets: any finite numbers); one_class: novelty detection, Schoelkopf's nu "
+                      "one-class SVM (labels ignored)"),
+    "epsilon": Param(real(0.0), 0.1, "epsilon_svr: the tube's half width, residuals within it cost nothing "
+                                     "(LIBSVM's -p; default 0.1)"),
+    "nu": Param(real(0.0, 1.0, low_open=True), 0.5,
+                "one_class: an upper bound on the fraction of training rows outside the boundary and a lower "
+                "bound on the fraction of support vectors (LIBSVM's -n; default 0.5); C = 1 / (nu n_samples)"),
+}
+# What each problem does not read, and why: the CLI refuses these options for it, and its
+# estimator has no such parameter.
+NOT_FOR_SVM_TYPE = {
+    "c_svc": {"epsilon": "only epsilon_svr has a tube", "nu": "only one_class has nu"},
+    "epsilon_svr": {"class_weight": "regression has no classes", "nu": "only one_class has nu",
+                    "probability": "Platt's sigmoids turn class decision values into probabilities",
+                    "bias": "epsilon_svr has its own unregularised offset rho"},
+    "one_class": {"C": "one_class's regularisation is 1 / (nu n_samples): give --nu",
+                  "sigma": "one_class's regularisation is sigma = nu: give --nu",
+                  "class_weight": "one_class ignores labels", "epsilon": "only epsilon_svr has a tube",
+                  "probability": "Platt's sigmoids need class labels",
+                  "bias": "one_class has its own unregularised offset rho",
+                  "validation": "one_class has no labels to validate against",
+                  "validation_every": "one_class has no --validation", "patience": "one_class has no --validation"},
+}
+
+
+def svm_type_params(svm_type):
+    """The kernel trainer's parameter table for ``svm_type``: PACKSVM_PARAMS and the type's own,
+    without those ``NOT_FOR_SVM_TYPE`` lists."""
+    table = {**PACKSVM_PARAMS, "epsilon": SVM_TYPE_PARAMS["epsilon"], "nu": SVM_TYPE_PARAMS["nu"]}
+    return {name: param for name, param in table.items() if name not in NOT_FOR_SVM_TYPE[svm_type]}
+
 # The linear solvers under block averaging (BlockAveragedSVC and `train --solver NAME`).
 LINEAR_PARAMS = {
     "solver": Param(Rule("choice", choices=LINEAR_SOLVERS), "dcd", "linear solver"),

@@ -65,6 +65,51 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
     return {int(k): alpha[k] for k in np.flatnonzero(alpha)}, np.array(tested)
 
 
+def offset_reference(X, y, sigma, ids, svm_type, name="rbf", gamma=1.0, epsilon=0.1, rho=0.0, rho_step=0.0,
+                     radius2=np.inf, weights=None, average=False, step=1.0):
+    """epsilon-SVR or one-class SGD with w kept as plain coefficients, as ``spack_reference``.
+
+    Every iteration predicts p = <w, phi(x_i)> from scratch and tests the loss on f = p - rho:
+    epsilon_svr steps when |y_i - f| > epsilon, by sign(y_i - f) weight_i / (sigma t) on w and
+    rho_step / t times -sign(y_i - f) weight_i on rho; one_class steps when p < rho, by
+    weight_i / (sigma t) on w, and moves rho by -rho_step / t (weight_i 1[p < rho] - sigma)
+    (t: t + c - 1 with the step c). Then w is projected onto the ball of squared radius
+    ``radius2`` by ||w||^2 recomputed from the kernel matrix. Returns (alpha by row id, rho),
+    the averaged ones (a_t = t (t + 1) (t + 2)) with ``average``.
+    """
+    n = X.shape[0]
+    weights = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    K = kernel_matrix(X, X, name, gamma)
+    alpha = np.zeros(n)
+    averaged, rho_sum, total = np.zeros(n), 0.0, 0.0
+    for t, i in enumerate(ids, start=1):
+        prediction = alpha @ K[:, i]
+        eta = step / (sigma * (t + step - 1.0))
+        kappa = rho_step * step / (t + step - 1.0)
+        alpha *= 1.0 - step / (t + step - 1.0)
+        if svm_type == "epsilon_svr":
+            residual = y[i] - (prediction - rho)
+            if abs(residual) > epsilon:
+                sign = 1.0 if residual > 0 else -1.0
+                alpha[i] += eta * sign * weights[i]
+                rho -= kappa * sign * weights[i]
+        else:
+            stepped = prediction < rho
+            if stepped:
+                alpha[i] += eta * weights[i]
+            rho -= kappa * ((weights[i] if stepped else 0.0) - sigma)
+        norm = alpha @ K @ alpha
+        if norm > radius2:
+            alpha *= np.sqrt(radius2 / norm)
+        a = t * (t + 1.0) * (t + 2.0)
+        averaged += a * alpha
+        rho_sum += a * rho
+        total += a
+    if average:
+        alpha, rho = averaged / total, rho_sum / total
+    return {int(k): alpha[k] for k in np.flatnonzero(alpha)}, rho
+
+
 def reference_parse(raw, n_features=None):
     """Slow, obviously-correct parse of LIBSVM bytes: (indptr, indices, values, y, info)."""
     from ppack.data.libsvm import LibsvmInfo

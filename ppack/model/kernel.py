@@ -11,8 +11,13 @@ Layout (format "ppack-model", format_version 1, model_type "kernel"):
                    column per one-vs-rest problem, and ``scale`` is then (K,)
   support_vectors  dense (n_support, n_features), or a group with data, indices
                    (int32, 0-based), indptr (int64, n_support + 1)
-The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset), for K > 2
-one per class (column c with scale[c]); the predicted class has the largest. Optional
+The decision value of x is  scale * sum_j coef_j * (K(sv_j, x) + kernel_offset) - rho, for
+K > 2 one per class (column c with scale[c]); the predicted class has the largest.
+Attributes ``svm_type`` ("c_svc", "epsilon_svr" or "one_class"; "c_svc" when absent, as in
+files written before the other types) and ``rho`` (float64, LIBSVM's sign; 0 when absent, and
+always 0 for c_svc). epsilon_svr: ``classes`` is empty, one coefficient column, and the
+decision value is the regressed value; one_class: ``classes`` is [-1, +1] (outlier, inlier:
+decision value > 0 is an inlier), one coefficient column. Optional
 attributes probability_a, probability_b ((1,) or (K,)): Platt's sigmoid per column,
 P = 1 / (1 + exp(a f + b)), normalised over the K classes (``packsvm.probability``).
 The entries are in no particular order (a distributed save stores them in rank order, each
@@ -24,6 +29,7 @@ HDF5 or by its node's leader (``collective_write``), so the peak memory of a ran
 own support vectors plus one fixed-size piece; rank 0 additionally holds nothing but the
 per-rank counts.
 """
+import math
 from dataclasses import dataclass
 
 import h5py
@@ -37,6 +43,8 @@ from ..kernels.spec import KernelSpec
 from .format import header_attributes, open_model, read_classes, training_of, write_classes
 
 DATASETS = ("classes", "support_keys", "coef", "support_vectors")
+# the classes each svm_type's file holds: c_svc its labels (None: any), the others fixed ones
+SVM_CLASSES = {"c_svc": None, "epsilon_svr": [], "one_class": [-1.0, 1.0]}
 
 
 @dataclass
@@ -54,11 +62,13 @@ class KernelModelHeader:
     dtype: np.dtype
     training: dict
     probability: tuple = None  # Platt's (A, B), each (1,) or (K,), when fitted
+    svm_type: str = "c_svc"
+    rho: float = 0.0  # f(x) = scale * sum_j coef_j (K(sv_j, x) + kernel_offset) - rho
 
     @property
     def n_columns(self):
-        """Coefficient columns: 1 for a binary model, K for K > 2 classes."""
-        return 1 if len(self.classes) == 2 else len(self.classes)
+        """Coefficient columns: 1 for a binary model and for epsilon_svr and one_class, K for K > 2 classes."""
+        return 1 if len(self.classes) <= 2 else len(self.classes)
 
 
 def write_kernel_model(path, header, keys, coef, X):
@@ -112,7 +122,8 @@ def _write_header(f, header, n_support):
     f.attrs.update(header_attributes(
         "kernel", header.training, kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
         kernel_offset=spec.offset, C=header.C, sigma=header.sigma, scale=header.scale,
-        n_features=header.n_features, n_support=n_support, storage=header.storage))
+        n_features=header.n_features, n_support=n_support, storage=header.storage, svm_type=header.svm_type,
+        rho=np.float64(header.rho)))
     if header.probability is not None:
         a, b = (np.asarray(v, dtype=np.float64) for v in header.probability)
         f.attrs["probability_a"], f.attrs["probability_b"] = a, b
@@ -134,8 +145,20 @@ def read_kernel_header(path):
                           float(a["kernel_offset"]))
         classes = read_classes(f)
         scale = np.asarray(a["scale"], dtype=np.float64)
-        columns = 1 if len(classes) == 2 else len(classes)
-        if len(classes) < 2 or scale.size != columns or f["coef"].shape[1:] != ((columns,) if columns > 1 else ()):
+        svm_type = str(a.get("svm_type", "c_svc"))
+        rho = float(a.get("rho", 0.0))
+        if svm_type not in SVM_CLASSES:
+            raise InputError(f"attribute 'svm_type': expected one of {', '.join(SVM_CLASSES)}, got {svm_type!r}", path)
+        if not math.isfinite(rho) or (svm_type == "c_svc" and rho != 0.0):
+            raise InputError(f"attribute 'rho': expected a finite number (0 for c_svc), got {rho!r}", path)
+        columns = 1 if len(classes) <= 2 else len(classes)
+        if SVM_CLASSES[svm_type] is not None:  # one column, fixed classes
+            expected = SVM_CLASSES[svm_type]
+            if classes.dtype.kind != "f" or classes.tolist() != expected or scale.size != 1 or f["coef"].ndim != 1:
+                raise InputError(f"svm_type {svm_type}: expected 'classes' {expected}, one attribute 'scale' and "
+                                 f"'coef' (n_support,), got classes {classes.tolist()[:4]}, {scale.size} scales and "
+                                 f"coef of shape {f['coef'].shape}", path)
+        elif len(classes) < 2 or scale.size != columns or f["coef"].shape[1:] != ((columns,) if columns > 1 else ()):
             raise InputError(f"'classes' ({len(classes)} values), attribute 'scale' ({scale.size} values) and "
                              f"'coef' (shape {f['coef'].shape}) disagree: expected 2 classes with one scale and "
                              "coef (n_support,), or K > 2 classes with K scales and coef (n_support, K)", path)
@@ -147,7 +170,8 @@ def read_kernel_header(path):
                 raise InputError(f"attributes 'probability_a' and 'probability_b': expected {columns} values each "
                                  f"(one sigmoid per coefficient column)", path)
         return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(scale) if columns == 1 else scale,
-                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f), probability)
+                                 classes, int(a["n_features"]), n, storage, dtype, training_of(f), probability,
+                                 svm_type, rho)
 
 
 def read_support_vectors(path, header, start, stop):

@@ -25,3 +25,11 @@ def weight_sum(t0, r):
 def averaged_coefficients(table, state):
     """(n, n_columns) the averaged model's coefficients in true units (scale 1)."""
     return table.avg / state.avg_weight
+
+
+def averaged_offset(state, loss):
+    """(n_columns,) the averaged model's offset rho: sum_t a_t rho_t / sum_t a_t, or rho itself
+    when the loss keeps it fixed (``loss.rho_step`` 0, so no rounding moves it)."""
+    if loss.rho_step == 0.0:
+        return state.rho.copy()
+    return state.rho_sum / state.avg_weight

@@ -3,7 +3,7 @@
 One HDF5 file (format "ppack-checkpoint"): every rank's table shard (keys, coefficients,
 feature vectors, and the rank that held each entry, in rank order and slot order within a
 rank; ``rank_offsets`` (ranks + 1,) marks where each rank's entries start), the scalars of
-the model (iteration, scale, norm), the sampler's exact position, the windows of the --tol
+the model (iteration, scale, norm, the offset rho and its averaging sum), the sampler's exact position, the windows of the --tol
 test, the run statistics and the training parameters.
 
 Writing goes into one temporary file beside the target (``collective_write``): rank 0
@@ -36,11 +36,13 @@ FORMAT_VERSION = 1
 
 
 def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iterations, n_classes, average=False,
-                 sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None):
+                 sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None,
+                 svm_type="c_svc", epsilon=None):
     """The training parameters a checkpoint is made with, and that a resume must match (all
     but ``iterations``). A setting at the value earlier versions always used is left out, so
     that their checkpoints still resume: averaging off, uniform sampling, the step c = 1, no
-    weights (``class_weight`` the resolved weights' repr, None without), no validation."""
+    weights (``class_weight`` the resolved weights' repr, None without), no validation, c_svc
+    (``epsilon`` only for epsilon_svr)."""
     params = {"kernel": spec.name, "gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
               "offset": spec.offset, "sigma": sigma, "pack": int(pack), "seed": seed, "n_samples": n_samples,
               "n_features": n_features, "dtype": dtype, "iterations": iterations, "n_classes": n_classes}
@@ -54,6 +56,10 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
         params.update(class_weight=class_weight, row_weights=bool(row_weights))
     if validation is not None:  # the held-out rows change the sampled stream
         params.update(validation=float(validation))
+    if svm_type != "c_svc":
+        params["svm_type"] = svm_type
+        if epsilon is not None:
+            params["epsilon"] = float(epsilon)
     return params
 
 
@@ -68,7 +74,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         sampler_state, sampler_block = sampler.state()
         f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, ranks=size,
                        params=json.dumps(params, sort_keys=True), iteration=state.iteration,
-                       scale=_scalars(state.scale), norm=_scalars(state.norm), sampler=json.dumps(sampler_state),
+                       scale=_scalars(state.scale), norm=_scalars(state.norm), rho=np.asarray(state.rho, np.float64),
+                       rho_sum=np.asarray(state.rho_sum, np.float64), sampler=json.dumps(sampler_state),
                        loss_windows=json.dumps(state.loss_windows.as_dict()),
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
@@ -142,7 +149,9 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
             if windows.get("size") != tol_window:
                 windows = {"size": tol_window}
             state = SolverState(int(a["iteration"]), scale, norm, occupancy.astype(np.int64), LossWindows(**windows),
-                                float(a["avg_weight"]) if averaged else None)
+                                float(a["avg_weight"]) if averaged else None,
+                                *(np.atleast_1d(a[name]).astype(np.float64) if name in a else np.zeros(len(scale))
+                                  for name in ("rho", "rho_sum")))  # absent in older files: 0
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
                                 saved_stats["hinge_moving_average"], saved_stats["seconds"])

@@ -16,7 +16,8 @@ from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
-from .averaging import averaged_coefficients
+from .averaging import averaged_coefficients, averaged_offset
+from .losses import hinge_loss, largest_weight
 from .objective import objective_rows, primal_objective
 from .probability import fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
@@ -51,6 +52,8 @@ class PackSVC(BaseSVC):
 
     PARAMS = PACKSVM_PARAMS
     MULTICLASS = True
+    SVM_TYPE = "c_svc"
+    rho_ = 0.0  # the offset of f = <w, phi> - rho: 0 for C-SVC (PackSVR and PackOneClassSVM learn one)
 
     def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
@@ -99,10 +102,10 @@ class PackSVC(BaseSVC):
     def _validated_shard(self, X, y, sample_weight):
         """Check the parameters and build the kernel spec and the shard (raises the same on every rank)."""
         p = self.validate_params()
-        self.class_weight_ = p["class_weight"]
+        self.class_weight_ = p.get("class_weight")
         shard = self._as_shard(X, y, sample_weight, fitting=True)
         gamma = 1.0 / shard.n_features if p["gamma"] is None else p["gamma"]
-        self.spec_ = KernelSpec(p["kernel"], gamma, p["degree"], p["coef0"], 1.0 if p["bias"] else 0.0)
+        self.spec_ = KernelSpec(p["kernel"], gamma, p["degree"], p["coef0"], 1.0 if p.get("bias") else 0.0)
         return shard
 
     # -- training --------------------------------------------------------------------
@@ -128,14 +131,9 @@ class PackSVC(BaseSVC):
         shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
         self.dtype_, self.float32_error_bound_ = resolve_dtype(comm, self.dtype, shard, self.spec_)
         shard = shard.computed_in(DTYPES[self.dtype_])
-        labels = self._fit_classes(shard)
-        weights = self._row_weights(shard, self.class_weight_)
-        n_classes = len(self.classes_)
+        labels, weights, n_classes, n_columns = self._targets(shard)
         m, d = shard.n_samples, shard.n_features
-        if self.sigma is not None:
-            self.sigma_ = float(self.sigma)
-        else:
-            self.sigma_ = 1.0 / (m * (1.0 if self.C is None else float(self.C)))
+        self.sigma_ = self._sigma(m)
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         seed = self.seed_
@@ -143,17 +141,17 @@ class PackSVC(BaseSVC):
         if self.validation is not None:
             every = self.validation_every or max(1, m // (10 * int(self.pack)))
             validation = Validation(comm, self, shard, self.validation, seed, every, self.patience)
+        self.loss_ = self._loss(comm, shard, labels, weights)
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, seed,
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
-                              tol_window=self.tol_window, n_columns=1 if n_classes == 2 else n_classes,
-                              max_weight=1.0 if weights is None else comm.allreduce(
-                                  float(weights.max(initial=0.0)), op=MPI.MAX), validation=validation,
-                              average=self.average, step=self.step, sampling=self.sampling)
+                              tol_window=self.tol_window, n_columns=n_columns, validation=validation,
+                              average=self.average, step=self.step, sampling=self.sampling, loss=self.loss_)
         params = run_identity(self.spec_, self.sigma_, self.pack, seed, m, d, self.dtype_, T, n_classes,
                               average=self.average, sampling=self.sampling, step=self.step,
                               class_weight=None if weights is None else repr(self.class_weight_),
                               row_weights=shard.w is not None,
-                              validation=None if validation is None else self.validation)
+                              validation=None if validation is None else self.validation,
+                              svm_type=self.SVM_TYPE, epsilon=getattr(self, "epsilon", None))
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
@@ -170,16 +168,36 @@ class PackSVC(BaseSVC):
         self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
         return self
 
+    # -- what the problem (svm_type) decides; PackSVR and PackOneClassSVM override ----------
+    def _targets(self, shard):
+        """Collective: ``(labels, weights, n_classes, n_columns)``: the solver's labels for the
+        shard's rows, their weights (or None), the classes (for the run's identity) and the
+        coefficient columns. Here: classes, {-1, +1} or class codes, class and row weights."""
+        labels = self._fit_classes(shard)
+        n_classes = len(self.classes_)
+        return labels, self._row_weights(shard, self.class_weight_), n_classes, 1 if n_classes == 2 else n_classes
+
+    def _sigma(self, m):
+        """sigma from ``sigma`` or ``C`` (C = 1 / (m sigma))."""
+        if self.sigma is not None:
+            return float(self.sigma)
+        return 1.0 / (m * (1.0 if self.C is None else float(self.C)))
+
+    def _loss(self, comm, shard, labels, weights):
+        """Collective: the replay's ``losses.Loss``: the hinge, radius sqrt(max_weight / sigma)."""
+        return hinge_loss(largest_weight(comm, weights))
+
     def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds):
         """Collective: the fitted attributes and ``training_`` report from the solver's end state;
         the averaged model, the objective and the probabilities when asked (outside the packs)."""
         m, d = shard.n_samples, shard.n_features
-        n_classes = len(self.classes_)
         if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
             self.table_.coef[:] = averaged_coefficients(self.table_, state)
             state.scale = np.ones_like(state.scale)
             state.norm = np.full_like(state.norm, np.nan)  # not tracked: --objective computes it
-        self.scale_ = float(state.scale[0]) if n_classes == 2 else state.scale.copy()
+            state.rho = averaged_offset(state, self.loss_)
+        self.scale_ = float(state.scale[0]) if self.table_.n_columns == 1 else state.scale.copy()
+        self.rho_ = float(state.rho[0])
         self.n_features_in_ = d
         self.n_support_ = int(state.occupancy.sum())
         self.n_support_per_class_ = comm.allreduce(np.count_nonzero(self.table_.coef, axis=0))
@@ -207,7 +225,7 @@ class PackSVC(BaseSVC):
             self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids)
             self.training_["seconds"]["objective"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
         self.probability_ = None
-        if self.probability and not self.stopped_:
+        if getattr(self, "probability", False) and not self.stopped_:
             start = MPI.Wtime()
             self.probability_ = self._fit_probabilities(shard, state.iteration)
             self.training_["probability"] = {"fitted_on": self.probability_[2], "rows": self.probability_[3]}
@@ -257,9 +275,11 @@ class PackSVC(BaseSVC):
         comm = self._comm()
         table = self.table_
         offsets = shard_offsets(comm, table)
-        header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self.classes_, self.n_features_in_,
-                                   int(offsets[0][-1]), "csr" if table.sparse else "dense", table.dtype,
-                                   self.training_, None if self.probability_ is None else self.probability_[:2])
+        header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self._model_classes(),
+                                   self.n_features_in_, int(offsets[0][-1]), "csr" if table.sparse else "dense",
+                                   table.dtype, self.training_,
+                                   None if self.probability_ is None else self.probability_[:2], self.SVM_TYPE,
+                                   float(self.rho_))
 
         def own_parts():
             return shard_parts(table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
@@ -275,20 +295,70 @@ class PackSVC(BaseSVC):
         comm = MPI.COMM_WORLD if comm is None else comm
         header = run_collectively(comm, read_kernel_header, path)
         spec = header.spec
-        model = cls(kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0,
-                    sigma=header.sigma, bias=spec.offset > 0, comm=comm, work_bytes=work_bytes,
+        cls = cls if header.svm_type == cls.SVM_TYPE else cls.svm_type_classes()[header.svm_type]
+        model = cls(**cls._load_params(header), comm=comm, work_bytes=work_bytes,
                     dtype="float32" if header.dtype == np.float32 else "float64")
         model.dtype_, model.float32_error_bound_ = model.dtype, None
         model.table_ = run_collectively(comm, _read_table_slice, path, header, comm.Get_rank(), comm.Get_size(),
                                         work_bytes)
         model.spec_, model.scale_ = spec, header.scale
-        model.sigma_, model.C_, model.classes_ = header.sigma, header.C, header.classes
+        model.sigma_, model.C_, model.rho_ = header.sigma, header.C, header.rho
+        if header.svm_type == "c_svc":
+            model.classes_ = header.classes
         model.n_features_in_, model.n_support_ = header.n_features, header.n_support
         model.n_support_per_class_ = comm.allreduce(np.count_nonzero(model.table_.coef, axis=0))
         model.training_ = header.training
         model.probability_ = header.probability
-        model.probability = header.probability is not None
+        if header.svm_type == "c_svc":
+            model.probability = header.probability is not None
         return model
+
+    @classmethod
+    def _load_params(cls, header):
+        """The constructor's parameters that a model file's ``header`` records."""
+        spec = header.spec
+        params = {"kernel": spec.name, "gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
+                  "sigma": header.sigma}
+        if "bias" in cls.PARAMS:
+            params["bias"] = spec.offset > 0
+        return params
+
+    @classmethod
+    def svm_type_classes(cls):
+        """{svm_type: the estimator class of models of that type} (the public estimators' own in
+        ``ppack.estimators``)."""
+        from .offset_estimator import SVM_TYPE_CLASSES
+        return SVM_TYPE_CLASSES
+
+    def _model_classes(self):
+        """The model file's ``classes``: the label values."""
+        return self.classes_
+
+    def row_losses(self, f, y):
+        """(Q, n) the hinge losses of decision values f (Q, n) for raw labels y (n,)."""
+        values = self._class_values
+        if len(f) == 1:
+            signs = np.where(y == values[1], 1.0, -1.0)[None, :]
+        else:
+            signs = np.where(y[None, :] == values[:, None], 1.0, -1.0)
+        return np.maximum(0.0, 1.0 - signs * f)
+
+    def objective_offset_term(self):
+        """What the objective adds for rho (one-class: -sigma rho; else 0)."""
+        return 0.0
+
+    def validation_score(self, decisions, labels):
+        """Accuracy of the decision values on held-out labels (--validation keeps the best)."""
+        values = self._class_values
+        if decisions.ndim == 1:
+            predicted = np.where(decisions >= 0, values[1], values[0])
+        else:
+            predicted = values[np.argmax(decisions, axis=1)]
+        return float(np.mean(predicted == labels))
+
+    def test_metrics(self, decisions, labels):
+        """{"test_accuracy": ...} on a test set's labels."""
+        return {"test_accuracy": float(np.mean(self.labels_of(decisions) == labels))}
 
 
 def _read_table_slice(path, header, rank, size, work_bytes):

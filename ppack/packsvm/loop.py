@@ -35,6 +35,7 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
 from . import averaging
 from .checkpoint import write_checkpoint
+from .losses import Loss
 from .pack_buffer import PackBuffer
 from .replay import NonFinite, replay_problems
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
@@ -65,6 +66,9 @@ class PackedSolver:
     partial predictions. ``validation``: a ``validation.Validation`` (held-out rows the
     sampler skips, measured between packs every ``validation.every`` packs), or None.
 
+    ``loss``: a ``losses.Loss`` (C-SVC's hinge by default, radius from ``max_weight``): the
+    epsilon-SVR and one-class problems train one column, their labels the targets or ignored.
+
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
     ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
@@ -78,8 +82,10 @@ class PackedSolver:
 
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
-                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform"):
+                 n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
+                 loss=None):
         self.comm = comm
+        self.loss = Loss(bound=float(max_weight)) if loss is None else loss
         self.step = float(step)
         self.sampling = sampling
         self.average = bool(average)
@@ -120,7 +126,8 @@ class PackedSolver:
                                                      self.work_bytes), Q, averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
                                 loss_windows=LossWindows(self.tol_window),
-                                avg_weight=0.0 if self.average else None)
+                                avg_weight=0.0 if self.average else None, rho=np.full(Q, self.loss.rho),
+                                rho_sum=np.zeros(Q))
             stats = SolverStats()
             sampler = make_sampler(self.sampling, shard.n_samples, self.seed,
                                    None if self.validation is None else self.validation.holdout)
@@ -139,6 +146,8 @@ class PackedSolver:
         packs_this_run = 0
         digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
         buf = None
+        loss_rule = self.loss
+        offsets = np.empty((Q, 2))
 
         limit = self.iterations
         while state.iteration < limit:
@@ -187,16 +196,20 @@ class PackedSolver:
             # the r sequential updates of each problem, identical on every rank
             coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
             average = np.empty((Q, r + 1)) if self.average else None
+            offsets[:, 0] = state.rho
             try:
                 projections, folded = replay_problems(
                     buf.predictions, buf.pairs, state.scale, state.norm, block.y, state.iteration, self.sigma, coef,
-                    loss, fold, block.weight, self.max_weight, average, self.step, self.spec.facts.psd, mean_loss)
+                    loss, fold, block.weight, loss_rule.bound, average, self.step, self.spec.facts.psd, mean_loss,
+                    loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step)
                 stats.projections += projections
+                state.rho = offsets[:, 0].copy()
             except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                 raise PPackError(self._divergence_message(exc, exc.problem if Q > 1 else None),
                                  collective=True) from None
             if average is not None:
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
+                state.rho_sum = state.rho_sum + offsets[:, 1]
             state.iteration += r
             # the averages' increments, the scale folds, the pack's coefficients; this rank's new rows
             table.apply_pack(ids, buf.owner_flags, coef, loss, _NO_AVERAGE if average is None else average,

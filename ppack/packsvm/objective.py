@@ -1,6 +1,8 @@
 """The primal objective of a trained model, read after training (no work inside the packs).
 
-P(w) = sigma/2 ||w||^2 + 1/m sum_i weight_i max(0, 1 - y_i <w, phi(x_i)>), per binary problem.
+P(w) = sigma/2 ||w||^2 + 1/m sum_i weight_i max(0, 1 - y_i <w, phi(x_i)>), per binary problem;
+for epsilon-SVR and one-class the model's own loss (``row_losses``) takes the hinge's place, and
+one-class adds its -sigma rho (``objective_offset_term``).
 ||w||^2 is the replicated norm the replay keeps exactly up to rounding (no kernel between
 support vectors is needed for the returned iterate); an averaged model's is not tracked: it
 is sum_j a_j f(x_j) over its support vectors, one prediction pass over them, taken only when
@@ -64,16 +66,11 @@ def primal_objective(comm, model, shard, norms, weights, ids):
     exact = ids is None
     if np.isnan(norms).any() and exact:  # an averaged model, exact asked
         norms = support_vector_norms(comm, model, shard)
-    values = model._class_values
     hinge_sum = np.zeros(model.table_.n_columns)
     for _, block, f in decision_blocks(comm, model.table_, model.scale_, shard, model.n_features_in_, ids,
                                        weights=weights):
         if f is not None:  # rank 0
-            if len(hinge_sum) == 1:
-                signs = np.where(block.y == values[1], 1.0, -1.0)[None, :]
-            else:
-                signs = np.where(block.y[None, :] == values[:, None], 1.0, -1.0)
-            hinge = np.maximum(0.0, 1.0 - signs * f)
+            hinge = model.row_losses(f, block.y)
             if weights is not None:
                 hinge *= block.weight[None, :]
             hinge_sum += hinge.sum(axis=1)
@@ -83,7 +80,8 @@ def primal_objective(comm, model, shard, norms, weights, ids):
         hinge_term = hinge_sum / rows
         norm_term = 0.5 * model.sigma_ * np.asarray(norms, dtype=np.float64)
         known = not np.isnan(norm_term).any()  # an averaged model's norm is taken only when exact
-        result = {"value": float(np.mean(norm_term + hinge_term)) if known else None,
+        offset_term = model.objective_offset_term()
+        result = {"value": float(np.mean(norm_term + hinge_term) + offset_term) if known else None,
                   "norm_term": norm_term.tolist() if known else None, "hinge_term": hinge_term.tolist(),
                   "rows": rows, "exact": exact}
     return comm.bcast(result, root=0)

@@ -15,6 +15,13 @@ coefficients added so far are multiplied by s, s restarts at 1, and the fold is 
 the caller multiplies the stored coefficients by the product of the pack's folds before
 adding the pack's coefficients. With a tiny sigma nearly every early step projects, each
 shrinking s by about sqrt(sigma) t, so s would underflow within one pack otherwise.
+
+The loss is chosen by an integer ``mode`` (``losses.py`` says which bound and offset go with
+each): HINGE (C-SVC), EPSILON_INSENSITIVE (epsilon-SVR: a step on row k when
+|y_k - f_k| > epsilon, with the residual's sign) and ONE_CLASS (Schoelkopf's nu form: a step
+when f_k < rho). The decision value is f = <w, phi(x)> - rho (LIBSVM's sign), with rho a
+replicated scalar that the replay keeps beside s and norm: fixed (rho_step 0) or moved by
+its own sub-gradient step rho_step * c / (t + c - 1) (unregularised, so not scaled by a).
 """
 import functools
 import math
@@ -33,6 +40,9 @@ from numba import njit
 # overflows eta^2 K(x, x) in the norm first, which is reported as divergence.
 FOLD_BELOW = 2.0 ** -500
 
+# the losses (``mode``): hinge, epsilon-insensitive, one-class
+HINGE, EPSILON_INSENSITIVE, ONE_CLASS = 0, 1, 2
+
 # what turned non-finite, by the code ``replay_pack`` reports
 NON_FINITE = {1: "the prediction <w, phi(x)>", 2: "the squared norm of w", 3: "the added coefficient",
               4: "the scale of w"}
@@ -47,7 +57,7 @@ class NonFinite(ArithmeticError):
 
 
 def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0,
-                average_out=None, step=1.0, project=True):
+                average_out=None, step=1.0, project=True, mode=HINGE, epsilon=0.0, offset=None, rho_step=0.0):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
@@ -72,14 +82,23 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     project: False skips the projection (kernels that are not positive semi-definite, whose
     tracked "norm" beta' K beta can be negative and bounds nothing; w stays bounded by the
     steps' own shrinkage, each coefficient at most the row's draws times 1 / (sigma t)).
+
+    mode: the loss (HINGE, EPSILON_INSENSITIVE with ``epsilon``, ONE_CLASS); y holds the
+    regression targets for EPSILON_INSENSITIVE (ignored for ONE_CLASS), and ``max_weight`` is
+    then sigma times the loss's squared projection radius (``losses.Loss.bound``).
+    offset (2,), if given: [rho, anything] on entry; on exit [rho after the pack, sum_t a_t
+    rho_t over the pack] (the second only when averaging). rho moves by rho_step c / (t + c - 1)
+    times its sub-gradient (0: fixed).
     """
+    offset = np.zeros(2) if offset is None else offset
     info = np.zeros(4)
     if average_out is None:
         average_out = np.empty(0)
     weight = np.ones(len(y)) if weight is None else weight
     pairs = np.ascontiguousarray(pair[np.triu_indices(len(y))], dtype=np.float64)  # the triangle, row by row
     s, norm, projections = _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight,
-                                   float(max_weight) if project else math.inf, average_out, float(step))
+                                   float(max_weight) if project else math.inf, average_out, float(step), int(mode),
+                                   float(epsilon), offset, float(rho_step))
     if info[2] != 0.0:
         raise _non_finite(info, t0, pred, norm, coef_out, s)
     if fold_out is not None:
@@ -95,17 +114,20 @@ def _non_finite(info, t0, pred, norm, coef, s):
 
 
 @njit(cache=True)
-def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out, step):
+def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out, step,
+            mode, epsilon, offset, rho_step):
     """The kernel of ``replay_pack``; pairs: the pack's pair kernels, the upper triangle with
     its diagonal row by row (r (r + 1) / 2); info (4,) receives the fold's mantissa and
     exponent, and (k + 1, code) of the first non-finite value (0, 0 if none); average_out:
-    (r + 1,) or empty."""
+    (r + 1,) or empty; offset (2,): rho in, then (rho, the pack's sum of a_t rho_t) out."""
     averaging = average_out.shape[0] > 0
     for k in range(average_out.shape[0]):
         average_out[k] = 0.0
     r = y.shape[0]
     projections = 0
     limit = max_weight / sigma  # the squared radius (1 / sigma without weights; inf: no projection)
+    rho = offset[0]
+    rho_sum = 0.0
     fold_m, fold_e = 1.0, 0.0
     # averaging: a_t s_t of each iteration since the last fold (``_add_segment``)
     weighted_scale = np.empty(r if averaging else 0)
@@ -122,7 +144,16 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
         if not math.isfinite(pk):
             info[2], info[3] = k + 1, 1
             break
-        loss = 1.0 - yk * pk
+        sign = yk  # the direction of the step on phi(x_k)
+        if mode == HINGE:
+            loss = 1.0 - yk * pk
+        elif mode == EPSILON_INSENSITIVE:
+            residual = yk - (pk - rho)
+            loss = abs(residual) - epsilon
+            sign = 1.0 if residual > 0.0 else -1.0
+        else:  # ONE_CLASS
+            loss = rho - pk
+            sign = 1.0
         loss_out[k] = weight[k] * loss if loss > 0.0 else 0.0
         s *= a
         norm *= a * a
@@ -130,7 +161,7 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
             fold_m, fold_e = 0.0, 0.0
             s = 1.0
         if loss > 0.0:
-            eta = step * yk * weight[k] / (sigma * (t + step - 1.0))
+            eta = step * sign * weight[k] / (sigma * (t + step - 1.0))
             norm += 2.0 * eta * a * pk + eta * eta * pairs[row]
             coef_out[k] = eta / s
             if not math.isfinite(norm):
@@ -151,6 +182,10 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
         else:
             for j in range(k + 1, r):
                 pred[j] *= a
+        if mode == EPSILON_INSENSITIVE and loss > 0.0:  # d loss / d rho = weight sign(residual)
+            rho -= rho_step * step / (t + step - 1.0) * sign * weight[k]
+        elif mode == ONE_CLASS:  # d/d rho of weight max(0, rho - f) - sigma rho
+            rho -= rho_step * step / (t + step - 1.0) * ((weight[k] if loss > 0.0 else 0.0) - sigma)
         row += r - k
         if not (s > 0.0 and math.isfinite(s)):
             info[2], info[3] = k + 1, 4
@@ -168,9 +203,11 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
             w = float(t) * (t + 1.0) * (t + 2.0)
             weighted_scale[k] = w * s
             average_out[r] += w * s * math.ldexp(fold_m, int(fold_e))
+            rho_sum += w * rho
     if averaging and info[2] == 0.0:
         _add_segment(average_out, coef_out, weighted_scale, segment, r)
     info[0], info[1] = fold_m, fold_e
+    offset[0], offset[1] = rho, rho_sum
     return s, norm, projections
 
 
@@ -188,7 +225,8 @@ def _add_segment(average_out, coef_out, weighted_scale, start, end):
 
 
 def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, fold_out,
-                    weight=None, max_weight=1.0, average_out=None, step=1.0, project=True, mean_loss_out=None):
+                    weight=None, max_weight=1.0, average_out=None, step=1.0, project=True, mean_loss_out=None,
+                    mode=HINGE, epsilon=0.0, offsets=None, rho_step=0.0):
     """``replay_pack`` for the K binary problems of a pack in one numba call; returns
     ``(projections, folded)``: the projections of all of them, and whether any folded its scale.
     mean_loss_out (r,), if given, receives each row's hinge loss averaged over the problems.
@@ -199,17 +237,23 @@ def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out
     +-1 labels for K = 1, else their class codes 0..K-1 (problem c's label is +1 where the
     code is c); coef_out, loss_out (K, r), fold_out (K, 2), average_out (K, r + 1) or None:
     ``replay_pack``'s outputs, one row per problem. Raises ``NonFinite`` (its ``problem``
-    naming the problem) as ``replay_pack`` does.
+    naming the problem) as ``replay_pack`` does. mode, epsilon, rho_step: as ``replay_pack``'s
+    (K = 1 for the regression and one-class losses, whose labels are the targets or ignored);
+    offsets (K, 2) or None: each problem's ``replay_pack`` offset, updated in place.
     """
     K, r = predictions.shape
     work = _work_arrays(K, r)
     weight = work.ones if weight is None else weight
     average = work.no_average if average_out is None else average_out
     mean_loss = work.mean_loss if mean_loss_out is None else mean_loss_out
+    if offsets is None:  # rho 0 (the hinge loss never reads it)
+        offsets = work.offsets
+        offsets[:] = 0.0
     info, pred = work.info, work.pred
     failed, projections, folded = _replay_all(
         predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight,
-        float(max_weight) if project else math.inf, average, float(step), pred, work.sign, mean_loss)
+        float(max_weight) if project else math.inf, average, float(step), pred, work.sign, mean_loss, int(mode),
+        float(epsilon), offsets, float(rho_step))
     if failed >= 0:
         exc = _non_finite(info[failed], t0, pred, norm[failed], coef_out[failed], scale[failed])
         exc.problem = failed
@@ -223,12 +267,13 @@ def _work_arrays(K, r):
     """Scratch arrays of ``replay_problems`` for K problems and packs of r rows, kept for the
     run's next packs (every entry is written before it is read)."""
     return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), sign=np.empty(r),
-                           mean_loss=np.empty(r), ones=np.ones(r), no_average=np.empty((K, 0)))
+                           mean_loss=np.empty(r), ones=np.ones(r), no_average=np.empty((K, 0)),
+                           offsets=np.zeros((K, 2)))
 
 
 @njit(cache=True)
 def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
-                average, step, pred, sign, mean_loss):
+                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step):
     """The kernel of ``replay_problems``: (the first problem that met a non-finite value or -1,
     the projections, whether any problem folded). pred and sign (r,) are work arrays; info
     (K, 4) gets each problem's ``_replay`` info; mean_loss (r,) the losses' mean over the
@@ -241,7 +286,8 @@ def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, lo
             pred[k] = scale[c] * predictions[c, k]
             sign[k] = labels[k] if K == 1 else (1.0 if labels[k] == c else -1.0)
         scale[c], norm[c], done = _replay(sign, pred, pairs, t0, scale[c], norm[c], sigma, coef_out[c], loss_out[c],
-                                          info[c], weight, max_weight, average[c], step)
+                                          info[c], weight, max_weight, average[c], step, mode, epsilon, offsets[c],
+                                          rho_step)
         projections += done
         if info[c, 2] != 0.0:
             return c, projections, False

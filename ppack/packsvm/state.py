@@ -52,7 +52,8 @@ class SolverState:
     """Everything replicated on every rank that the run continues from: the model's
     scalars, one per binary problem (w_c = scale[c] * sum beta_c phi, norm[c] = ||w_c||^2,
     (n_columns,) each), the iteration, the support vectors each rank holds, and the
-    windows of the --tol test."""
+    windows of the --tol test. ``rho`` (n_columns,): the offset of f = <w, phi> - rho (0 for
+    C-SVC; ``losses.py``), and ``rho_sum`` (n_columns,): sum_t a_t rho_t so far (averaged runs)."""
 
     iteration: int = 0
     scale: np.ndarray = field(default_factory=lambda: np.ones(1))
@@ -60,6 +61,8 @@ class SolverState:
     occupancy: np.ndarray = None
     loss_windows: LossWindows = None
     avg_weight: float = None  # averaged runs: sum of a_t so far (averaging.py)
+    rho: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    rho_sum: np.ndarray = field(default_factory=lambda: np.zeros(1))
 
 
 @dataclass
@@ -93,7 +96,7 @@ _NO_COUNTS = np.empty(0, dtype=np.int64)
 def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
     """A 48-bit integer digest (as a float64) of the bits of the state every rank replicates.
 
-    Covers the iteration, scale, norm, the occupancy counts, the --tol windows' running
+    Covers the iteration, scale, norm, the offset rho and its averaging sum, the occupancy counts, the --tol windows' running
     total, count and means, the averaging weight, and the previous pack's replayed
     coefficients and hinge losses (``coef``, ``loss``, float64 arrays: every decision of the
     replay shows in them or in the scalars). O(r + p) per pack, one numba call; it does not
@@ -108,19 +111,20 @@ def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
         size, count, total, means = windows.size, windows.count, windows.total, np.array(windows.means)
     avg_weight = math.nan if state.avg_weight is None else state.avg_weight
     occupancy = _NO_COUNTS if state.occupancy is None else state.occupancy
+    offsets = np.concatenate([np.atleast_1d(state.rho), np.atleast_1d(state.rho_sum)]).astype(np.float64)
     return float(_digest(state.iteration, size, count, float(total), float(avg_weight), means,
-                         np.atleast_1d(state.scale), np.atleast_1d(state.norm), occupancy, coef.reshape(-1),
+                         np.atleast_1d(state.scale), np.atleast_1d(state.norm), offsets, occupancy, coef.reshape(-1),
                          loss.reshape(-1)))
 
 
 @njit(cache=True)
-def _digest(iteration, size, count, total, avg_weight, means, scale, norm, occupancy, coef, loss):
+def _digest(iteration, size, count, total, avg_weight, means, scale, norm, offsets, occupancy, coef, loss):
     """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars, then each array's length
     and entries (floats by their bits)."""
     h = _mix(np.uint64(DIGEST_BITS), np.uint64(iteration))
     h = _mix(_mix(h, np.uint64(size)), np.uint64(count))
     h = _mix(_mix(h, float_bits(total)), float_bits(avg_weight))
-    for floats in (means, scale, norm, coef, loss):
+    for floats in (means, scale, norm, offsets, coef, loss):
         h = _mix_floats(h, floats)
     h = _mix(h, np.uint64(occupancy.shape[0]))
     for count_k in occupancy:

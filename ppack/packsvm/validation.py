@@ -4,7 +4,8 @@ A seeded hash picks the held-out rows (``data.sampler.held_out``): the sampler n
 them, and every ``every`` packs the model's accuracy on them is measured between packs (a
 prediction pass over them: per block of rows one delivery and one sum to rank 0, then one
 broadcast of the accuracy; counted in ``collectives``, none inside the pack's two
-Allreduce calls). Training stops when the accuracy has not improved for ``patience``
+Allreduce calls). The score is the model's ``validation_score``: the accuracy for C-SVC, R^2
+for epsilon-SVR (called "accuracy" below). Training stops when it has not improved for ``patience``
 evaluations in a row; the model returned is the last one (the averaged iterate, with
 ``average=True``, is the one measured).
 """
@@ -12,7 +13,7 @@ evaluations in a row; the model returned is the last one (the averaged iterate, 
 import numpy as np
 
 from ..data.sampler import held_out
-from .averaging import averaged_coefficients
+from .averaging import averaged_coefficients, averaged_offset
 from ..mpi.collectives import Collectives
 from .predict import distributed_decisions
 
@@ -36,19 +37,17 @@ class Validation:
     def __call__(self, table, state):
         """Collective: measure the accuracy now; True when training should stop."""
         model = self.model
-        scale, coef = state.scale, None
+        scale, coef, rho = state.scale, None, state.rho
         if table.averaged:  # the model being trained is the averaged iterate: measure that one
             scale, coef = np.ones_like(scale), averaged_coefficients(table, state)
+            rho = averaged_offset(state, model.loss_)
         decisions, raw = distributed_decisions(self.comm, table, scale, self.shard, self.shard.n_features,
                                                ids=self.ids, collectives=self.collectives, coef=coef)
         accuracy = np.zeros(1)
         if self.comm.Get_rank() == 0:
-            values = model._class_values
-            if decisions.ndim == 1:
-                predicted = np.where(decisions >= 0, values[1], values[0])
-            else:
-                predicted = values[np.argmax(decisions, axis=1)]
-            accuracy[0] = np.mean(predicted == raw)
+            if model.SVM_TYPE != "c_svc":
+                decisions = decisions - rho[0]
+            accuracy[0] = model.validation_score(decisions, raw)
         accuracy = float(self.collectives.broadcast(accuracy)[0])
         self.history.append((int(state.iteration), accuracy))
         if accuracy > self.best:

@@ -1,0 +1,242 @@
+"""PackSVR and PackOneClassSVM: the packed trainer's problems with an offset rho (``losses.py``).
+
+Both train one coefficient column and decide by f(x) = scale * sum_j coef_j (K(sv_j, x) +
+offset) - rho (LIBSVM's sign of rho); their model files say which problem (``svm_type``) and
+hold rho. Everything else (packs, table, checkpoints, prediction) is PackSVC's.
+"""
+import numpy as np
+
+from ..errors import PPackError
+from ..kernels.compute import DEFAULT_WORK_BYTES
+from ..mpi.collectives import Collectives
+from ..registry import SVM_TYPE_PARAMS, svm_type_params
+from .estimator import PackSVC
+from .losses import largest_weight, one_class_loss, svr_loss
+
+_R = {name: param.default for name, param in svm_type_params("epsilon_svr").items()}
+_O = {name: param.default for name, param in svm_type_params("one_class").items()}
+
+
+class _OffsetModel(PackSVC):
+    """What PackSVR and PackOneClassSVM share: one column, the offset ``rho_`` (a float)
+    subtracted from every decision value, no classes to encode."""
+
+    MULTICLASS = False
+
+    def _check_fitted(self):
+        if not hasattr(self, "rho_"):
+            raise self.not_fitted_error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                                        "with appropriate arguments before using this estimator.")
+
+    def _decisions(self, shard):
+        decisions, labels = super()._decisions(shard)
+        return (None if decisions is None else decisions - self.rho_), labels
+
+    def decision_function(self, X):
+        """Decision values (n_samples,) f(x) of data every rank holds; returned on every rank."""
+        self._check_fitted()
+        shard = self._as_shard(X)
+        decisions, _ = self.decision_function_shard(shard)
+        collectives = Collectives(self._comm())
+        return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shard.n_samples))
+
+    def _model_classes(self):
+        return np.empty(0)
+
+
+class PackSVR(_OffsetModel):
+    """epsilon-SVR trained by P-packSVM: min sigma/2 ||w||^2 + 1/m sum_i weight_i max(0,
+    |y_i - f(x_i)| - epsilon), f(x) = <w, phi(x)> - rho with rho = -mean(y) (``losses.svr_loss``).
+
+    Parameters as PackSVC's (``registry.svm_type_params("epsilon_svr")``), with ``epsilon``
+    (the tube's half width) and without class_weight, probability and bias. ``predict`` gives
+    the regressed values, ``score`` R^2. Fitted attributes as PackSVC's, with ``rho_`` and no
+    ``classes_``.
+    """
+
+    PARAMS = svm_type_params("epsilon_svr")
+    SVM_TYPE = "epsilon_svr"
+
+    def __init__(self, kernel=_R["kernel"], gamma=_R["gamma"], degree=_R["degree"], coef0=_R["coef0"], C=_R["C"],
+                 sigma=_R["sigma"], epsilon=_R["epsilon"], epochs=_R["epochs"], iterations=_R["iterations"],
+                 pack=_R["pack"], seed=_R["seed"], dtype=_R["dtype"], tol=_R["tol"], tol_window=_R["tol_window"],
+                 objective=_R["objective"], sampling=_R["sampling"], step=_R["step"], average=_R["average"],
+                 validation=_R["validation"], validation_every=_R["validation_every"], patience=_R["patience"],
+                 random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.C = C
+        self.sigma = sigma
+        self.epsilon = epsilon
+        self.epochs = epochs
+        self.iterations = iterations
+        self.pack = pack
+        self.seed = seed
+        self.dtype = dtype
+        self.tol = tol
+        self.tol_window = tol_window
+        self.objective = objective
+        self.sampling = sampling
+        self.step = step
+        self.average = average
+        self.validation = validation
+        self.validation_every = validation_every
+        self.patience = patience
+        self.random_state = random_state
+        self.comm = comm
+        self.work_bytes = work_bytes
+        self.progress = progress
+
+    def _targets(self, shard):
+        if self._label_names is not None:
+            raise PPackError("y: regression targets must be numbers, got text", collective=True)
+        missing = self._comm().allreduce(int(np.isnan(shard.y).sum()))
+        if missing:
+            raise PPackError(f"{shard.path}: y: {missing} rows have no target; epsilon_svr needs a finite target "
+                             "on every row", collective=True)
+        return shard.y, shard.w, 0, 1
+
+    def _loss(self, comm, shard, labels, weights):
+        return svr_loss(comm, labels, float(self.epsilon), largest_weight(comm, weights))
+
+    def row_losses(self, f, y):
+        """(1, n) the epsilon-insensitive losses for the raw values f = <w, phi(x)> (1, n) and
+        targets y (n,)."""
+        return np.maximum(0.0, np.abs(y - (f - self.rho_)) - float(self.epsilon))
+
+    def labels_of(self, decisions):
+        """The regressed values: the decision values themselves."""
+        return np.asarray(decisions)
+
+    def validation_score(self, decisions, targets):
+        """R^2 of the decision values on held-out targets (--validation keeps the best)."""
+        return r2_score(targets, decisions)
+
+    def test_metrics(self, decisions, targets):
+        """RMSE and R^2 on a test set's targets."""
+        return {"test_rmse": float(np.sqrt(np.mean((targets - decisions) ** 2))),
+                "test_r2": r2_score(targets, decisions)}
+
+    def score(self, X, y):
+        """R^2 of the predictions on data every rank holds."""
+        return r2_score(np.asarray(y, dtype=np.float64), self.predict(X))
+
+    @classmethod
+    def _load_params(cls, header):
+        return {**super()._load_params(header), "epsilon": header.training.get("epsilon", _R["epsilon"])}
+
+
+class PackOneClassSVM(_OffsetModel):
+    """One-class SVM (Schoelkopf's nu form) trained by P-packSVM: min nu/2 ||w||^2 + 1/m sum_i
+    weight_i max(0, rho - <w, phi(x_i)>) - nu rho, so sigma = nu and C = 1 / (nu m); rho is
+    learned beside w (``losses.one_class_loss``). Labels are ignored.
+
+    Parameters as PackSVC's (``registry.svm_type_params("one_class")``), with ``nu`` and without
+    C, sigma, class_weight, probability, bias and validation. As scikit-learn's OneClassSVM:
+    ``decision_function`` = ``score_samples`` - ``offset_`` with ``offset_`` = rho,
+    ``predict`` +1 (inlier, decision > 0) or -1 (outlier), ``fit_predict``.
+    """
+
+    PARAMS = svm_type_params("one_class")
+    SVM_TYPE = "one_class"
+    NEEDS_Y = False
+
+    def __init__(self, kernel=_O["kernel"], gamma=_O["gamma"], degree=_O["degree"], coef0=_O["coef0"], nu=_O["nu"],
+                 epochs=_O["epochs"], iterations=_O["iterations"], pack=_O["pack"], seed=_O["seed"],
+                 dtype=_O["dtype"], tol=_O["tol"], tol_window=_O["tol_window"], objective=_O["objective"],
+                 sampling=_O["sampling"], step=_O["step"], average=_O["average"], random_state=None, comm=None,
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.nu = nu
+        self.epochs = epochs
+        self.iterations = iterations
+        self.pack = pack
+        self.seed = seed
+        self.dtype = dtype
+        self.tol = tol
+        self.tol_window = tol_window
+        self.objective = objective
+        self.sampling = sampling
+        self.step = step
+        self.average = average
+        self.random_state = random_state
+        self.comm = comm
+        self.work_bytes = work_bytes
+        self.progress = progress
+
+    validation = None  # the trainer reads these; one-class has no held-out rows
+    sigma = C = None
+
+    def fit(self, X, y=None, sample_weight=None, **kwargs):
+        """Train on ``X`` (labels, if given, are ignored); see ``PackSVC.fit``."""
+        return super().fit(X, None, sample_weight, **kwargs)
+
+    def fit_predict(self, X, y=None, **kwargs):
+        """Fit on X, then +1 / -1 for its rows."""
+        return self.fit(X, **kwargs).predict(X)
+
+    def _targets(self, shard):
+        return np.ones(len(shard.y)), shard.w, 1, 1
+
+    def _sigma(self, m):
+        return float(self.nu)
+
+    def _loss(self, comm, shard, labels, weights):
+        return one_class_loss(comm, shard, self.spec_, self.sigma_)
+
+    def row_losses(self, f, y):
+        """(1, n) the losses max(0, rho - f) for the raw values f = <w, phi(x)> (1, n) (y ignored)."""
+        return np.maximum(0.0, self.rho_ - f)
+
+    def objective_offset_term(self):
+        return -self.sigma_ * self.rho_
+
+    @property
+    def offset_(self):
+        """rho: decision_function = score_samples - offset_ (scikit-learn's relation)."""
+        self._check_fitted()
+        return self.rho_
+
+    def score_samples(self, X):
+        """The raw scores <w, phi(x)> (n_samples,) of data every rank holds."""
+        return self.decision_function(X) + self.rho_
+
+    def labels_of(self, decisions):
+        """+1 where the decision value is > 0 (inlier), else -1, as LIBSVM and scikit-learn."""
+        return np.where(np.asarray(decisions) > 0, 1.0, -1.0)
+
+    def test_metrics(self, decisions, labels):
+        """Accuracy of +1 / -1 against a test set's labels when they are +1 / -1, else nothing."""
+        if not np.all(np.isin(labels, (-1.0, 1.0))):
+            return {}
+        return {"test_accuracy": float(np.mean(self.labels_of(decisions) == labels))}
+
+    def _model_classes(self):
+        return np.array([-1.0, 1.0])
+
+    @classmethod
+    def _load_params(cls, header):
+        params = super()._load_params(header)
+        params["nu"] = params.pop("sigma")
+        return params
+
+
+def r2_score(y, f):
+    """The coefficient of determination 1 - sum (y - f)^2 / sum (y - mean y)^2 (scikit-learn's:
+    1 for a perfect fit, 0 when the residuals' sum of squares equals the variance's, and for
+    constant y, 1 if f fits it exactly else 0)."""
+    y, f = np.asarray(y, dtype=np.float64), np.asarray(f, dtype=np.float64)
+    residual = np.sum((y - f) ** 2)
+    total = np.sum((y - np.mean(y)) ** 2)
+    if total == 0.0:
+        return 1.0 if residual == 0.0 else 0.0
+    return float(1.0 - residual / total)
+
+
+SVM_TYPE_CLASSES = {"c_svc": PackSVC, "epsilon_svr": PackSVR, "one_class": PackOneClassSVM}
+assert set(SVM_TYPE_CLASSES) == set(SVM_TYPE_PARAMS["svm_type"].rule.choices)
