@@ -20,7 +20,7 @@ LIBSVM ``-s 2`` against ppack ``train --svm-type one_class``; each model scores 
 test set and the ROC AUC of "this digit against the rest" is taken from the decision
 values. The goal: the mean AUC over the ten digits within 0.01 of LIBSVM's.
 
-ppack runs as the command line does (``python -m ppack train``, then ``predict --output``),
+ppack runs in process (PackSVR and PackOneClassSVM, what ``train --svm-type`` runs),
 one process on every core, float64, the defaults otherwise (epoch sampling, step 0.5,
 averaged iterate), at each ``--epochs`` value in turn (T = epochs x rows) until the goal's
 accuracy is reached; the seconds are the training loop's (``seconds.total`` of
@@ -33,10 +33,7 @@ bench/results/svr_oneclass.json; ``run`` is the report's section
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -137,32 +134,12 @@ def libsvm_decisions(model, X):
     return np.asarray(values, dtype=np.float64)[:, 0]
 
 
-# -- ppack (the command line) ----------------------------------------------------------------
-def ppack_cli(*args):
-    """Run ``python -m ppack ARGS`` from the repository root; raises with its output if it fails."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-m", "ppack", *map(str, args), "--quiet"], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"ppack {' '.join(map(str, args))} failed:\n{done.stdout}{done.stderr}")
-
-
-def ppack_train(work, train, test, options, epochs, seed=0):
-    """One ppack training at ``epochs``: (test decision values (n,), test predictions (n,),
-    training seconds, support vectors)."""
-    model, metrics, out = work / "m.h5", work / "train.json", work / "p.npy"
-    ppack_cli("train", "--data", train, "--model", model, "--epochs", epochs, "--seed", seed, "--dtype", "float64",
-              "--metrics-json", metrics, *options)
-    ppack_cli("predict", "--model", model, "--data", test, "--output", out)
-    info = json.loads(metrics.read_text())
-    decided = np.load(out)
-    return decided[:, 0], decided[:, 1], float(info["seconds"]["total"]), int(info.get("n_support", -1))
-
-
-def write_h5(path, X, y):
-    from ppack.data.hdf5 import write_dataset
-
-    write_dataset(path, X, y, storage="dense")
+# -- ppack -----------------------------------------------------------------------------------
+def ppack_fit(estimator, X, y, Xt):
+    """Fit a PackSVR or PackOneClassSVM (what `train --svm-type` runs): (test decision values
+    (n,), training seconds (``training_["seconds"]["total"]``), support vectors)."""
+    estimator.fit(X, y)
+    return estimator.decision_function(Xt), float(estimator.training_["seconds"]["total"]), int(estimator.n_support_)
 
 
 def median(values):
@@ -189,18 +166,15 @@ def run_friedman(args):
           f"(median of {', '.join(f'{s:.2f}' for s in seconds)}), {lib['support_vectors']} support vectors", flush=True)
     if args.skip_ppack:
         return result
-    options = ["--svm-type", "epsilon_svr", "--epsilon", eps, "--C", C, "--gamma", gamma]
-    with tempfile.TemporaryDirectory(prefix="ppack-bench-") as tmp:
-        work = Path(tmp)
-        write_h5(work / "train.h5", X, y)
-        write_h5(work / "test.h5", Xt, yt)
+    from ppack import PackSVR
 
-        def score(epochs):
-            values, _, secs, n_sv = ppack_train(work, work / "train.h5", work / "test.h5", options, epochs)
-            return {"epochs": epochs, "test_rmse": rmse(values, yt), "seconds": secs, "support_vectors": n_sv}
+    def score(epochs):
+        model = PackSVR(C=C, gamma=gamma, epsilon=eps, epochs=epochs, seed=0, dtype=args.dtype)
+        values, secs, n_sv = ppack_fit(model, X, y, Xt)
+        return {"epochs": epochs, "test_rmse": rmse(values, yt), "seconds": secs, "support_vectors": n_sv}
 
-        result["ppack"] = ppack_curve(score, lambda r: r["test_rmse"] <= RMSE_GOAL * lib["test_rmse"], args,
-                                      "test RMSE {test_rmse:.4f}")
+    result["ppack"] = ppack_curve(score, lambda r: r["test_rmse"] <= RMSE_GOAL * lib["test_rmse"], args,
+                                  "test RMSE {test_rmse:.4f}")
     result["goal"] = goal(result["ppack"], lib["median_seconds"], "test_rmse")
     return result
 
@@ -256,26 +230,20 @@ def run_one_class(args):
     print(f"  LIBSVM: mean AUC {lib_auc:.4f}, {lib_seconds:.2f} s for the ten digits", flush=True)
     if args.skip_ppack:
         return result
-    options = ["--svm-type", "one_class", "--nu", nu, "--gamma", gamma]
-    with tempfile.TemporaryDirectory(prefix="ppack-bench-") as tmp:
-        work = Path(tmp)
-        write_h5(work / "test.h5", Xt, yt)
+    from ppack import PackOneClassSVM
+
+    def score(epochs):
+        per_digit = []
         for digit in range(10):
-            rows = y == digit
-            write_h5(work / f"train{digit}.h5", X[rows], np.ones(rows.sum()))
+            model = PackOneClassSVM(nu=nu, gamma=gamma, epochs=epochs, seed=0, dtype=args.dtype)
+            values, secs, n_sv = ppack_fit(model, X[y == digit], None, Xt)
+            per_digit.append({"digit": digit, "auc": auc(values, yt == digit), "seconds": secs,
+                              "support_vectors": n_sv})
+        return {"epochs": epochs, "digits": per_digit, "mean_auc": float(np.mean([d["auc"] for d in per_digit])),
+                "seconds": float(sum(d["seconds"] for d in per_digit))}
 
-        def score(epochs):
-            per_digit = []
-            for digit in range(10):
-                values, _, secs, n_sv = ppack_train(work, work / f"train{digit}.h5", work / "test.h5", options,
-                                                    epochs)
-                per_digit.append({"digit": digit, "auc": auc(values, yt == digit), "seconds": secs,
-                                  "support_vectors": n_sv})
-            return {"epochs": epochs, "digits": per_digit, "mean_auc": float(np.mean([d["auc"] for d in per_digit])),
-                    "seconds": float(sum(d["seconds"] for d in per_digit))}
-
-        result["ppack"] = ppack_curve(score, lambda r: r["mean_auc"] >= lib_auc - AUC_GOAL, args,
-                                      "mean AUC {mean_auc:.4f}")
+    result["ppack"] = ppack_curve(score, lambda r: r["mean_auc"] >= lib_auc - AUC_GOAL, args,
+                                  "mean AUC {mean_auc:.4f}")
     result["goal"] = goal(result["ppack"], lib_seconds, "auc")
     return result
 
@@ -324,7 +292,7 @@ def goal_text(result, what, time_goal):
         return f"**Goal ({what}): not reached** within {last:g} epochs."
     timing = f" in {g['time_ratio']:.2f} of LIBSVM's training time" if g["time_ratio"] is not None else ""
     verdict = "met" if g["met"] else f"accuracy reached, but not in {time_goal:.2f} of LIBSVM's time"
-    return f"**Goal ({what}{f', in at most a third of its time' if time_goal else ''}): {verdict}** at " \
+    return f"**Goal ({what}{', in at most a third of its time' if time_goal else ''}): {verdict}** at " \
            f"{g['epochs']:g} epochs{timing}."
 
 
@@ -361,6 +329,7 @@ def parse(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="trainings per timing (the median is reported)")
     p.add_argument("--quick", action="store_true", help="small sizes: a check of the script, not the result")
     p.add_argument("--skip-ppack", action="store_true", help="LIBSVM's side only")
+    p.add_argument("--dtype", default="float64", help="ppack's dtype (float64, float32 or auto)")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--out", default=str(BENCH / "results" / "svr_oneclass.json"))
     args = p.parse_args(argv)

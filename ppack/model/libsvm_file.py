@@ -230,11 +230,6 @@ def rest_label(classes):
     return -1 if -1 not in classes else min(classes) - 1
 
 
-def svm_type_of(header):
-    """A ppack kernel model header's svm_type (c_svc for files written before it was recorded)."""
-    return getattr(header, "svm_type", "c_svc")
-
-
 def export_plan(model_path, out_path):
     """Check that a ppack kernel model can be written as LIBSVM files; returns
     ``(header, [(path, first label, second label), ...])``: one file for a binary, regression
@@ -245,11 +240,7 @@ def export_plan(model_path, out_path):
     if header.spec.name not in LIBSVM_KERNEL_TYPES:
         raise InputError(f"attribute 'kernel': {header.spec.name} has no LIBSVM kernel type; LIBSVM model files "
                          f"take {', '.join(sorted(LIBSVM_KERNEL_TYPES))} models", model_path)
-    svm_type = svm_type_of(header)
-    if svm_type not in READ_TYPES:
-        raise InputError(f"attribute 'svm_type': {svm_type} has no LIBSVM model file here; expected one of "
-                         f"{', '.join(READ_TYPES)}", model_path)
-    if svm_type != "c_svc":
+    if header.svm_type != "c_svc":
         return header, [(Path(out_path), None, None)]
     classes = header.classes
     if classes.dtype.kind not in "biuf" or not np.all(np.isfinite(classes)) or \
@@ -274,10 +265,8 @@ def export_libsvm(model_path, out_path, rows_per_slice=None):
     for path, _, _ in outputs:
         if path.resolve() == Path(model_path).resolve():
             raise InputError(f"the output {path} would replace the model file it is written from", model_path)
-    svm_type = svm_type_of(header)
-    K = len(outputs)
+    svm_type, K = header.svm_type, header.n_columns
     scales = np.atleast_1d(np.asarray(header.scale, dtype=np.float64))
-    rhos = np.broadcast_to(np.asarray(getattr(header, "rho", 0.0), dtype=np.float64), (K,))
     step = rows_per_slice or max(1, min(1 << 16, SLICE_BYTES // (8 * max(1, header.n_features))))
     sums = [[] for _ in range(K)]  # each column's coefficients summed exactly (see _add_exactly)
     counts = np.zeros((K, 2), dtype=np.int64)  # positive, negative sv_coef of each column
@@ -299,7 +288,7 @@ def export_libsvm(model_path, out_path, rows_per_slice=None):
                             with open(parts[k][side], "a") as f:
                                 f.writelines(f"{sv_coef[i]:.17g}{rows[i]}\n" for i in picked.tolist())
             for k, (path, first, second) in enumerate(outputs):
-                rho = rhos[k] - scales[k] * header.spec.offset * math.fsum(sums[k]) + 0.0  # + 0.0: no "-0"
+                rho = header.rho - scales[k] * header.spec.offset * math.fsum(sums[k]) + 0.0  # + 0.0: no "-0"
                 probability = None if header.probability is None or svm_type != "c_svc" else \
                     tuple(v[k] for v in header.probability)
                 text = _header_text(svm_type, header.spec, rho, (first, second), tuple(counts[k]), probability)
