@@ -7,7 +7,7 @@ Run from the repository root (data from ../shared/data; needs `pip install -e ".
 
 Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
 report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication model)
-in report_scaling.py. Every ppack and peer figure is measured by this run; figures quoted
+in report_scaling.py, 6 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py. Every ppack and peer figure is measured by this run; figures quoted
 from the paper or from published hardware specifications say so.
 """
 import argparse
@@ -23,6 +23,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(BENCH), str(ROOT)]
 
+# --only's parts and their modules
+PARTS = {"peers": "report_peers", "scaling": "report_scaling", "svr": "svr_oneclass"}
 PACKAGES = ("ppack", "numpy", "scipy", "numba", "mpi4py", "mpich", "h5py", "libsvm-official", "liblinear-official",
             "scikit-learn", "matplotlib", "threadpoolctl")
 
@@ -57,7 +59,8 @@ def machine():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: every experiment in under 10 minutes")
-    p.add_argument("--only", default="peers,scaling", help="comma-separated parts: peers (1, 2), scaling (3-5)")
+    p.add_argument("--only", default=",".join(PARTS),
+                   help="comma-separated parts: peers (1, 2), scaling (3-5), svr (6)")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--out", default=str(BENCH / "REPORT.md"))
     args = p.parse_args()
@@ -67,14 +70,14 @@ def main():
     started = time.perf_counter()
     parts, data = [], {}
     for name in args.only.split(","):
-        module = __import__(f"report_{name}")
+        module = __import__(PARTS[name])
         print(f"{name}: running", flush=True)
         section = module.run(args.quick, figures, Path(args.data_dir))
         parts.append(section["markdown"])
         data[name] = section["data"]
     minutes = (time.perf_counter() - started) / 60
     command = "python -m bench.report" + (" --quick" if args.quick else "") + \
-        ("" if args.only == "peers,scaling" else f" --only {args.only}")
+        ("" if args.only == ",".join(PARTS) else f" --only {args.only}")
     text = "\n".join([
         "# ppack benchmark report", "",
         f"Regenerated from scratch by `{command}` from the repository root in {minutes:.1f} minutes"

@@ -20,14 +20,14 @@ LIBSVM ``-s 2`` against ppack ``train --svm-type one_class``; each model scores 
 test set and the ROC AUC of "this digit against the rest" is taken from the decision
 values. The goal: the mean AUC over the ten digits within 0.01 of LIBSVM's.
 
-ppack runs in process (PackSVR and PackOneClassSVM, what ``train --svm-type`` runs),
-one process on every core, float64, the defaults otherwise (epoch sampling, step 0.5,
-averaged iterate), at each ``--epochs`` value in turn (T = epochs x rows) until the goal's
-accuracy is reached; the seconds are the training loop's (``seconds.total`` of
-``--metrics-json``: no process start, reading or numba compilation). LIBSVM
-(``libsvm-official``) trains on one thread with a 1,000 MB cache. Every time is the median
-of ``--repeats`` (3) trainings: LIBSVM's each time, ppack's at the epochs that reach the
-goal (the smallest tried) and at the largest tried. Results go to
+ppack runs in process (PackSVR and PackOneClassSVM, what ``train --svm-type`` runs), one
+process on every core, float64, the defaults otherwise (epoch sampling, step 0.5, averaged
+iterate), at each ``--epochs`` value in turn (T = epochs x rows) until the goal's accuracy
+is reached; its seconds are the training loop's (``training_["seconds"]["total"]``, the
+``seconds.total`` of `train`'s metrics: no reading or numba compilation). LIBSVM
+(``libsvm-official``) trains on one thread with a 1,000 MB cache. Times are the median of
+``--repeats`` (3) trainings: LIBSVM's (``--libsvm-repeats`` to change its own), and ppack's
+at the epochs that reach the goal (the smallest tried); the other ppack rows are one run. Results go to
 bench/results/svr_oneclass.json; ``run`` is the report's section
 (``python -m bench.report --only svr``).
 """
@@ -51,8 +51,9 @@ ONE_CLASS = {"nu": 0.1, "gamma": 0.02}
 RMSE_GOAL = 1.05  # ppack's test RMSE at most this times LIBSVM's
 TIME_GOAL = 1 / 3  # ... in at most this fraction of LIBSVM's training seconds
 AUC_GOAL = 0.01  # ppack's mean AUC at most this below LIBSVM's
-EPOCHS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0)
-QUICK = {"train": 5_000, "test": 2_000, "cv_rows": 1_000, "mnist_rows": 1_000, "mnist_test": 2_000}
+EPOCHS = (0.5, 1.0, 2.0, 4.0, 8.0)
+QUICK = {"train": 2_000, "test": 1_000, "cv_rows": 500, "mnist_rows": 500, "mnist_test": 2_000,
+         "C_grid": (1.0, 8.0), "gamma_grid": (2.0 ** -3, 2.0 ** -1)}
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -153,12 +154,13 @@ def run_friedman(args):
     eps = FRIEDMAN["epsilon"]
     print(f"Friedman #1: {len(y)} training rows, {len(yt)} test rows; LIBSVM cross-validation on "
           f"{sizes['cv_rows']} rows", flush=True)
-    (C, gamma), grid, cv_seconds = libsvm_cv(X[:sizes["cv_rows"]], y[:sizes["cv_rows"]], eps, C_GRID,
-                                             GAMMA_GRID, FRIEDMAN["folds"])
+    grids = (QUICK["C_grid"], QUICK["gamma_grid"]) if args.quick else (C_GRID, GAMMA_GRID)
+    (C, gamma), grid, cv_seconds = libsvm_cv(X[:sizes["cv_rows"]], y[:sizes["cv_rows"]], eps, *grids,
+                                             FRIEDMAN["folds"])
     result = {"n_train": len(y), "n_test": len(yt), "cv_rows": sizes["cv_rows"], "epsilon": eps,
               "noise": FRIEDMAN["noise"], "C": C, "gamma": gamma, "cv_grid": grid, "cv_seconds": cv_seconds,
               "target_std": float(np.std(yt))}
-    model, seconds = libsvm_train(X, y, f"-s 3 -p {eps} -c {C} -g {gamma}", args.repeats)
+    model, seconds = libsvm_train(X, y, f"-s 3 -p {eps} -c {C} -g {gamma}", args.libsvm_repeats or args.repeats)
     result["libsvm"] = {"seconds": seconds, "median_seconds": median(seconds),
                         "test_rmse": rmse(libsvm_decisions(model, Xt), yt), "support_vectors": int(model.get_nr_sv())}
     lib = result["libsvm"]
@@ -180,8 +182,8 @@ def run_friedman(args):
 
 
 def ppack_curve(score, reaches, args, shown):
-    """ppack at each epochs value until ``reaches`` holds, then that run and the last one
-    repeated (median of ``args.repeats``): {"runs": [...], "reached": the first run that reaches, or None}."""
+    """ppack at each epochs value until ``reaches`` holds, then that run repeated (median of
+    ``args.repeats``): {"runs": [...], "reached": the first run that reaches, or None}."""
     runs, reached = [], None
     for epochs in args.epochs:
         run = score(epochs)
@@ -191,10 +193,10 @@ def ppack_curve(score, reaches, args, shown):
         if reaches(run):
             reached = run
             break
-    for run in {id(r): r for r in (reached, runs[-1]) if r is not None}.values():
+    if reached is not None:
         for _ in range(args.repeats - 1):
-            run["seconds_each"].append(score(run["epochs"])["seconds"])
-        run["seconds"] = median(run["seconds_each"])
+            reached["seconds_each"].append(score(reached["epochs"])["seconds"])
+        reached["seconds"] = median(reached["seconds_each"])
     return {"runs": runs, "reached": reached}
 
 
@@ -217,7 +219,8 @@ def run_one_class(args):
     result = {"n_train": len(y), "n_test": len(yt), "nu": nu, "gamma": gamma, "libsvm": []}
     for digit in range(10):
         rows = y == digit
-        model, seconds = libsvm_train(X[rows], np.ones(rows.sum()), f"-s 2 -n {nu} -g {gamma}", args.repeats)
+        model, seconds = libsvm_train(X[rows], np.ones(rows.sum()), f"-s 2 -n {nu} -g {gamma}",
+                                      args.libsvm_repeats or args.repeats)
         score = auc(libsvm_decisions(model, Xt), yt == digit)
         result["libsvm"].append({"digit": digit, "rows": int(rows.sum()), "seconds": seconds,
                                  "median_seconds": median(seconds), "auc": score,
@@ -303,9 +306,9 @@ def run(quick, figures, data_dir):
     text = f"""### 6. Regression and one-class beside LIBSVM
 
 `bench/svr_oneclass.py` ({seconds / 60:.1f} minutes{', quick mode: small sizes' if quick else ''}): ppack's
-command line on every core (float64, defaults, seconds of the training loop, median of 3 at
-the epochs that reach the goal and at the largest tried, one run otherwise), LIBSVM on one
-thread (median of 3).
+PackSVR and PackOneClassSVM (what `train --svm-type` runs) on every core, float64, the
+defaults otherwise, seconds of the training loop (median of 3 at the epochs that reach the
+goal, one run otherwise); LIBSVM on one thread (median of 3).
 
 {markdown(results)}"""
     return {"markdown": text, "data": results}
@@ -327,6 +330,7 @@ def parse(argv=None):
     p.add_argument("--epochs", default=",".join(f"{e:g}" for e in EPOCHS),
                    help="ppack's epochs values, tried in order until the goal's accuracy is reached")
     p.add_argument("--repeats", type=int, default=3, help="trainings per timing (the median is reported)")
+    p.add_argument("--libsvm-repeats", type=int, default=None, help="LIBSVM's trainings per timing (default: --repeats)")
     p.add_argument("--quick", action="store_true", help="small sizes: a check of the script, not the result")
     p.add_argument("--skip-ppack", action="store_true", help="LIBSVM's side only")
     p.add_argument("--dtype", default="float64", help="ppack's dtype (float64, float32 or auto)")
