@@ -92,6 +92,14 @@ def auc(scores, positive):
 
 
 # -- LIBSVM ----------------------------------------------------------------------------------
+def one_thread():
+    """LIBSVM on one thread: libsvm-official's library is built with OpenMP and would take
+    every core (and, on a busy machine, lose most of its time in OpenMP's waits)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
 def libsvm_problem(X, y):
     from libsvm import svmutil
 
@@ -107,7 +115,8 @@ def libsvm_cv(X, y, epsilon, c_grid, gamma_grid, folds):
     for C in c_grid:
         for gamma in gamma_grid:
             t = time.perf_counter()
-            mse = svmutil.svm_train(problem, f"-s 3 -p {epsilon} -c {C} -g {gamma} -v {folds} -m 1000 -q")
+            with one_thread():
+                mse = svmutil.svm_train(problem, f"-s 3 -p {epsilon} -c {C} -g {gamma} -v {folds} -m 1000 -q")
             rows.append({"C": C, "gamma": gamma, "cv_mse": float(mse), "seconds": time.perf_counter() - t})
             print(f"  LIBSVM cv C {C:g} gamma {gamma:g}: MSE {mse:.4f} ({rows[-1]['seconds']:.1f} s)", flush=True)
     best = min(rows, key=lambda r: r["cv_mse"])
@@ -121,9 +130,10 @@ def libsvm_train(X, y, options, repeats):
     problem = libsvm_problem(X, y)
     seconds, model = [], None
     for _ in range(repeats):
-        start = time.perf_counter()
-        model = svmutil.svm_train(problem, options + " -m 1000 -q")
-        seconds.append(time.perf_counter() - start)
+        with one_thread():
+            start = time.perf_counter()
+            model = svmutil.svm_train(problem, options + " -m 1000 -q")
+            seconds.append(time.perf_counter() - start)
     return model, seconds
 
 
@@ -131,16 +141,19 @@ def libsvm_decisions(model, X):
     """LIBSVM's decision values (n,) on the rows of X."""
     from libsvm import svmutil
 
-    _, _, values = svmutil.svm_predict([0.0] * len(X), np.ascontiguousarray(X).tolist(), model, "-q")
+    with one_thread():
+        _, _, values = svmutil.svm_predict([0.0] * len(X), np.ascontiguousarray(X).tolist(), model, "-q")
     return np.asarray(values, dtype=np.float64)[:, 0]
 
 
 # -- ppack -----------------------------------------------------------------------------------
 def ppack_fit(estimator, X, y, Xt):
     """Fit a PackSVR or PackOneClassSVM (what `train --svm-type` runs): (test decision values
-    (n,), training seconds (``training_["seconds"]["total"]``), support vectors)."""
+    (n,), {"seconds": training seconds (``training_["seconds"]["total"]``), "support_vectors", "rho"})."""
     estimator.fit(X, y)
-    return estimator.decision_function(Xt), float(estimator.training_["seconds"]["total"]), int(estimator.n_support_)
+    return estimator.decision_function(Xt), {"seconds": float(estimator.training_["seconds"]["total"]),
+                                             "support_vectors": int(estimator.n_support_),
+                                             "rho": float(estimator.rho_)}
 
 
 def median(values):
@@ -162,7 +175,8 @@ def run_friedman(args):
               "target_std": float(np.std(yt))}
     model, seconds = libsvm_train(X, y, f"-s 3 -p {eps} -c {C} -g {gamma}", args.libsvm_repeats or args.repeats)
     result["libsvm"] = {"seconds": seconds, "median_seconds": median(seconds),
-                        "test_rmse": rmse(libsvm_decisions(model, Xt), yt), "support_vectors": int(model.get_nr_sv())}
+                        "test_rmse": rmse(libsvm_decisions(model, Xt), yt), "support_vectors": int(model.get_nr_sv()),
+                        "rho": float(model.rho[0])}
     lib = result["libsvm"]
     print(f"  LIBSVM -s 3 C {C:g} gamma {gamma:g}: test RMSE {lib['test_rmse']:.4f}, {lib['median_seconds']:.2f} s "
           f"(median of {', '.join(f'{s:.2f}' for s in seconds)}), {lib['support_vectors']} support vectors", flush=True)
@@ -172,8 +186,8 @@ def run_friedman(args):
 
     def score(epochs):
         model = PackSVR(C=C, gamma=gamma, epsilon=eps, epochs=epochs, seed=0, dtype=args.dtype)
-        values, secs, n_sv = ppack_fit(model, X, y, Xt)
-        return {"epochs": epochs, "test_rmse": rmse(values, yt), "seconds": secs, "support_vectors": n_sv}
+        values, fitted = ppack_fit(model, X, y, Xt)
+        return {"epochs": epochs, "test_rmse": rmse(values, yt), **fitted}
 
     result["ppack"] = ppack_curve(score, lambda r: r["test_rmse"] <= RMSE_GOAL * lib["test_rmse"], args,
                                   "test RMSE {test_rmse:.4f}")
@@ -224,7 +238,7 @@ def run_one_class(args):
         score = auc(libsvm_decisions(model, Xt), yt == digit)
         result["libsvm"].append({"digit": digit, "rows": int(rows.sum()), "seconds": seconds,
                                  "median_seconds": median(seconds), "auc": score,
-                                 "support_vectors": int(model.get_nr_sv())})
+                                 "support_vectors": int(model.get_nr_sv()), "rho": float(model.rho[0])})
         print(f"  LIBSVM -s 2 digit {digit}: AUC {score:.4f}, {median(seconds):.2f} s, "
               f"{model.get_nr_sv()} support vectors", flush=True)
     lib_auc = float(np.mean([r["auc"] for r in result["libsvm"]]))
@@ -239,9 +253,8 @@ def run_one_class(args):
         per_digit = []
         for digit in range(10):
             model = PackOneClassSVM(nu=nu, gamma=gamma, epochs=epochs, seed=0, dtype=args.dtype)
-            values, secs, n_sv = ppack_fit(model, X[y == digit], None, Xt)
-            per_digit.append({"digit": digit, "auc": auc(values, yt == digit), "seconds": secs,
-                              "support_vectors": n_sv})
+            values, fitted = ppack_fit(model, X[y == digit], None, Xt)
+            per_digit.append({"digit": digit, "auc": auc(values, yt == digit), **fitted})
         return {"epochs": epochs, "digits": per_digit, "mean_auc": float(np.mean([d["auc"] for d in per_digit])),
                 "seconds": float(sum(d["seconds"] for d in per_digit))}
 
