@@ -189,6 +189,13 @@ class BaseSVC:
             weights = per_class[index] if weights is None else weights * per_class[index]
         return weights
 
+    def test_metrics(self, decisions, labels):
+        """Rank 0: the test metrics of decision values against a test set's labels (n,):
+        {"test_accuracy": the fraction predicted right, or None when a row has no label}."""
+        if np.any(np.isnan(labels)):
+            return {"test_accuracy": None}
+        return {"test_accuracy": float(np.mean(self.labels_of(decisions) == labels))}
+
     def labels_of(self, decisions):
         """Original label values for decision values: (n,) positive class where >= 0, or (n, K)
         the class of the largest value (one-vs-rest)."""
@@ -251,7 +258,8 @@ def find_classes(comm, shard, max_classes=2):
         shown = ", ".join(f"{v:g}" for v in values[:5])
         raise PPackError(f"{shard.path}: y: Unknown label type: continuous ({len(values)} distinct values, "
                          f"not all integers: {shown} ...); classifiers need class labels, not regression "
-                         "targets", collective=True)
+                         "targets (epsilon-SVR regresses them: train --svm-type epsilon_svr, or PackSVR)",
+                         collective=True)
     if not 2 <= len(values) <= max_classes:
         shown = ", ".join(f"{v:g}" for v in values[:10]) + (" ..." if len(values) > 10 else "")
         what = "one class" if len(values) < 2 else f"{len(values)} classes"

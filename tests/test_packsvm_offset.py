@@ -35,6 +35,11 @@ def coefficients(model):
     return dict(zip(model.table_.keys.tolist(), model.scale_ * model.table_.coef[:, 0]))
 
 
+def decisions(model, X):
+    """f(x) of every row: a regressor's predictions, a one-class model's decision values."""
+    return model.predict(X) if isinstance(model, PackSVR) else model.decision_function(X)
+
+
 def assert_same_expansion(got, expected):
     assert set(got) == set(expected)
     keys = sorted(expected)
@@ -103,8 +108,8 @@ def test_pack_size_does_not_change_the_model(estimator):
     one = estimator(comm=SELF, **dict(params, pack=1)).fit(X, y)
     hundred = estimator(comm=SELF, **dict(params, pack=100)).fit(X, y)
     np.testing.assert_array_equal(np.sort(one.table_.keys), np.sort(hundred.table_.keys))
-    expected = one.decision_function(X)
-    np.testing.assert_allclose(hundred.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    expected = decisions(one, X)
+    np.testing.assert_allclose(decisions(hundred, X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
     assert hundred.rho_ == pytest.approx(one.rho_, rel=1e-9)
 
 
@@ -116,8 +121,8 @@ def test_rank_count_does_not_change_the_model(estimator):
     parallel = estimator(comm=WORLD, **SMALL).fit(X, y)
     keys = np.sort(np.concatenate(WORLD.allgather(parallel.table_.keys)))
     np.testing.assert_array_equal(keys, np.sort(serial.table_.keys))
-    expected = serial.decision_function(X)
-    np.testing.assert_allclose(parallel.decision_function(X), expected, rtol=1e-9,
+    expected = decisions(serial, X)
+    np.testing.assert_allclose(decisions(parallel, X), expected, rtol=1e-9,
                                atol=1e-9 * np.abs(expected).max())
     assert parallel.rho_ == pytest.approx(serial.rho_, rel=1e-9)
 
@@ -135,7 +140,7 @@ def test_resume_is_bit_exact(estimator, comm, mpi_tmp_path):
     resumed = estimator(comm=comm, **params).fit(X, y, checkpoint=path, resume=True)
     assert resumed.resumed_from_ == 5 * params["pack"]
     assert resumed.rho_ == full.rho_
-    np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+    np.testing.assert_array_equal(decisions(resumed, X), decisions(full, X))
 
 
 def test_resume_refuses_a_checkpoint_of_another_svm_type_or_epsilon(tmp_path):
@@ -164,7 +169,21 @@ def test_svr_refuses_targets_it_cannot_regress():
     X, y = make_regression(n=50, seed=9)
     with pytest.raises(PPackError, match="regression targets must be numbers"):
         PackSVR(comm=SELF, **SMALL).fit(X, np.where(y > 10, "high", "low"))
+    gap = y.copy()
+    gap[7] = np.nan
+    with pytest.raises(PPackError, match="1 rows have no finite target"):
+        PackSVR(comm=SELF, **SMALL).fit(X, gap)
     with pytest.raises(PPackError, match="epsilon: must be a finite number >= 0, got -1"):
         PackSVR(comm=SELF, epsilon=-1, **SMALL).fit(X, y)
     with pytest.raises(PPackError, match="nu: must be a finite number > 0 and <= 1, got 1.5"):
         PackOneClassSVM(comm=SELF, nu=1.5, **SMALL).fit(X)
+
+
+def test_svr_validation_measures_held_out_r2_and_one_class_refuses_it():
+    X, y = make_regression(n=400, seed=10)
+    model = PackSVR(comm=SELF, gamma=0.3, C=10.0, epochs=3, pack=50, validation=0.2, validation_every=4,
+                    patience=100).fit(X, y)
+    report = model.training_["validation"]
+    scores = [score for _, score in report["history"]]
+    assert report["best_r2"] == max(scores) == scores[-1] > 0 and not report["stopped_early"]
+    assert "validation" not in PackOneClassSVM.PARAMS and "validation" in PackSVR.PARAMS

@@ -6,7 +6,6 @@ import resource
 import sys
 from pathlib import Path
 
-import numpy as np
 from mpi4py import MPI
 
 from ..data.bundled import DEFAULT_TEST, DEFAULT_TRAIN, bundled_path
@@ -120,20 +119,25 @@ def training_data(args, say):
     return str(bundled_path(DEFAULT_TRAIN)), args.test or str(bundled_path(DEFAULT_TEST))
 
 
-def accuracy(model, decisions, labels):
-    """Rank 0: accuracy when every row has a label, else None."""
-    if decisions is None or np.any(np.isnan(labels)):
+def describe_metrics(metrics):
+    """Test metrics (``model.test_metrics``) in words, or None when there are none."""
+    known = {name: value for name, value in metrics.items() if value is not None}
+    if not known:
         return None
-    return float(np.mean(model.labels_of(decisions) == labels))
+    words = {"test_accuracy": lambda v: f"accuracy {100 * v:.2f}%", "test_rmse": lambda v: f"RMSE {v:.6g}",
+             "test_r2": lambda v: f"R^2 {v:.6g}"}
+    return ", ".join(words[name](value) for name, value in known.items())
 
 
 def evaluate(comm, model, shard):
-    """Collective: ``(decisions, labels, accuracy, seconds)``; decisions and labels on rank 0,
-    the accuracy (None without labels) and seconds on every rank."""
+    """Collective: ``(decisions, labels, metrics, seconds)``; decisions and labels on rank 0,
+    the test metrics (``model.test_metrics``: test_accuracy, or test_rmse and test_r2 for
+    regression; None values without labels) and seconds on every rank."""
     start = MPI.Wtime()
     decisions, labels = model.decision_function_shard(shard)
     seconds = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
-    return decisions, labels, comm.bcast(accuracy(model, decisions, labels), root=0), seconds
+    metrics = model.test_metrics(decisions, labels) if comm.Get_rank() == 0 else None
+    return decisions, labels, comm.bcast(metrics, root=0), seconds
 
 
 def write_metrics(comm, path, metrics):

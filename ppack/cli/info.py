@@ -68,8 +68,19 @@ def _describe_model(path, f):
     a = f.attrs
     training = json.loads(a["training"])
     classes = [f"{c:g}" if isinstance(c, float) else str(c) for c in read_classes(f).tolist()]
-    described = (f"classes {classes[0]} -> -1, {classes[1]} -> +1" if len(classes) == 2 else
-                 f"{len(classes)} classes one-vs-rest ({', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''})")
+    svm_type = str(a.get("svm_type", "c_svc"))
+    if svm_type == "epsilon_svr":
+        described = "regression (the decision value is the prediction)"
+    elif svm_type == "one_class":
+        described = "novelty detection: +1 inlier (decision value >= 0), -1 outlier"
+    elif len(classes) == 2:
+        described = f"classes {classes[0]} -> -1, {classes[1]} -> +1"
+    else:
+        described = f"{len(classes)} classes one-vs-rest ({', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''})"
+    if a.get("model_type", "kernel") == "kernel":
+        problem = {"epsilon_svr": f", epsilon={training.get('epsilon')}", "one_class": f", nu={a['sigma']:g}"}
+        described = (f"svm_type {svm_type}{problem.get(svm_type, '')}, rho={float(a.get('rho', 0.0)):.9g}; "
+                     + described)
     lines = [f"{path}: ppack {a.get('model_type', 'kernel')} model (format_version {a['format_version']})",
              f"  {described}; features {a['n_features']}"]
     if a.get("model_type", "kernel") == "linear":

@@ -5,10 +5,11 @@ gave: the trainer's own defaults (the registry's) apply to the rest, and an opti
 does not apply to the chosen trainer is an error instead of being ignored.
 """
 from ..errors import PPackError
-from ..registry import EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, PACKSVM_PARAMS
+from ..registry import (EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, NOT_FOR_SVM_TYPE, PACKSVM_PARAMS,
+                        SVM_TYPE_PARAMS)
 
 # the kernel trainer's parameters, each under --NAME; C, seed and class_weight serve both trainers
-PACKSVM_FLAGS = {name: "--" + name.replace("_", "-") for name in PACKSVM_PARAMS}
+PACKSVM_FLAGS = {name: "--" + name.replace("_", "-") for name in {**PACKSVM_PARAMS, **SVM_TYPE_PARAMS}}
 PACKSVM_FLAGS["average"] = "--no-average"  # on by default: the flag turns it off
 SHARED = ("C", "seed", "class_weight")
 KERNEL_OPTIONS = ("kernel", "gamma", "degree", "coef0", "bias")
@@ -46,6 +47,9 @@ def add_packsvm_options(p):
     for name, param in PACKSVM_PARAMS.items():
         group = group_of.get(name, kernel if name in KERNEL_OPTIONS else other)
         _argument(group, PACKSVM_FLAGS[name], name, param, negate=PACKSVM_FLAGS[name].startswith("--no-"))
+    problem = p.add_argument_group("problem (packsvm): LIBSVM's -s 0, 3 and 2 with their -p and -n")
+    for name, param in SVM_TYPE_PARAMS.items():
+        _argument(problem, PACKSVM_FLAGS[name], name, param)
 
 
 def add_linear_options(p):
@@ -57,8 +61,20 @@ def add_linear_options(p):
 
 
 def packsvm_params(args):
-    """The kernel trainer's parameters the user gave, by name."""
-    return {name: getattr(args, name) for name in PACKSVM_PARAMS if getattr(args, name) is not None}
+    """The kernel trainer's parameters the user gave, by name (--svm-type's aside: it picks the estimator)."""
+    names = [*PACKSVM_PARAMS, "epsilon", "nu"]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def svm_type_of(args):
+    """--svm-type (default c_svc), after refusing the given options it does not read (a one-line
+    PPackError naming the option, the type and why)."""
+    svm_type = SVM_TYPE_PARAMS["svm_type"].default if args.svm_type is None else args.svm_type
+    for name, why in NOT_FOR_SVM_TYPE[svm_type].items():
+        if getattr(args, name, None) not in (None, False):
+            raise PPackError(f"{PACKSVM_FLAGS[name]}: does not apply to --svm-type {svm_type} ({why})",
+                             collective=True)
+    return svm_type
 
 
 def linear_params(args):

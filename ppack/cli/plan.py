@@ -34,6 +34,11 @@ def run(comm, args):
     from ..packsvm.plan import make_plan
 
     mem = None if args.mem_per_rank is None else args.mem_per_rank * 2**30
+    for flag, given in (("--svm-type", args.svm_type not in (None, "c_svc")), ("--epsilon", args.epsilon is not None),
+                        ("--nu", args.nu is not None)):
+        if given:  # one column, as a binary run: plan that one
+            raise PPackError(f"{flag}: plan models c_svc runs; an epsilon_svr or one_class run costs what a binary "
+                             "c_svc run of the same rows does", collective=True)
 
     def plan():
         run = None

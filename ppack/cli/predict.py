@@ -7,7 +7,7 @@ from mpi4py import MPI
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from ..registry import KERNEL_TABLE
-from .common import (Report, add_common, check_outputs, evaluate, peak_rss_bytes, rank_threads, ranks_and_threads,
+from .common import (Report, add_common, check_outputs, describe_metrics, evaluate, peak_rss_bytes, rank_threads, ranks_and_threads,
                      read_shard, write_metrics)
 
 OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
@@ -37,23 +37,25 @@ def run(comm, args):
         raise PPackError(f"--proba: {args.model} has no probability sigmoids; train it with --probability "
                          "(kernel models only)", collective=True)
     shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
-    decisions, labels, accuracy, seconds = evaluate(comm, model, shard)
+    decisions, labels, test_metrics, seconds = evaluate(comm, model, shard)
     peaks = peak_rss_bytes(comm)
     described = model.summary()
     say(f"predicted {shard.n_samples} rows of {args.data} with {described} "
         f"on {ranks_and_threads(comm, threads)} in {seconds:.2f} s")
-    if accuracy is not None:
-        say(f"accuracy {100 * accuracy:.2f}%")
+    described_metrics = describe_metrics(test_metrics)
+    if described_metrics is not None:
+        say(described_metrics)
     if args.output:
         def write():  # rank 0, which holds the decisions
             proba = model.probabilities_of(decisions) if args.proba else None
-            write_decisions(args.output, decisions, model.labels_of(decisions), model.classes_, proba)
+            write_decisions(args.output, decisions, model.labels_of(decisions), getattr(model, "classes_", None),
+                            proba)
         on_rank0(comm, write)
         say(f"decisions written to {args.output}")
     write_metrics(comm, args.metrics_json, {
         "command": "predict", "ranks": comm.Get_size(), "threads_per_rank": threads, "data": args.data,
         "n_samples": shard.n_samples, "model": described,
-        "seconds": {"load_model": model_seconds, "read": data_seconds, "predict": seconds}, "test_accuracy": accuracy,
+        "seconds": {"load_model": model_seconds, "read": data_seconds, "predict": seconds}, **test_metrics,
         "memory": {"peak_rss_bytes": peaks}})
 
 

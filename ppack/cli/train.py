@@ -10,10 +10,10 @@ from mpi4py import MPI
 from ..errors import PPackError
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import KERNEL_SOLVER, SOLVERS
-from .common import (Report, add_common, check_outputs, describe_run, evaluate, peak_rss_bytes, process_age_seconds,
+from .common import (Report, add_common, check_outputs, describe_metrics, describe_run, evaluate, peak_rss_bytes, process_age_seconds,
                      rank_threads, read_shard, training_data, write_metrics)
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
-                      refuse_other_trainers_options)
+                      refuse_other_trainers_options, svm_type_of)
 from .progress import Progress
 
 
@@ -50,7 +50,7 @@ def _every(text):
 def run(comm, args):
     from ..linear.estimator import BlockAveragedSVC
     from ..packsvm.checkpoint import check_checkpoint_file
-    from ..packsvm.estimator import PackSVC
+    from ..packsvm.offset_estimator import SVM_TYPE_CLASSES
 
     refuse_other_trainers_options(args)
     say = Report(comm, args.quiet)
@@ -58,8 +58,9 @@ def run(comm, args):
     if kernel and (args.checkpoint_every or args.resume) and not args.checkpoint:
         raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
     if kernel:
+        estimator = SVM_TYPE_CLASSES[svm_type_of(args)]
         progress = None if args.quiet or comm.Get_rank() else _progress(args.log_every)
-        model = PackSVC(**packsvm_params(args), comm=comm, progress=progress)
+        model = estimator(**packsvm_params(args), comm=comm, progress=progress)
     else:
         model = BlockAveragedSVC(**linear_params(args), comm=comm)
     run_collectively(comm, model.validate_params)
@@ -110,7 +111,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             f"(SIGTERM); state saved to {args.checkpoint or 'nowhere (no --checkpoint)'}; "
             "run the same command with --resume to continue")
         return None
-    say(f"kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
+    problem = "" if model.SVM_TYPE == "c_svc" else f"{model.SVM_TYPE} (rho={model.rho_:.6g}), "
+    say(f"{problem}kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
         f"T={info['iterations']}, r={info['pack']}, {describe_dtype(model)}")
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
@@ -119,7 +121,9 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     if validation is not None:
         ending = (f"stopped after {validation['patience']} evaluations without improvement"
                   if validation["stopped_early"] else "ran to T")
-        say(f"validation: best accuracy {100 * validation['best_accuracy']:.2f}% on {validation['rows']} held-out "
+        best = (f"accuracy {100 * validation['best_accuracy']:.2f}%" if "best_accuracy" in validation else
+                f"R^2 {validation['best_r2']:.4f}")
+        say(f"validation: best {best} on {validation['rows']} held-out "
             f"rows over {len(validation['history'])} evaluations; {ending}")
     objective = info.get("objective")
     if objective is not None:
@@ -130,7 +134,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         else:
             say(f"primal objective {objective['value']:.6g} (sigma/2 ||w||^2 {np.mean(objective['norm_term']):.6g} "
                 f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
-    return {"kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
+    return {"svm_type": model.SVM_TYPE, "rho": model.rho_, **_problem_settings(model),
+            "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
             "objective": objective, "validation": validation,
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
@@ -139,6 +144,11 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             "seconds": {**info["seconds"], "startup": _startup_seconds(model._comm(), ready.get("age"), read_seconds,
                                                                     info["seconds"]["compile"])},
             "bytes": dict(info["bytes"]), "file_writes": {"checkpoint": checkpoints}}
+
+
+def _problem_settings(model):
+    """epsilon (epsilon_svr) or nu (one_class), for the metrics."""
+    return {name: float(getattr(model, name)) for name in ("epsilon", "nu") if hasattr(model, name)}
 
 
 def describe_write(report):
@@ -183,13 +193,13 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
     """Test accuracy (with a test set), the model file and the metrics file of a finished run."""
     if test is not None:
         test_shard, test_read = read_shard(comm, test, model.feature_dtype)
-        _, _, accuracy, seconds = evaluate(comm, model, test_shard)
+        _, _, test_metrics, seconds = evaluate(comm, model, test_shard)
         metrics["seconds"]["read"] += test_read
         metrics["seconds"]["evaluate"] = seconds
-        metrics.update(test_data=test, test_samples=test_shard.n_samples, test_accuracy=accuracy)
-        if accuracy is not None:
-            say(f"test accuracy {100 * accuracy:.2f}% on {test} ({test_shard.n_samples} rows), "
-                f"evaluated in {seconds:.2f} s")
+        metrics.update(test_data=test, test_samples=test_shard.n_samples, **test_metrics)
+        described = describe_metrics(test_metrics)
+        if described is not None:
+            say(f"test {described} on {test} ({test_shard.n_samples} rows), evaluated in {seconds:.2f} s")
     if args.model:
         start = MPI.Wtime()
         model.save(args.model)

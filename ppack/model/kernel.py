@@ -17,7 +17,7 @@ Attributes ``svm_type`` ("c_svc", "epsilon_svr" or "one_class"; "c_svc" when abs
 files written before the other types) and ``rho`` (float64, LIBSVM's sign; 0 when absent, and
 always 0 for c_svc). epsilon_svr: ``classes`` is empty, one coefficient column, and the
 decision value is the regressed value; one_class: ``classes`` is [-1, +1] (outlier, inlier:
-decision value > 0 is an inlier), one coefficient column. Optional
+decision value >= 0 is an inlier), one coefficient column. Optional
 attributes probability_a, probability_b ((1,) or (K,)): Platt's sigmoid per column,
 P = 1 / (1 + exp(a f + b)), normalised over the K classes (``packsvm.probability``).
 The entries are in no particular order (a distributed save stores them in rank order, each

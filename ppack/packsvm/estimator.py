@@ -53,6 +53,7 @@ class PackSVC(BaseSVC):
     PARAMS = PACKSVM_PARAMS
     MULTICLASS = True
     SVM_TYPE = "c_svc"
+    VALIDATION_METRIC = "accuracy"  # what --validation measures (``validation_score``)
     rho_ = 0.0  # the offset of f = <w, phi> - rho: 0 for C-SVC (PackSVR and PackOneClassSVM learn one)
 
     def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
@@ -213,6 +214,9 @@ class PackSVC(BaseSVC):
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
             "bytes": dict(stats.bytes),  # the same on every rank
         }
+        for name in ("epsilon", "nu"):  # the problem's own parameter (epsilon_svr, one_class)
+            if name in self.PARAMS:
+                self.training_[name] = float(getattr(self, name))
         self.training_["seconds"]["serial"] = comm.allreduce(serial_seconds(stats.seconds), op=MPI.MAX)
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
         if stats.checkpoint_writes:
@@ -355,10 +359,6 @@ class PackSVC(BaseSVC):
         else:
             predicted = values[np.argmax(decisions, axis=1)]
         return float(np.mean(predicted == labels))
-
-    def test_metrics(self, decisions, labels):
-        """{"test_accuracy": ...} on a test set's labels."""
-        return {"test_accuracy": float(np.mean(self.labels_of(decisions) == labels))}
 
 
 def _read_table_slice(path, header, rank, size, work_bytes):

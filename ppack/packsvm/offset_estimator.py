@@ -6,6 +6,7 @@ hold rho. Everything else (packs, table, checkpoints, prediction) is PackSVC's.
 """
 import numpy as np
 
+from ..base import available_if
 from ..errors import PPackError
 from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..mpi.collectives import Collectives
@@ -24,7 +25,7 @@ class _OffsetModel(PackSVC):
     MULTICLASS = False
 
     def _check_fitted(self):
-        if not hasattr(self, "rho_"):
+        if not hasattr(self, "table_"):
             raise self.not_fitted_error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
                                         "with appropriate arguments before using this estimator.")
 
@@ -32,13 +33,16 @@ class _OffsetModel(PackSVC):
         decisions, labels = super()._decisions(shard)
         return (None if decisions is None else decisions - self.rho_), labels
 
-    def decision_function(self, X):
+    def _decision_values(self, X):
         """Decision values (n_samples,) f(x) of data every rank holds; returned on every rank."""
         self._check_fitted()
         shard = self._as_shard(X)
         decisions, _ = self.decision_function_shard(shard)
         collectives = Collectives(self._comm())
         return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shard.n_samples))
+
+    def predict(self, X):
+        return self.labels_of(self._decision_values(X))
 
     def _model_classes(self):
         return np.empty(0)
@@ -56,6 +60,7 @@ class PackSVR(_OffsetModel):
 
     PARAMS = svm_type_params("epsilon_svr")
     SVM_TYPE = "epsilon_svr"
+    VALIDATION_METRIC = "r2"
 
     def __init__(self, kernel=_R["kernel"], gamma=_R["gamma"], degree=_R["degree"], coef0=_R["coef0"], C=_R["C"],
                  sigma=_R["sigma"], epsilon=_R["epsilon"], epochs=_R["epochs"], iterations=_R["iterations"],
@@ -89,13 +94,17 @@ class PackSVR(_OffsetModel):
         self.work_bytes = work_bytes
         self.progress = progress
 
+    @available_if(lambda self: False)
+    def decision_function(self, X):
+        """Not for a regressor (scikit-learn's rule): ``predict`` gives the decision values."""
+
     def _targets(self, shard):
         if self._label_names is not None:
-            raise PPackError("y: regression targets must be numbers, got text", collective=True)
-        missing = self._comm().allreduce(int(np.isnan(shard.y).sum()))
+            raise PPackError("y: Unknown label type: regression targets must be numbers, got text", collective=True)
+        missing = self._comm().allreduce(int(np.count_nonzero(~np.isfinite(shard.y))))
         if missing:
-            raise PPackError(f"{shard.path}: y: {missing} rows have no target; epsilon_svr needs a finite target "
-                             "on every row", collective=True)
+            raise PPackError(f"{shard.path}: y: {missing} rows have no finite target (NaN or infinity); epsilon_svr "
+                             "needs a finite target on every row", collective=True)
         return shard.y, shard.w, 0, 1
 
     def _loss(self, comm, shard, labels, weights):
@@ -115,7 +124,9 @@ class PackSVR(_OffsetModel):
         return r2_score(targets, decisions)
 
     def test_metrics(self, decisions, targets):
-        """RMSE and R^2 on a test set's targets."""
+        """RMSE and R^2 on a test set's targets (None when a row has none)."""
+        if np.any(np.isnan(targets)):
+            return {"test_rmse": None, "test_r2": None}
         return {"test_rmse": float(np.sqrt(np.mean((targets - decisions) ** 2))),
                 "test_r2": r2_score(targets, decisions)}
 
@@ -136,7 +147,7 @@ class PackOneClassSVM(_OffsetModel):
     Parameters as PackSVC's (``registry.svm_type_params("one_class")``), with ``nu`` and without
     C, sigma, class_weight, probability, bias and validation. As scikit-learn's OneClassSVM:
     ``decision_function`` = ``score_samples`` - ``offset_`` with ``offset_`` = rho,
-    ``predict`` +1 (inlier, decision > 0) or -1 (outlier), ``fit_predict``.
+    ``predict`` +1 (inlier, decision >= 0) or -1 (outlier), ``fit_predict``.
     """
 
     PARAMS = svm_type_params("one_class")
@@ -176,6 +187,10 @@ class PackOneClassSVM(_OffsetModel):
         """Train on ``X`` (labels, if given, are ignored); see ``PackSVC.fit``."""
         return super().fit(X, None, sample_weight, **kwargs)
 
+    def decision_function(self, X):
+        """Decision values (n_samples,) f(x) = score_samples(x) - offset_ of data every rank holds."""
+        return self._decision_values(X)
+
     def fit_predict(self, X, y=None, **kwargs):
         """Fit on X, then +1 / -1 for its rows."""
         return self.fit(X, **kwargs).predict(X)
@@ -204,16 +219,16 @@ class PackOneClassSVM(_OffsetModel):
 
     def score_samples(self, X):
         """The raw scores <w, phi(x)> (n_samples,) of data every rank holds."""
-        return self.decision_function(X) + self.rho_
+        return self._decision_values(X) + self.rho_
 
     def labels_of(self, decisions):
-        """+1 where the decision value is > 0 (inlier), else -1, as LIBSVM and scikit-learn."""
-        return np.where(np.asarray(decisions) > 0, 1.0, -1.0)
+        """+1 (inlier) where the decision value is >= 0, else -1 (integers, as scikit-learn's)."""
+        return np.where(np.asarray(decisions) >= 0, 1, -1)
 
     def test_metrics(self, decisions, labels):
-        """Accuracy of +1 / -1 against a test set's labels when they are +1 / -1, else nothing."""
+        """Accuracy of +1 / -1 against a test set's labels when they all are +1 / -1, else None."""
         if not np.all(np.isin(labels, (-1.0, 1.0))):
-            return {}
+            return {"test_accuracy": None}
         return {"test_accuracy": float(np.mean(self.labels_of(decisions) == labels))}
 
     def _model_classes(self):

@@ -30,7 +30,7 @@ class Validation:
                for a in range(0, shard.n_samples, step)]
         self.ids = np.concatenate(ids).astype(np.int64)
         self.history = []  # (iteration, accuracy)
-        self.best, self.since_best = -1.0, 0
+        self.best, self.since_best = -np.inf, 0  # the first evaluation always improves
         self.collectives = Collectives(comm)  # counts the calls the evaluations make
         self.stopped = False
 
@@ -59,6 +59,6 @@ class Validation:
 
     def report(self):
         return {"fraction": self.holdout[0], "rows": len(self.ids), "every_packs": self.every,
-                "patience": self.patience, "best_accuracy": self.best, "stopped_early": self.stopped,
+                "patience": self.patience, f"best_{self.model.VALIDATION_METRIC}": self.best, "stopped_early": self.stopped,
                 "history": self.history, "collectives": sum(self.collectives.calls.values())}
 
