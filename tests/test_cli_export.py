@@ -152,46 +152,43 @@ def test_predict_takes_a_model_trained_by_libsvm(kernel, options, mpi_tmp_path, 
 
 @pytest.mark.parametrize("svm_type", ["epsilon_svr", "one_class"])
 def test_regression_and_one_class_models_go_both_ways_with_libsvm(svm_type, mpi_tmp_path, capsys):
-    """A ppack model exported: LIBSVM's svm_predict gives its decision values and predictions. A
-    LIBSVM -s 3 / -s 2 model file: ppack gives LIBSVM's, on every rank count."""
-    from ppack import PackOneClassSVM, PackSVR
-
+    """`train --svm-type` then `export --libsvm`: LIBSVM's svm_predict gives ppack's decision
+    values and predictions. A LIBSVM -s 3 / -s 2 model file: `predict` gives LIBSVM's, on
+    every rank count, and `info` names its type."""
     d = mpi_tmp_path
     X, _ = make_problem(150, 6, seed=59)
     Xt, _ = make_problem(60, 6, seed=60)
-    target = np.sin(X[:, 0]) * 3 + X[:, 1] * X[:, 2] + 12
+    write_libsvm(d / "train.txt", X, np.sin(X[:, 0]) * 3 + X[:, 1] * X[:, 2] + 12)
     write_libsvm(d / "test.txt", Xt, np.zeros(len(Xt)))
-    common = {"gamma": 0.2, "iterations": 300, "pack": 50, "seed": 4, "dtype": "float64", "comm": WORLD}
-    if svm_type == "epsilon_svr":
-        model = PackSVR(C=5, epsilon=0.3, **common).fit(X, target)
-        options = "-s 3 -t 2 -g 0.2 -c 5 -p 0.3"
-    else:
-        model = PackOneClassSVM(nu=0.2, **common).fit(X)
-        options = "-s 2 -t 2 -g 0.2 -n 0.2"
-    model.save(d / "m.h5")
-    ours, ours_predicted = model.decision_function(Xt), model.predict(Xt)
+    ours_options, libsvm_options = {"epsilon_svr": (["--C", "5", "--epsilon", "0.3"], "-s 3 -c 5 -p 0.3"),
+                                    "one_class": (["--nu", "0.2"], "-s 2 -n 0.2")}[svm_type]
+    main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--svm-type", svm_type, "--gamma", "0.2",
+          *ours_options, "--iterations", "300", "--pack", "50", "--seed", "4", "--dtype", "float64", "--quiet"])
     main(["export", "--libsvm", str(d / "m.h5"), str(d / "m.model")])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "p.npy"),
+          "--quiet"])
     if WORLD.Get_rank() == 0:
         assert f"wrote {d / 'm.model'}: LIBSVM model" in capsys.readouterr().out
+        ours = np.load(d / "p.npy")
         predicted, values = libsvm_predict(d / "m.model", d / "test.txt")
-        np.testing.assert_allclose(values[:, 0], ours, rtol=1e-6, atol=1e-6 * np.abs(ours).max())
-        np.testing.assert_allclose(predicted, ours_predicted, rtol=1e-6, atol=1e-6 * np.abs(ours).max())
-        ys = target.tolist() if svm_type == "epsilon_svr" else [1.0] * len(X)
-        svmutil.svm_save_model(str(d / "lib.model"), svmutil.svm_train(
-            ys, [dict(enumerate(row.tolist(), 1)) for row in X], options + " -q"))
+        np.testing.assert_allclose(values[:, 0], ours[:, 0], rtol=1e-6, atol=1e-6 * np.abs(ours[:, 0]).max())
+        np.testing.assert_allclose(predicted, ours[:, 1], rtol=1e-6, atol=1e-6 * np.abs(ours[:, 0]).max())
+        ys, xs = svmutil.svm_read_problem(str(d / "train.txt"))
+        svmutil.svm_save_model(str(d / "lib.model"), svmutil.svm_train(ys, xs, libsvm_options + " -t 2 -g 0.2 -q"))
     polite_barrier(WORLD)
-    loaded = load_model(d / "lib.model", WORLD)
-    decisions, labels = loaded.decision_function(Xt), loaded.predict(Xt)
+    main(["predict", "--model", str(d / "lib.model"), "--data", str(d / "test.txt"), "--output", str(d / "q.npy"),
+          "--quiet"])
     main(["info", str(d / "lib.model")])
     if WORLD.Get_rank() == 0:
         assert f"LIBSVM model\n  {svm_type}, kernel rbf (gamma=0.2)" in capsys.readouterr().out
         predicted, values = libsvm_predict(d / "lib.model", d / "test.txt")
-        assert_decisions_close(decisions, values[:, 0])
+        ours = np.load(d / "q.npy")
+        assert_decisions_close(ours[:, 0], values[:, 0])
         if svm_type == "one_class":
             assert set(predicted) == {-1.0, 1.0}
-            np.testing.assert_array_equal(labels, predicted)
+            np.testing.assert_array_equal(ours[:, 1], predicted)
         else:
-            assert_decisions_close(labels, predicted)
+            assert_decisions_close(ours[:, 1], predicted)
     polite_barrier(WORLD)
 
 

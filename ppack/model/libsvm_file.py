@@ -127,13 +127,14 @@ def read_libsvm_model_header(path):
     except PPackError as exc:
         raise InputError(f"field {exc}", path) from None
     total_sv = value("total_sv", int)
-    rho = value("rho", float)
     if svm_type != "c_svc":
         if total_sv < 0:
             raise InputError(f"field 'total_sv': expected a count >= 0, got {total_sv}", path)
-        return LibsvmModelHeader(spec, rho, None, (total_sv,), total_sv, None, sv_offset, sv_line, svm_type)
+        return LibsvmModelHeader(spec, value("rho", float), None, (total_sv,), total_sv, None, sv_offset, sv_line,
+                                 svm_type)
     labels = value("label", int, 2)
     nr_sv = value("nr_sv", int, 2)
+    rho = value("rho", float)
     if total_sv < 0 or min(nr_sv) < 0 or sum(nr_sv) != total_sv:
         raise InputError(f"fields 'nr_sv' ({nr_sv[0]} {nr_sv[1]}) and 'total_sv' ({total_sv}) disagree: expected "
                          "two counts >= 0 that add up to total_sv", path)
