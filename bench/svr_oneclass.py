@@ -151,7 +151,8 @@ def ppack_fit(estimator, X, y, Xt):
     """Fit a PackSVR or PackOneClassSVM (what `train --svm-type` runs): (test decision values
     (n,), {"seconds": training seconds (``training_["seconds"]["total"]``), "support_vectors", "rho"})."""
     estimator.fit(X, y)
-    return estimator.decision_function(Xt), {"seconds": float(estimator.training_["seconds"]["total"]),
+    values = estimator.predict(Xt) if y is not None else estimator.decision_function(Xt)  # SVR: f(x) is the value
+    return values, {"seconds": float(estimator.training_["seconds"]["total"]),
                                              "support_vectors": int(estimator.n_support_),
                                              "rho": float(estimator.rho_)}
 
