@@ -6,7 +6,7 @@ def run(quick, figures, data_dir):
     """{"markdown": the section's text, "data": every measurement}; quick: usps only, 2 seeds."""
     seeds = 2 if quick else 5
     results = run_sets(["usps"] if quick else list(SETS), seeds, 1 if quick else 2, data_dir)
-    lines = ["### Probabilities: calibration beside LIBSVM -b 1", "",
+    lines = ["### 8. Probabilities: calibration beside LIBSVM -b 1", "",
              "`bench/calibration.py`: ppack's `--probability` with its default calibration slice (5% of the rows, "
              "200 to 50,000, held out of training) and with `--calibration training` (the sigmoids fitted on the rows "
              "trained on), beside LIBSVM's `-b 1` (its internal five-fold cross-validation), at the same C and gamma. "

@@ -15,6 +15,7 @@ from . import base
 from .linear import estimator as linear
 from .packsvm import estimator as packsvm
 from .packsvm import offset_estimator as offset
+from .packsvm import libsvm_offset
 
 try:  # scikit-learn is optional
     from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin
@@ -87,6 +88,18 @@ class PackOneClassSVM(Estimator, offset.PackOneClassSVM, *OUTLIER_BASES):
 
 class LibsvmSVC(packsvm.LibsvmSVC, PackSVC):
     __doc__ = packsvm.LibsvmSVC.__doc__
+
+    @classmethod
+    def libsvm_type_classes(cls):
+        return {"c_svc": LibsvmSVC, "epsilon_svr": LibsvmSVR, "one_class": LibsvmOneClassSVM}
+
+
+class LibsvmSVR(libsvm_offset.LibsvmSVR, PackSVR):
+    __doc__ = libsvm_offset.LibsvmSVR.__doc__
+
+
+class LibsvmOneClassSVM(libsvm_offset.LibsvmOneClassSVM, PackOneClassSVM):
+    __doc__ = libsvm_offset.LibsvmOneClassSVM.__doc__
 
 
 class BlockAveragedSVC(Estimator, linear.BlockAveragedSVC, *SKLEARN_BASES):

@@ -150,6 +150,48 @@ def test_predict_takes_a_model_trained_by_libsvm(kernel, options, mpi_tmp_path, 
     polite_barrier(WORLD)
 
 
+@pytest.mark.parametrize("svm_type", ["epsilon_svr", "one_class"])
+def test_regression_and_one_class_models_go_both_ways_with_libsvm(svm_type, mpi_tmp_path, capsys):
+    """`train --svm-type` then `export --libsvm`: LIBSVM's svm_predict gives ppack's decision
+    values and predictions. A LIBSVM -s 3 / -s 2 model file: `predict` gives LIBSVM's, on
+    every rank count, and `info` names its type."""
+    d = mpi_tmp_path
+    X, _ = make_problem(150, 6, seed=59)
+    Xt, _ = make_problem(60, 6, seed=60)
+    write_libsvm(d / "train.txt", X, np.sin(X[:, 0]) * 3 + X[:, 1] * X[:, 2] + 12)
+    write_libsvm(d / "test.txt", Xt, np.zeros(len(Xt)))
+    ours_options, libsvm_options = {"epsilon_svr": (["--C", "5", "--epsilon", "0.3"], "-s 3 -c 5 -p 0.3"),
+                                    "one_class": (["--nu", "0.2"], "-s 2 -n 0.2")}[svm_type]
+    main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--svm-type", svm_type, "--gamma", "0.2",
+          *ours_options, "--iterations", "300", "--pack", "50", "--seed", "4", "--dtype", "float64", "--quiet"])
+    main(["export", "--libsvm", str(d / "m.h5"), str(d / "m.model")])
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "test.txt"), "--output", str(d / "p.npy"),
+          "--quiet"])
+    if WORLD.Get_rank() == 0:
+        assert f"wrote {d / 'm.model'}: LIBSVM model" in capsys.readouterr().out
+        ours = np.load(d / "p.npy")
+        predicted, values = libsvm_predict(d / "m.model", d / "test.txt")
+        np.testing.assert_allclose(values[:, 0], ours[:, 0], rtol=1e-6, atol=1e-6 * np.abs(ours[:, 0]).max())
+        np.testing.assert_allclose(predicted, ours[:, 1], rtol=1e-6, atol=1e-6 * np.abs(ours[:, 0]).max())
+        ys, xs = svmutil.svm_read_problem(str(d / "train.txt"))
+        svmutil.svm_save_model(str(d / "lib.model"), svmutil.svm_train(ys, xs, libsvm_options + " -t 2 -g 0.2 -q"))
+    polite_barrier(WORLD)
+    main(["predict", "--model", str(d / "lib.model"), "--data", str(d / "test.txt"), "--output", str(d / "q.npy"),
+          "--quiet"])
+    main(["info", str(d / "lib.model")])
+    if WORLD.Get_rank() == 0:
+        assert f"LIBSVM model\n  {svm_type}, kernel rbf (gamma=0.2)" in capsys.readouterr().out
+        predicted, values = libsvm_predict(d / "lib.model", d / "test.txt")
+        ours = np.load(d / "q.npy")
+        assert_decisions_close(ours[:, 0], values[:, 0])
+        if svm_type == "one_class":
+            assert set(predicted) == {-1.0, 1.0}
+            np.testing.assert_array_equal(ours[:, 1], predicted)
+        else:
+            assert_decisions_close(ours[:, 1], predicted)
+    polite_barrier(WORLD)
+
+
 def test_export_and_libsvm_predict_errors_end_every_rank_with_one_message(mpi_tmp_path, capsys):
     d = mpi_tmp_path
     X, y = make_problem(150, 5, seed=57)

@@ -1,11 +1,14 @@
-"""LIBSVM model files: the header and support vectors svm_save_model writes, read back; errors
-naming the file and the field; the names and labels of a one-vs-rest export; slices."""
+"""LIBSVM model files: the header and support vectors svm_save_model writes, read back (c_svc,
+epsilon_svr, one_class); errors naming the file and the field; the names and labels of a
+one-vs-rest export; slices; regression and one-class exports that LIBSVM predicts with."""
 import numpy as np
 import pytest
 from libsvm import svmutil
 
 from ppack.errors import InputError
+from ppack.kernels.spec import KernelSpec
 from ppack.model.format import is_libsvm_model, model_type
+from ppack.model.kernel import KernelModelHeader, write_kernel_model
 from ppack.model.libsvm_file import (class_model_path, export_libsvm, read_libsvm_model_header,
                                      read_libsvm_model_rows, rest_label)
 
@@ -95,7 +98,8 @@ VALID = ("svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 2\ntotal_sv 3\nrh
 
 
 @pytest.mark.parametrize("change, message", [
-    (("c_svc", "one_class"), "field 'svm_type': one_class"),
+    (("c_svc", "nu_svr"), "field 'svm_type': nu_svr (a LIBSVM type); ppack reads c_svc, epsilon_svr, one_class "
+                          "models only"),
     (("c_svc", "c_svm"), "field 'svm_type': c_svm (not a LIBSVM type)"),
     (("nr_class 2", "nr_class 3"), "field 'nr_class': 3 classes"),
     (("kernel_type rbf", "kernel_type sigmoid"), "field 'coef0': missing (the sigmoid kernel needs it)"),
@@ -131,3 +135,64 @@ def test_a_valid_hand_written_file_reads_in_slices(tmp_path):
     np.testing.assert_array_equal(coef, [0.25])
     np.testing.assert_array_equal(X.toarray(), [[0.0, -1.0, 0.0]])
     assert width == 3  # the largest index of the lines parsed (here the whole file, one chunk)
+
+
+@pytest.mark.parametrize("svm_type, options", [
+    ("epsilon_svr", "-s 3 -t 2 -g 0.3 -c 2 -p 0.2"), ("epsilon_svr", "-s 3 -t 1 -d 2 -g 0.2 -r 1 -c 0.5 -b 1"),
+    ("one_class", "-s 2 -t 2 -g 0.3 -n 0.2"), ("one_class", "-s 2 -t 0 -n 0.3 -b 1"),
+])
+def test_regression_and_one_class_files_are_read_as_libsvm_wrote_them(svm_type, options, tmp_path):
+    """No label or nr_sv line; -b 1's probA (epsilon_svr) and prob_density_marks (one_class) skipped."""
+    X, _ = make_problem(150, 5, seed=6)
+    y = np.sin(X[:, 0]) * 3 + X[:, 1] + 10
+    problem = svmutil.svm_problem(y.tolist(), [dict(enumerate(row.tolist(), 1)) for row in X])
+    path = tmp_path / "m.model"
+    svmutil.svm_save_model(str(path), svmutil.svm_train(problem, options + " -q"))
+    assert ("probA" in path.read_text() or "prob_density_marks" in path.read_text()) == ("-b 1" in options)
+    reference = svmutil.svm_load_model(str(path))
+    h = read_libsvm_model_header(path)
+    assert (h.svm_type, h.labels, h.probability) == (svm_type, None, None)
+    assert h.total_sv == reference.get_nr_sv() == h.nr_sv[0] and h.rho == reference.rho[0]
+    assert h.describe().startswith(f"{svm_type}, kernel ") and f"rho {h.rho:.17g}" in h.describe()
+    coef, X_sv, _ = read_libsvm_model_rows(path, h, 0, h.total_sv)
+    np.testing.assert_array_equal(coef, [c[0] for c in reference.get_sv_coef()])
+    expected = np.zeros((h.total_sv, 5))
+    for i, sv in enumerate(reference.get_SV()):
+        for j, v in sv.items():
+            if j > 0:
+                expected[i, j - 1] = v
+    np.testing.assert_array_equal(X_sv.toarray()[:, :5], expected)
+
+
+@pytest.mark.parametrize("svm_type, offset", [("epsilon_svr", 0.0), ("epsilon_svr", 1.0), ("one_class", 1.0)])
+def test_regression_and_one_class_exports_predict_in_libsvm_as_the_model_decides(svm_type, offset, tmp_path):
+    """A model file written by hand (so every term of the decision value is exercised, the kernel
+    offset included): LIBSVM's svm_predict on the export gives scale * sum_j coef_j (K(sv_j, x) +
+    offset) - rho, and for one_class +1 exactly where that is > 0."""
+    rng = np.random.default_rng(7)
+    sv, X = rng.normal(size=(40, 4)), rng.normal(size=(60, 4))
+    coef = rng.normal(size=40) if svm_type == "epsilon_svr" else rng.random(40)  # one-class: alpha >= 0
+    coef[[3, 17]] = 0.0  # left out of the file
+    scale, gamma = 0.7, 0.3
+    kernel = np.exp(-gamma * ((X[:, None, :] - sv[None, :, :]) ** 2).sum(axis=2))
+    raw = scale * (kernel + offset) @ coef
+    rho = -3.25 if svm_type == "epsilon_svr" else float(np.median(raw))  # one-class: half the rows inliers
+    classes = np.empty(0) if svm_type == "epsilon_svr" else np.array([-1.0, 1.0])
+    header = KernelModelHeader(KernelSpec("rbf", gamma, 3, 0.0, offset), 1.0, 0.01, scale, classes, 4, 40, "dense",
+                               np.dtype(np.float64), {}, None, svm_type, rho)
+    write_kernel_model(tmp_path / "m.h5", header, np.arange(40), coef, sv)
+    [(path, total_sv)] = export_libsvm(tmp_path / "m.h5", tmp_path / "m.model")
+    assert path == tmp_path / "m.model" and total_sv == 38
+    text = path.read_text().split("\nSV\n")[0].splitlines()
+    assert text[0] == f"svm_type {svm_type}" and not any(line.startswith(("label", "nr_sv")) for line in text)
+    expected = raw - rho
+    labels, _, values = svmutil.svm_predict([0.0] * len(X), [dict(enumerate(row.tolist(), 1)) for row in X],
+                                            svmutil.svm_load_model(str(path)), "-q")
+    np.testing.assert_allclose(np.asarray(values)[:, 0], expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+    if svm_type == "one_class":
+        assert 0 < np.sum(expected > 0) < len(X)
+        np.testing.assert_array_equal(labels, np.where(expected > 0, 1.0, -1.0))
+    else:
+        np.testing.assert_allclose(labels, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+    read_back = read_libsvm_model_header(path)
+    assert (read_back.svm_type, read_back.total_sv) == (svm_type, 38)

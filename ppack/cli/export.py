@@ -13,7 +13,8 @@ def add_parser(sub):
                                   "when -1 is a class)")
     fmt = e.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--libsvm", action="store_true",
-                     help="a LIBSVM model file (svm_type c_svc), as LIBSVM's svm_save_model writes")
+                     help="a LIBSVM model file (svm_type c_svc, epsilon_svr or one_class, as the model's), as "
+                          "LIBSVM's svm_save_model writes")
     e.add_argument("--quiet", action="store_true", help="print only errors")
 
 

@@ -16,8 +16,8 @@ OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".cs
 def add_parser(sub):
     pr = sub.add_parser("predict", help="decision values and labels of a data set")
     pr.add_argument("--model", required=True,
-                    help="model file written by train, or a binary LIBSVM model file "
-                         "(c_svc; kernel_type " + ", ".join(k.libsvm_type for k in KERNEL_TABLE if k.libsvm_type) + ")")
+                    help="model file written by train, or a LIBSVM model file "
+                         "(binary c_svc, epsilon_svr or one_class; kernel_type " + ", ".join(k.libsvm_type for k in KERNEL_TABLE if k.libsvm_type) + ")")
     pr.add_argument("--data", required=True, help="data, HDF5 or LIBSVM text")
     pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
     pr.add_argument("--proba", action="store_true",

@@ -63,9 +63,9 @@ class KernelModelHeader:
     dtype: np.dtype
     training: dict
     probability: tuple = None  # Platt's (A, B), each (1,) or (K,), when fitted
-    probability_power: float = 1.0  # K > 2: the power of the sigmoids' normalisation
     svm_type: str = "c_svc"
     rho: float = 0.0  # f(x) = scale * sum_j coef_j (K(sv_j, x) + kernel_offset) - rho
+    probability_power: float = 1.0  # K > 2: the power of the sigmoids' normalisation
 
     @property
     def n_columns(self):
@@ -177,7 +177,7 @@ def read_kernel_header(path):
             raise InputError(f"attribute 'probability_power': expected a finite number > 0, got {power}", path)
         return KernelModelHeader(spec, float(a["C"]), float(a["sigma"]), float(scale) if columns == 1 else scale,
                                  classes, int(a["n_features"]), n, storage, dtype, training_of(f), probability,
-                                 power if probability is not None else 1.0, svm_type, rho)
+                                 svm_type, rho, power if probability is not None else 1.0)
 
 
 def read_support_vectors(path, header, start, stop):

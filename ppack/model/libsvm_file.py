@@ -1,21 +1,27 @@
-"""LIBSVM model files: the text LIBSVM's ``svm_save_model`` writes, read (binary C-SVC) and written.
+"""LIBSVM model files: the text LIBSVM's ``svm_save_model`` writes, read and written for binary
+C-SVC, epsilon-SVR and one-class models.
 
 Layout: header lines ``field value ...`` up to a line ``SV``, then one line per support
 vector, ``sv_coef index:value ...`` (1-based ascending indices, zeros omitted). The fields
-this module reads and writes: ``svm_type c_svc``, ``kernel_type`` (each kernel's
-``libsvm_type`` in ``registry.KERNEL_TABLE``: linear, polynomial, rbf, sigmoid), the kernel
-parameters its formula reads (``degree``, ``gamma``, ``coef0``, in LIBSVM's order),
-``nr_class 2``, ``total_sv``, ``rho``, ``label`` (two integers), optional ``probA`` and
-``probB`` (Platt's sigmoid), and ``nr_sv`` (support vectors of each label; the lines hold
-the first label's first). LIBSVM's decision value is ``sum_j sv_coef_j K(sv_j, x) - rho``,
-positive for the first label of the ``label`` line.
+this module reads and writes: ``svm_type`` (c_svc, epsilon_svr or one_class),
+``kernel_type`` (each kernel's ``libsvm_type`` in ``registry.KERNEL_TABLE``: linear,
+polynomial, rbf, sigmoid), the kernel parameters its formula reads (``degree``, ``gamma``,
+``coef0``, in LIBSVM's order), ``nr_class 2``, ``total_sv``, ``rho``; for c_svc also
+``label`` (two integers), optional ``probA`` and ``probB`` (Platt's sigmoid), and ``nr_sv``
+(support vectors of each label; the lines hold the first label's first). LIBSVM's decision
+value is ``sum_j sv_coef_j K(sv_j, x) - rho``: for c_svc positive for the first label of
+the ``label`` line; for epsilon_svr the regressed value; for one_class positive for an
+inlier (prediction +1, else -1). An epsilon_svr or one_class file has no ``label`` or
+``nr_sv``; its optional ``probA`` (epsilon_svr's Laplace scale) and ``prob_density_marks``
+(one_class) are LIBSVM's ``-b 1`` outputs, which ppack skips.
 
-A ppack kernel model's decision value is ``scale * sum_j coef_j (K(sv_j, x) + offset)``,
-positive for ``classes[1]``; ``export_libsvm`` writes it as sv_coef = scale * coef (entries
-with a zero coefficient left out), rho = -scale * offset * sum(coef), label line
-``classes[1] classes[0]``. A K-class one-vs-rest model becomes K binary files, file k
-"classes[k] against the rest" with the labels ``classes[k] REST``, where REST is -1, or one
-less than the smallest class when -1 is a class (LIBSVM labels are integers).
+A ppack kernel model's decision value is ``scale * sum_j coef_j (K(sv_j, x) + offset) - rho``
+(rho 0 for c_svc), for c_svc positive for ``classes[1]``; ``export_libsvm`` writes it as
+sv_coef = scale * coef (entries with a zero coefficient left out), LIBSVM's rho = rho -
+scale * offset * sum(coef), and for c_svc the label line ``classes[1] classes[0]``. A
+K-class one-vs-rest model becomes K binary files, file k "classes[k] against the rest"
+with the labels ``classes[k] REST``, where REST is -1, or one less than the smallest class
+when -1 is a class (LIBSVM labels are integers).
 """
 import math
 import shutil
@@ -41,6 +47,7 @@ LIBSVM_KERNEL_TYPES = {ppack: libsvm for libsvm, ppack in KERNEL_NAMES.items()}
 # the kernel parameters as LIBSVM's svm_save_model writes them (those the formula reads)
 LIBSVM_PARAM_ORDER = ("degree", "gamma", "coef0")
 SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
+READ_TYPES = ("c_svc", "epsilon_svr", "one_class")  # the types ppack reads and writes
 MAX_HEADER_LINES = 64  # a file without "SV" in its first lines is not a LIBSVM model
 SLICE_BYTES = 8 << 20  # support vectors read from a ppack model at once (dense bytes)
 _INT32 = 2**31 - 1
@@ -48,22 +55,26 @@ _INT32 = 2**31 - 1
 
 @dataclass(frozen=True)
 class LibsvmModelHeader:
-    """The header of a binary C-SVC LIBSVM model file and where its support vectors start."""
+    """The header of a LIBSVM model file (binary c_svc, epsilon_svr or one_class) and where
+    its support vectors start."""
 
     spec: KernelSpec  # ppack's kernel (offset 0)
     rho: float
-    labels: tuple  # (first, second): the decision value is positive for the first
-    nr_sv: tuple  # support vectors of each label
+    labels: tuple  # c_svc: (first, second), the decision value is positive for the first; else None
+    nr_sv: tuple  # c_svc: support vectors of each label; else (total_sv,)
     total_sv: int
-    probability: tuple  # Platt's (A (1,), B (1,)), or None
+    probability: tuple  # c_svc: Platt's (A (1,), B (1,)), or None
     sv_offset: int  # byte offset of the first line after "SV"
     sv_line: int  # its 1-based line number
+    svm_type: str = "c_svc"
 
     def describe(self):
         spec = self.spec
         params = ", ".join(f"{name}={getattr(spec, name):g}" for name in LIBSVM_PARAM_ORDER
                            if name in spec.facts.params)
         kernel = LIBSVM_KERNEL_TYPES[spec.name] + (f" ({params})" if params else "")
+        if self.svm_type != "c_svc":
+            return f"{self.svm_type}, kernel {kernel}; {self.total_sv} support vectors, rho {self.rho:.17g}"
         return (f"c_svc, kernel {kernel}; labels {self.labels[0]} (decision > 0), {self.labels[1]}; "
                 f"{self.total_sv} support vectors ({self.nr_sv[0]}, {self.nr_sv[1]}), rho {self.rho:.17g}"
                 f"{', probability sigmoid' if self.probability is not None else ''}")
@@ -73,8 +84,8 @@ class LibsvmModelHeader:
 
 
 def read_libsvm_model_header(path):
-    """The header of a LIBSVM model file, checked: c_svc, nr_class 2, a kernel ppack has
-    (linear, polynomial, rbf or sigmoid). Raises InputError naming the file and the field (or line)."""
+    """The header of a LIBSVM model file, checked: c_svc, epsilon_svr or one_class, nr_class 2,
+    a kernel ppack has (linear, polynomial, rbf or sigmoid). Raises InputError naming the file and the field (or line)."""
     path = str(path)
     fields, sv_offset, sv_line = _header_fields(path)
 
@@ -95,9 +106,10 @@ def read_libsvm_model_header(path):
         return out[0] if count == 1 else tuple(out)
 
     svm_type = value("svm_type")
-    if svm_type != "c_svc":
+    if svm_type not in READ_TYPES:
         known = "a LIBSVM type" if svm_type in SVM_TYPES else "not a LIBSVM type"
-        raise InputError(f"field 'svm_type': {svm_type} ({known}); ppack reads c_svc models only", path)
+        raise InputError(f"field 'svm_type': {svm_type} ({known}); ppack reads {', '.join(READ_TYPES)} models only",
+                         path)
     nr_class = value("nr_class", int)
     if nr_class != 2:
         raise InputError(f"field 'nr_class': {nr_class} classes; ppack reads binary models (nr_class 2) only "
@@ -115,6 +127,11 @@ def read_libsvm_model_header(path):
     except PPackError as exc:
         raise InputError(f"field {exc}", path) from None
     total_sv = value("total_sv", int)
+    if svm_type != "c_svc":
+        if total_sv < 0:
+            raise InputError(f"field 'total_sv': expected a count >= 0, got {total_sv}", path)
+        return LibsvmModelHeader(spec, value("rho", float), None, (total_sv,), total_sv, None, sv_offset, sv_line,
+                                 svm_type)
     labels = value("label", int, 2)
     nr_sv = value("nr_sv", int, 2)
     rho = value("rho", float)
@@ -216,13 +233,16 @@ def rest_label(classes):
 
 def export_plan(model_path, out_path):
     """Check that a ppack kernel model can be written as LIBSVM files; returns
-    ``(header, [(path, first label, second label), ...])``: one file for a binary model, one
-    per class for one-vs-rest. Raises InputError naming the file and the field."""
+    ``(header, [(path, first label, second label), ...])``: one file for a binary, regression
+    or one-class model (labels None for the last two), one per class for one-vs-rest. Raises
+    InputError naming the file and the field."""
     model_path = str(model_path)
     header = read_kernel_header(model_path)
     if header.spec.name not in LIBSVM_KERNEL_TYPES:
         raise InputError(f"attribute 'kernel': {header.spec.name} has no LIBSVM kernel type; LIBSVM model files "
                          f"take {', '.join(sorted(LIBSVM_KERNEL_TYPES))} models", model_path)
+    if header.svm_type != "c_svc":
+        return header, [(Path(out_path), None, None)]
     classes = header.classes
     if classes.dtype.kind not in "biuf" or not np.all(np.isfinite(classes)) or \
             np.any(classes != np.round(classes)) or np.any(np.abs(classes) > _INT32 - 1):
@@ -246,7 +266,7 @@ def export_libsvm(model_path, out_path, rows_per_slice=None):
     for path, _, _ in outputs:
         if path.resolve() == Path(model_path).resolve():
             raise InputError(f"the output {path} would replace the model file it is written from", model_path)
-    K = header.n_columns
+    svm_type, K = header.svm_type, header.n_columns
     scales = np.atleast_1d(np.asarray(header.scale, dtype=np.float64))
     step = rows_per_slice or max(1, min(1 << 16, SLICE_BYTES // (8 * max(1, header.n_features))))
     sums = [[] for _ in range(K)]  # each column's coefficients summed exactly (see _add_exactly)
@@ -269,9 +289,10 @@ def export_libsvm(model_path, out_path, rows_per_slice=None):
                             with open(parts[k][side], "a") as f:
                                 f.writelines(f"{sv_coef[i]:.17g}{rows[i]}\n" for i in picked.tolist())
             for k, (path, first, second) in enumerate(outputs):
-                rho = -scales[k] * header.spec.offset * math.fsum(sums[k]) + 0.0  # + 0.0: no "-0"
-                probability = None if header.probability is None else tuple(v[k] for v in header.probability)
-                text = _header_text(header.spec, rho, (first, second), tuple(counts[k]), probability)
+                rho = header.rho - scales[k] * header.spec.offset * math.fsum(sums[k]) + 0.0  # + 0.0: no "-0"
+                probability = None if header.probability is None or svm_type != "c_svc" else \
+                    tuple(v[k] for v in header.probability)
+                text = _header_text(svm_type, header.spec, rho, (first, second), tuple(counts[k]), probability)
                 atomic_write(path, lambda f, text=text, k=k: _write_model(f, text, parts[k]))
                 written.append((path, int(counts[k].sum())))
     except BaseException:
@@ -307,14 +328,17 @@ def _write_model(f, header_text, parts):
                 shutil.copyfileobj(src, f)
 
 
-def _header_text(spec, rho, labels, nr_sv, probability):
-    lines = ["svm_type c_svc", f"kernel_type {LIBSVM_KERNEL_TYPES[spec.name]}"]
+def _header_text(svm_type, spec, rho, labels, nr_sv, probability):
+    lines = [f"svm_type {svm_type}", f"kernel_type {LIBSVM_KERNEL_TYPES[spec.name]}"]
     lines += [f"degree {int(spec.degree)}" if name == "degree" else f"{name} {float(getattr(spec, name)):.17g}"
               for name in LIBSVM_PARAM_ORDER if name in spec.facts.params]
-    lines += ["nr_class 2", f"total_sv {sum(nr_sv)}", f"rho {rho:.17g}", f"label {labels[0]} {labels[1]}"]
-    if probability is not None:
-        lines += [f"probA {float(probability[0]):.17g}", f"probB {float(probability[1]):.17g}"]
-    lines += [f"nr_sv {nr_sv[0]} {nr_sv[1]}", "SV"]
+    lines += ["nr_class 2", f"total_sv {sum(nr_sv)}", f"rho {rho:.17g}"]
+    if svm_type == "c_svc":
+        lines.append(f"label {labels[0]} {labels[1]}")
+        if probability is not None:
+            lines += [f"probA {float(probability[0]):.17g}", f"probB {float(probability[1]):.17g}"]
+        lines.append(f"nr_sv {nr_sv[0]} {nr_sv[1]}")
+    lines.append("SV")
     return "\n".join(lines) + "\n"
 
 

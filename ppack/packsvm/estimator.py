@@ -314,9 +314,8 @@ class PackSVC(BaseSVC):
         header = KernelModelHeader(self.spec_, self.C_, self.sigma_, self.scale_, self._model_classes(),
                                    self.n_features_in_, int(offsets[0][-1]), "csr" if table.sparse else "dense",
                                    table.dtype, self.training_,
-                                   None if self.probability_ is None else self.probability_[:2],
-                                   1.0 if self.probability_ is None else self.probability_[2], self.SVM_TYPE,
-                                   float(self.rho_))
+                                   None if self.probability_ is None else self.probability_[:2], self.SVM_TYPE,
+                                   float(self.rho_), 1.0 if self.probability_ is None else self.probability_[2])
 
         def own_parts():
             return shard_parts(table, offsets, comm.Get_rank(), keys="support_keys", coef="coef",
@@ -415,23 +414,23 @@ def checkpoint_summary(reports):
 register_model_type("kernel", PackSVC)
 
 
-class LibsvmSVC(PackSVC):
-    """A binary model read from a LIBSVM model file (``model.libsvm_file``), for predictions on
-    any number of ranks: the table holds the support vectors (scale 1, offset 0) and LIBSVM's
-    -rho is ``intercept_``, added to every decision value. ``classes_`` is [second label, first
-    label], so a value >= 0 gives LIBSVM's first label. Its support vectors name only the
-    features they use: data with more features is read as it is, as LIBSVM does. Predicts
-    only: no fit, and no save (a ppack model file has no place for rho)."""
+class LibsvmModel:
+    """What the models read from LIBSVM model files (``model.libsvm_file``) share, before a
+    PackSVC-family class in the bases: predictions on any number of ranks from a table of the
+    support vectors (scale 1, offset 0), with LIBSVM's rho applied by the subclass. The
+    support vectors name only the features they use: data with more features is read as it
+    is, as LIBSVM does. Predicts only: no fit, and no save."""
 
     def summary(self):
-        return f"{self.n_support_} support vectors (LIBSVM model)"
+        return f"{self.n_support_} support vectors (LIBSVM {self.SVM_TYPE} model)"
 
     def fit(self, *args, **kwargs):
-        raise PPackError("a model read from a LIBSVM model file predicts only; fit a new PackSVC to train")
+        raise PPackError("a model read from a LIBSVM model file predicts only; fit a new PackSVC, PackSVR or "
+                         "PackOneClassSVM to train")
 
     def save(self, path):
         raise PPackError(f"{path}: a model read from a LIBSVM model file is not saved as a ppack model "
-                         "(LIBSVM's rho has no place there); keep using the LIBSVM file")
+                         "(it has no training parameters); keep using the LIBSVM file")
 
     def _widen(self, n_features):
         if n_features > self.n_features_in_:  # the support vectors are 0 on the features beyond
@@ -448,15 +447,20 @@ class LibsvmSVC(PackSVC):
         self._widen(shard.n_features)
         return super().decision_function_shard(shard)
 
-    def _decisions(self, shard):
-        decisions, labels = super()._decisions(shard)
-        return (None if decisions is None else decisions + self.intercept_), labels
+    @classmethod
+    def libsvm_type_classes(cls):
+        """{LIBSVM svm_type: the class of models of that type read from a file} (the public
+        estimators' own in ``ppack.estimators``)."""
+        from .libsvm_offset import LibsvmOneClassSVM, LibsvmSVR
+        return {"c_svc": LibsvmSVC, "epsilon_svr": LibsvmSVR, "one_class": LibsvmOneClassSVM}
 
     @classmethod
     def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
-        """Collective: rank 0 checks the header, then every rank reads its slice of the support vectors."""
+        """Collective: rank 0 checks the header, then every rank reads its slice of the support
+        vectors; the model is of the class ``libsvm_type_classes`` gives the file's svm_type."""
         comm = MPI.COMM_WORLD if comm is None else comm
         header = comm.bcast(on_rank0(comm, read_libsvm_model_header, path), root=0)
+        cls = cls.libsvm_type_classes()[header.svm_type]
         spec = header.spec
         start, stop = chunk(header.total_sv, comm.Get_rank(), comm.Get_size())
         coef, X, width = run_collectively(comm, read_libsvm_model_rows, path, header, start, stop)
@@ -464,16 +468,30 @@ class LibsvmSVC(PackSVC):
         table = SupportVectorTable(KernelCompute(spec, n_features, True, np.float64, work_bytes), 1)
         table.insert_many(np.arange(start, stop, dtype=np.int64), coef, X)
         model = cls(kernel=spec.name, gamma=spec.gamma, degree=spec.degree, coef0=spec.coef0, comm=comm,
-                    work_bytes=work_bytes, probability=header.probability is not None)
-        model.table_, model.spec_, model.scale_, model.intercept_ = table, spec, 1.0, -header.rho
-        model.classes_ = np.array([header.labels[1], header.labels[0]], dtype=np.float64)
+                    work_bytes=work_bytes)
+        model.table_, model.spec_, model.scale_ = table, spec, 1.0
         model.n_features_in_, model.n_support_ = n_features, header.total_sv
         model.n_support_per_class_ = comm.allreduce(np.count_nonzero(table.coef, axis=0))
         model.sigma_ = model.C_ = None
         model.training_ = {"libsvm_model": str(path)}
-        model.probability_ = None if header.probability is None else (*header.probability, 1.0)  # binary
-        model.probability = header.probability is not None
+        model._set_libsvm_fields(header)
         return model
+
+
+class LibsvmSVC(LibsvmModel, PackSVC):
+    """A binary C-SVC model read from a LIBSVM model file: LIBSVM's -rho is ``intercept_``,
+    added to every decision value. ``classes_`` is [second label, first label], so a value >=
+    0 gives LIBSVM's first label (see ``LibsvmModel``)."""
+
+    def _decisions(self, shard):
+        decisions, labels = super()._decisions(shard)
+        return (None if decisions is None else decisions + self.intercept_), labels
+
+    def _set_libsvm_fields(self, header):
+        self.intercept_ = -header.rho
+        self.classes_ = np.array([header.labels[1], header.labels[0]], dtype=np.float64)
+        self.probability_ = None if header.probability is None else (*header.probability, 1.0)  # binary: no power
+        self.probability = header.probability is not None
 
 
 register_model_type("libsvm", LibsvmSVC)
