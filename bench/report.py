@@ -2,7 +2,7 @@
 
 Run from the repository root (data from ../shared/data; needs `pip install -e ".[bench]"`):
 
-    python -m bench.report            # full size (about half an hour on 2 cores)
+    python -m bench.report            # full size (about half an hour on 2 cores, and 40 minutes more for svr)
     python -m bench.report --quick    # every experiment on small sizes, under 10 minutes
 
 Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
