@@ -7,8 +7,9 @@ Run from the repository root (data from ../shared/data; needs `pip install -e ".
 
 Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
 report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication model)
-in report_scaling.py, 6 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py. Every ppack and peer figure is measured by this run; figures quoted
-from the paper or from published hardware specifications say so.
+in report_scaling.py, 6 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py.
+Every ppack and peer figure is measured by this run; figures quoted from the paper or from
+published hardware specifications say so.
 """
 import argparse
 import json
