@@ -2,7 +2,7 @@
 
 Run from the repository root (data from ../shared/data; needs `pip install -e ".[bench]"`):
 
-    python -m bench.report            # full size (more than an hour on 2 cores)
+    python -m bench.report            # full size (more than two hours on 2 cores)
     python -m bench.report --quick    # every experiment on small sizes, under 10 minutes
 
     python -m bench.report --only calibration --update   # rerun one part, keep the others

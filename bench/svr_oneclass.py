@@ -279,7 +279,8 @@ def markdown(results):
                 f"LIBSVM's {FRIEDMAN['folds']}-fold cross-validation on {f['cv_rows']:,} rows "
                 f"({len(f['cv_grid'])} grid points, {f['cv_seconds']:.0f} s).", "",
                 "| trainer | epochs | test RMSE | train s | support vectors |", "|---|---|---|---|---|",
-                f"| LIBSVM -s 3 | | {lib['test_rmse']:.4f} | {lib['median_seconds']:.2f} | {lib['support_vectors']:,} |"]
+                f"| LIBSVM -s 3 | | {lib['test_rmse']:.4f} | {lib['median_seconds']:.2f} | "
+                f"{lib['support_vectors']:,} |"]
         for run in f.get("ppack", {}).get("runs", []):
             out.append(f"| ppack epsilon_svr | {run['epochs']:g} | {run['test_rmse']:.4f} | {run['seconds']:.2f}"
                        f"{'' if len(run['seconds_each']) > 1 else ' (one run)'} | {run['support_vectors']:,} |")
@@ -293,9 +294,9 @@ def markdown(results):
             f" ppack E = {r['epochs']:g} AUC | s | SVs |" for r in runs)
         out += [head, "|" + "---|" * (4 + 3 * len(runs))]
         for d, lib in enumerate(o["libsvm"]):
-            out.append(f"| {d} | {lib['auc']:.4f} | {lib['median_seconds']:.2f} | {lib['support_vectors']:,} |" + "".join(
-                f" {r['digits'][d]['auc']:.4f} | {r['digits'][d]['seconds']:.2f} | "
-                f"{r['digits'][d]['support_vectors']:,} |" for r in runs))
+            out.append(f"| {d} | {lib['auc']:.4f} | {lib['median_seconds']:.2f} | {lib['support_vectors']:,} |"
+                       + "".join(f" {r['digits'][d]['auc']:.4f} | {r['digits'][d]['seconds']:.2f} | "
+                                 f"{r['digits'][d]['support_vectors']:,} |" for r in runs))
         out.append(f"| mean / total | {o['libsvm_mean_auc']:.4f} | {o['libsvm_seconds']:.2f} | |" + "".join(
             f" {r['mean_auc']:.4f} | {r['seconds']:.2f} | |" for r in runs))
         out += ["", goal_text(o, "mean AUC within 0.01 of LIBSVM's", None), ""]
@@ -346,7 +347,8 @@ def parse(argv=None):
     p.add_argument("--epochs", default=",".join(f"{e:g}" for e in EPOCHS),
                    help="ppack's epochs values, tried in order until the goal's accuracy is reached")
     p.add_argument("--repeats", type=int, default=3, help="trainings per timing (the median is reported)")
-    p.add_argument("--libsvm-repeats", type=int, default=None, help="LIBSVM's trainings per timing (default: --repeats)")
+    p.add_argument("--libsvm-repeats", type=int, default=None,
+                   help="LIBSVM's trainings per timing (default: --repeats)")
     p.add_argument("--all-epochs", action="store_true", help="run every --epochs value, not only up to the goal")
     p.add_argument("--quick", action="store_true", help="small sizes: a check of the script, not the result")
     p.add_argument("--skip-ppack", action="store_true", help="LIBSVM's side only")

@@ -85,7 +85,8 @@ class LibsvmModelHeader:
 
 def read_libsvm_model_header(path):
     """The header of a LIBSVM model file, checked: c_svc, epsilon_svr or one_class, nr_class 2,
-    a kernel ppack has (linear, polynomial, rbf or sigmoid). Raises InputError naming the file and the field (or line)."""
+    a kernel ppack has (linear, polynomial, rbf or sigmoid). Raises InputError naming the
+    file and the field (or line)."""
     path = str(path)
     fields, sv_offset, sv_line = _header_fields(path)
 
