@@ -13,7 +13,8 @@ too small to spare rows) and with fewer than ``MIN_ROWS`` out-of-bag rows are th
 fitted on the training rows, which is biased toward overconfidence (by 3 to 8 points of mean
 confidence over accuracy on the tests' problems; taking each support vector's own term out
 of its decision value overcorrected, to 14 to 30 points under); ``fitted_on`` says which.
-For K > 2 classes the K one-vs-rest sigmoids are normalised to sum to 1.
+For K > 2 classes the K one-vs-rest sigmoids are raised to one fitted power (``fit_power``)
+and normalised to sum to 1.
 """
 import numpy as np
 
