@@ -114,7 +114,7 @@ X = rng.normal(size=(120, 4))
 PackSVC(gamma=0.5, iterations=100, pack=20, comm=MPI.COMM_SELF).fit(X, np.sign(X[:, 0] + 0.1))
 counts = MPI.COMM_WORLD.gather(numba.get_num_threads())  # one printer: the launcher may interleave ranks' output
 if MPI.COMM_WORLD.Get_rank() == 0:
-    print("\n".join(f"threads {rank} {count}" for rank, count in enumerate(counts)), flush=True)
+    print("\\n".join(f"threads {rank} {count}" for rank, count in enumerate(counts)), flush=True)
 """
 
 
