@@ -63,7 +63,7 @@ def _timed_load(comm, path):
     """Collective: the model file's estimator, as its trainer's class, and the seconds it took."""
     from ..base import load_model
     from ..linear import estimator as linear  # noqa: F401 - importing the trainers registers their
-    from ..packsvm import estimator as packsvm  # noqa: F401 - model types, which load_model reads
+    from ..packsvm import libsvm_offset  # noqa: F401 - model types (and svm types), which load_model reads
 
     start = MPI.Wtime()
     model = load_model(path, comm)

@@ -28,6 +28,11 @@ from .warmup import warm_kernels
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
 
+# {svm_type: the class of its models}, from model files and from LIBSVM model files: c_svc's
+# here, the other types' added by offset_estimator.py and libsvm_offset.py when imported
+SVM_TYPE_CLASSES = {}
+LIBSVM_TYPE_CLASSES = {}
+
 
 class PackSVC(BaseSVC):
     """Kernel SVM trained by P-packSVM on ``comm``'s ranks: binary, or K classes one-vs-rest
@@ -363,7 +368,6 @@ class PackSVC(BaseSVC):
     def svm_type_classes(cls):
         """{svm_type: the estimator class of models of that type} (the public estimators' own in
         ``ppack.estimators``)."""
-        from .offset_estimator import SVM_TYPE_CLASSES
         return SVM_TYPE_CLASSES
 
     def _model_classes(self):
@@ -411,6 +415,7 @@ def checkpoint_summary(reports):
             "sequential_opens": max(r.opens for r in reports)}
 
 
+SVM_TYPE_CLASSES["c_svc"] = PackSVC
 register_model_type("kernel", PackSVC)
 
 
@@ -451,8 +456,7 @@ class LibsvmModel:
     def libsvm_type_classes(cls):
         """{LIBSVM svm_type: the class of models of that type read from a file} (the public
         estimators' own in ``ppack.estimators``)."""
-        from .libsvm_offset import LibsvmOneClassSVM, LibsvmSVR
-        return {"c_svc": LibsvmSVC, "epsilon_svr": LibsvmSVR, "one_class": LibsvmOneClassSVM}
+        return LIBSVM_TYPE_CLASSES
 
     @classmethod
     def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
@@ -494,4 +498,5 @@ class LibsvmSVC(LibsvmModel, PackSVC):
         self.probability = header.probability is not None
 
 
+LIBSVM_TYPE_CLASSES["c_svc"] = LibsvmSVC
 register_model_type("libsvm", LibsvmSVC)

@@ -1,6 +1,6 @@
 """epsilon-SVR and one-class models read from LIBSVM model files (``model.libsvm_file``): PackSVR
 and PackOneClassSVM for predictions, with LIBSVM's rho as ``rho_`` (see ``estimator.LibsvmModel``)."""
-from .estimator import LibsvmModel
+from .estimator import LIBSVM_TYPE_CLASSES, LibsvmModel
 from .offset_estimator import PackOneClassSVM, PackSVR
 
 
@@ -16,3 +16,6 @@ class LibsvmOneClassSVM(LibsvmModel, PackOneClassSVM):
 
     def _set_libsvm_fields(self, header):
         self.rho_ = header.rho
+
+
+LIBSVM_TYPE_CLASSES.update(epsilon_svr=LibsvmSVR, one_class=LibsvmOneClassSVM)

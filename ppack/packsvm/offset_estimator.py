@@ -11,7 +11,7 @@ from ..errors import PPackError
 from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..mpi.collectives import Collectives
 from ..registry import SVM_TYPE_PARAMS, svm_type_params
-from .estimator import PackSVC
+from .estimator import SVM_TYPE_CLASSES, PackSVC
 from .losses import largest_weight, one_class_loss, svr_loss
 
 _R = {name: param.default for name, param in svm_type_params("epsilon_svr").items()}
@@ -253,5 +253,5 @@ def r2_score(y, f):
     return float(1.0 - residual / total)
 
 
-SVM_TYPE_CLASSES = {"c_svc": PackSVC, "epsilon_svr": PackSVR, "one_class": PackOneClassSVM}
+SVM_TYPE_CLASSES.update(epsilon_svr=PackSVR, one_class=PackOneClassSVM)
 assert set(SVM_TYPE_CLASSES) == set(SVM_TYPE_PARAMS["svm_type"].rule.choices)
