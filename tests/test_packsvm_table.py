@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from ppack.kernels.block import RowBlock
 from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.table import SupportVectorTable
@@ -70,3 +71,48 @@ def test_key_slots_map_like_a_dict_through_growth():
     assert slots.add(np.array([2**61 + 5, int(keys[10])]), 0) == 1  # present
     assert slots.add(np.array([7 * 10**15, 3 * 10**15, 7 * 10**15]), 0) == 2  # repeated
     assert np.array_equal(slots.keys, before) and slots.n == len(reference)
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_lazy_averages_equal_the_eager_update_through_settles_and_folds(K):
+    """``apply_pack`` keeps the averages lazily (a clock of the packs' increments, settled into
+    an entry when it is touched, into all of them on a fold or when the increments fall far
+    below the clock): held to an eager reference that adds every pack's increment times the
+    coefficient to every entry, over packs whose increments grow, then collapse by 1e-40 (which
+    forces settles), with scale folds and repeated keys."""
+    rng = np.random.default_rng(8)
+    d, r, packs = 3, 20, 60
+    table = SupportVectorTable(KernelCompute(KernelSpec("rbf"), d, False, np.float64), K, averaged=True)
+    occupancy = np.zeros(1, dtype=np.int64)
+    ref_coef, ref_avg = {}, {}
+    increment = 1.0
+    for p in range(packs):
+        ids = rng.integers(0, 150, r).astype(np.int64)
+        block_rows = rng.normal(size=(r, d))
+        block = RowBlock(d, np.ones(r), dense=block_rows)
+        coef = rng.normal(size=(K, r))
+        loss = np.where(rng.random((K, r)) < 0.4, 1.0, 0.0)
+        coef[loss == 0] = 0.0
+        increment *= 1e-40 if p == 30 else 1.5
+        average = increment * np.concatenate([rng.random((K, r)), np.ones((K, 1))], axis=1)
+        fold = np.column_stack([np.where(np.arange(K) == p % K, 0.75, 1.0), np.where(np.arange(K) == p % K, -3.0, 0.0)]) \
+            if p % 7 == 6 else np.empty((0, 2))
+        flags = table.holds(ids).astype(np.float64)  # rank 0 + 1 where held
+        for key in ref_coef:  # the eager reference
+            ref_avg[key] = ref_avg[key] + ref_coef[key] * average[:, r]
+        if fold.shape[0]:
+            for key in ref_coef:
+                ref_coef[key] = ref_coef[key] * fold[:, 0] * 2.0 ** fold[:, 1]
+        for k in range(r):
+            if loss[:, k].max() > 0:
+                key = int(ids[k])
+                ref_coef[key] = ref_coef.get(key, np.zeros(K)) + coef[:, k]
+                ref_avg[key] = ref_avg.get(key, np.zeros(K)) + average[:, k]
+        table.apply_pack(ids, flags, coef, loss, average, fold, 0, occupancy, block, np.ones(r))
+    keys = sorted(ref_coef)
+    assert sorted(table.keys.tolist()) == keys
+    slots = table.slots_of(np.array(keys))
+    expected_avg = np.array([ref_avg[k] for k in keys])
+    np.testing.assert_allclose(table.coef[slots], np.array([ref_coef[k] for k in keys]), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(table.avg[slots], expected_avg, rtol=1e-10, atol=0)
+    assert table.avg_clock.max() < increment * 1e4  # settled after the collapse: the clock restarted

@@ -87,9 +87,11 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         f.create_dataset("owner", shape=(n,), dtype=np.int32)
         f.create_dataset("keys", shape=(n,), dtype=np.int64)
         f.create_dataset("coef", shape=(n,) if table.n_columns == 1 else (n, table.n_columns), dtype=np.float64)
-        if table.averaged:  # the weighted sums of the averaged iterate (averaging.py)
+        if table.averaged:  # the weighted sums of the averaged iterate (averaging.py), as the table keeps them
             f.attrs["avg_weight"] = state.avg_weight
+            f.attrs["avg_clock"] = table.avg_clock
             f.create_dataset("avg", shape=(n, table.n_columns), dtype=np.float64)
+            f.create_dataset("avg_since", shape=(n, table.n_columns), dtype=np.float64)
         if table.sparse:
             f.create_dataset("indptr", shape=(n + 1,), dtype=np.int64)
             f.create_dataset("indices", shape=(nnz,), dtype=np.int32)
@@ -105,7 +107,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
         if table.n:
             parts.append(Part("owner", int(entries[rank]), np.full(table.n, rank, dtype=np.int32)))
             if table.averaged:
-                parts.append(Part("avg", int(entries[rank]), table.avg))
+                avg, since = table.lazy_avg
+                parts += [Part("avg", int(entries[rank]), avg), Part("avg_since", int(entries[rank]), since)]
         return parts
 
     return collective_h5_write(comm, path, create, own_parts, finish)
@@ -143,11 +146,16 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                                        len(scale), averaged)
             keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
-            avg = None
+            avg = since = None
             if averaged:  # this rank's rows only (a contiguous range, as written)
                 lo, hi = (int(mine[0]), int(mine[-1]) + 1) if len(mine) else (0, 0)
                 avg = f["avg"][lo:hi][mine - lo]
-            table.insert_many(keys, coef, X, None, avg)
+                if "avg_since" in f:  # older files hold the averages up to date: since 0, clock 0
+                    table.avg_clock[:] = a["avg_clock"]
+                    since = f["avg_since"][lo:hi][mine - lo]
+                else:
+                    since = np.zeros_like(avg)
+            table.insert_many(keys, coef, X, None, avg, since)
             windows = json.loads(a["loss_windows"]) if "loss_windows" in a else {}  # absent in older files
             if windows.get("size") != tol_window:
                 windows = {"size": tol_window}

@@ -170,18 +170,21 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
             if not math.isfinite(coef_out[k]):
                 info[2], info[3] = k + 1, 3
                 break
-            for j in range(k + 1, r):  # scaled by a, then the step (two roundings, as apart)
-                pred[j] = pred[j] * a + eta * pairs[row + j - k]
+            # scaled by a, then the step (two roundings, as apart); on slices, which vectorise
+            later, kernels = pred[k + 1:r], pairs[row + 1:row + r - k]
+            for j in range(later.shape[0]):
+                later[j] = later[j] * a + eta * kernels[j]
             if norm > limit:
                 f = 1.0 / math.sqrt(sigma * norm / max_weight)
                 s *= f
                 norm = limit
                 projections += 1
-                for j in range(k + 1, r):
-                    pred[j] *= f
+                for j in range(later.shape[0]):
+                    later[j] *= f
         else:
-            for j in range(k + 1, r):
-                pred[j] *= a
+            later = pred[k + 1:r]
+            for j in range(later.shape[0]):
+                later[j] *= a
         if mode == EPSILON_INSENSITIVE and loss > 0.0:  # d loss / d rho = weight sign(residual)
             rho -= rho_step * step / (t + step - 1.0) * sign * weight[k]
         elif mode == ONE_CLASS:  # d/d rho of weight max(0, rho - f) - sigma rho

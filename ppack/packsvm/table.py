@@ -22,7 +22,9 @@ class SupportVectorTable:
     Coefficients are float64, one column per binary problem (1 for a binary model, K for K
     classes one-vs-rest, which share their support vectors: a row is an entry when any class
     gave it a coefficient). ``averaged`` tables also keep ``avg``, the weighted sum of each
-    coefficient so far (``averaging.py``).
+    coefficient so far (``averaging.py``), brought up to date lazily: an entry's stored sum
+    lacks ``coef * (avg_clock - since)``, the packs' increments (``avg_clock`` (n_columns,),
+    the same on every rank) since the entry was last touched (``since`` (n, n_columns)).
     """
 
     def __init__(self, compute, n_columns=1, averaged=False):
@@ -35,6 +37,8 @@ class SupportVectorTable:
         self._keys = np.empty(cap, dtype=np.int64)
         self._coef = np.empty((cap, self.n_columns))
         self._avg = np.empty((cap if averaged else 0, self.n_columns))
+        self._since = np.empty((cap if averaged else 0, self.n_columns))
+        self.avg_clock = np.zeros(self.n_columns)
 
     def __len__(self):
         return self.n
@@ -42,7 +46,8 @@ class SupportVectorTable:
     @property
     def nbytes(self):
         """Bytes allocated for the entries and their rows (capacity, not just the live ones), the key map aside."""
-        return int(self._keys.nbytes + self._coef.nbytes + self._avg.nbytes + self.compute.stored.nbytes)
+        return int(self._keys.nbytes + self._coef.nbytes + self._avg.nbytes + self._since.nbytes
+                   + self.compute.stored.nbytes)
 
     # -- views of the live entries -------------------------------------------------
     @property
@@ -56,8 +61,15 @@ class SupportVectorTable:
 
     @property
     def avg(self):
-        """(n, n_columns) running weighted sums of the coefficients (averaged tables)."""
-        return self._avg[:self.n]
+        """(n, n_columns) running weighted sums of the coefficients (averaged tables), up to date:
+        a new array (the stored lazy sums are ``lazy_avg``)."""
+        return self._avg[:self.n] + self.coef * (self.avg_clock - self._since[:self.n])
+
+    @property
+    def lazy_avg(self):
+        """(stored sums (n, n_columns), since (n, n_columns)), as kept (a checkpoint saves them
+        with ``avg_clock``, so that a resumed run rounds as an uninterrupted one)."""
+        return self._avg[:self.n], self._since[:self.n]
 
     @property
     def norms(self):
@@ -90,10 +102,10 @@ class SupportVectorTable:
         """Whether each of ``keys`` (int64 array) has an entry in this shard: bool array."""
         return self.key_slots.lookup(keys) >= 0
 
-    def insert_many(self, keys, coef, X, norms=None, avg=None):
+    def insert_many(self, keys, coef, X, norms=None, avg=None, since=None):
         """New entries: keys (k,), coef (k,) or (k, n_columns), X dense (k, d) or scipy CSR or a
         CSR triple with k rows and their norms (k,) (computed when None); for averaged tables
-        ``avg`` as coef (zeros if None)."""
+        ``avg`` as coef (zeros if None) and ``since`` (the clock today if None)."""
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         k = len(keys)
         self._reserve(k)
@@ -106,6 +118,7 @@ class SupportVectorTable:
         self._coef[sl] = np.reshape(coef, (k, self.n_columns))
         if self.averaged:
             self._avg[sl] = 0.0 if avg is None else np.reshape(avg, (k, self.n_columns))
+            self._since[sl] = self.avg_clock if since is None else np.reshape(since, (k, self.n_columns))
         self.n += k
 
     def apply_pack(self, ids, owner_flags, coef, loss, average, fold, rank, occupancy, block, norms):
@@ -123,7 +136,7 @@ class SupportVectorTable:
         self._reserve(len(ids))
         keys = self.key_slots
         positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, keys.keys, keys.slots,
-                               self._keys, self._coef, self._avg, self.n)
+                               self._keys, self._coef, self._avg, self._since, self.avg_clock, self.n)
         if positions.size:
             self.compute.store_rows(block, positions, norms[positions])
             self.n += len(positions)
@@ -135,20 +148,32 @@ class SupportVectorTable:
             new = max(self.n + extra, 2 * len(self._keys))
             self._keys, self._coef = resized(self._keys, new), resized(self._coef, new)
             if self.averaged:
-                self._avg = resized(self._avg, new)
+                self._avg, self._since = resized(self._avg, new), resized(self._since, new)
         self.key_slots.reserve(extra)
+
+
+# An averaged table's clock is settled into every entry (``_settle``) when a pack's increment
+# is below SETTLE_BELOW times the clock. Each addition to the clock then rounds by at most
+# 2^-53 times clock <= 2^-37 times that increment, so an entry's gain clock - since, a sum
+# of such increments, is exact to 2^-37 relative. The sums a_t s_t grow as t^2 (s ~ 1/t),
+# so this settles about once every 2^16 packs, or on each pack where projections make s
+# fall fast.
+SETTLE_BELOW = 2.0 ** -16
 
 
 @njit(cache=True)
 def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map_keys, map_slots, entry_keys,
-               table_coef, table_avg, n):
+               table_coef, table_avg, table_since, clock, n):
     """The pack into the table of n entries, the same decisions on every rank.
 
-    First what the entries held on entry add to their averages (``averaging.py``: their
-    coefficient times the pack's increment ``average[c, r]``), then the pack's scale folds
-    (fold (K, 2): coefficients times mantissa * 2^exponent; (0, 2): none), then the pack's
-    coefficients. ids (r,) the pack's keys; owner_flags (r,) collective 2's sums (owner rank
-    + 1, or 0); coef, loss (K, r); average (K, r + 1), or (0, 0) when not averaging. Rows
+    First the pack's increment ``average[c, r]`` of the averages (``averaging.py``: what each
+    coefficient held on entry adds to its average, per unit) is added to the ``clock`` (K,),
+    then the pack's scale folds are applied (fold (K, 2): coefficients times mantissa *
+    2^exponent; (0, 2): none; a folded column is settled first, its clock being in the units
+    before the fold), then the pack's coefficients. An entry's average lags by its
+    coefficient times (clock - ``table_since``) until it is touched (settled then). ids (r,)
+    the pack's keys; owner_flags (r,) collective 2's sums (owner rank + 1, or 0); coef, loss
+    (K, r); average (K, r + 1), or (0, 0) when not averaging. Rows
     with a positive loss in some problem are merged by key, in pack order (a key's values
     summed in the order the pack met them); entries this rank holds get them added to
     ``table_coef`` (and their average parts to ``table_avg``); new keys are placed one by
@@ -160,11 +185,16 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map
     K, r = coef.shape
     averaging = average.shape[1] > 0
     if averaging:
-        for j in range(n):
-            for c in range(K):
-                table_avg[j, c] += table_coef[j, c] * average[c, r]
+        for c in range(K):
+            if average[c, r] < clock[c] * SETTLE_BELOW:
+                _settle(c, n, table_coef, table_avg, table_since, clock)
+            clock[c] += average[c, r]
     if fold.shape[0] > 0:
         for c in range(K):
+            if fold[c, 0] == 1.0 and fold[c, 1] == 0.0:  # no fold in this column (an exact identity)
+                continue
+            if averaging:
+                _settle(c, n, table_coef, table_avg, table_since, clock)
             mantissa, exponent = fold[c, 0], int(min(max(fold[c, 1], -4000.0), 4000.0))
             for j in range(n):
                 table_coef[j, c] = math.ldexp(table_coef[j, c] * mantissa, exponent)
@@ -204,10 +234,13 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map
             n_new += 1
         elif owners[u] == rank:
             lookup(map_keys, map_slots, ids[first[u]:first[u] + 1], slot)
+            j = slot[0]
             for c in range(K):
-                if averaging:
-                    table_avg[slot[0], c] += part[u, c]
-                table_coef[slot[0], c] += value[u, c]
+                if averaging:  # settled with the coefficient held on entry, then the pack's part
+                    table_avg[j, c] += table_coef[j, c] * (clock[c] - table_since[j, c])
+                    table_since[j, c] = clock[c]
+                    table_avg[j, c] += part[u, c]
+                table_coef[j, c] += value[u, c]
     placed = least_occupied(occupancy, n_new)
     mine = np.empty(n_new, dtype=np.int64)  # key numbers of this rank's new entries
     n_mine = i = 0
@@ -228,7 +261,17 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map
             table_coef[at, c] = value[u, c]
             if averaging:
                 table_avg[at, c] = part[u, c]
+                table_since[at, c] = clock[c]
     return positions
+
+
+@njit(cache=True)
+def _settle(c, n, table_coef, table_avg, table_since, clock):
+    """Column c of the first n entries' averages brought up to ``clock[c]``, which restarts at 0."""
+    for j in range(n):
+        table_avg[j, c] += table_coef[j, c] * (clock[c] - table_since[j, c])
+        table_since[j, c] = 0.0
+    clock[c] = 0.0
 
 
 @njit(cache=True)
