@@ -6,12 +6,13 @@ weighs late iterates most and does not depend on T (a run stopped early, or resu
 well defined average). Every entry keeps ``avg``, its coefficient's weighted sum so far in
 true units (coefficient times scale). w_t = s_t sum_j beta_j phi_j, so over a pack an entry
 held on entry gains beta_j sum_t a_t s_t, the pack's increment that the replay computes
-alike on every rank (``replay_pack(average_out=...)``, with the coefficients it adds);
-``table.merge_pack`` adds it to every entry, O(entries) per pack, far below the pack's kernel
-sums and divided among the ranks with the entries. (Bringing entries up to date only when
-their coefficient changes would need a running sum of a_t s_t over the whole run, and s
-spans a hundred orders of magnitude between two folds: the late increments vanish below the
-early sum's rounding.)
+alike on every rank (``replay_pack(average_out=...)``, with the coefficients it adds).
+The table adds it lazily (``table.merge_pack``): a per-column clock sums the packs'
+increments, and an entry gains its coefficient times the clock's advance when it is touched,
+so a pack costs O(the entries it touches). A scale fold changes the coefficients' units and
+s can fall by a hundred orders of magnitude between folds, which would lose the late
+increments below the clock's rounding: the clock is settled into every entry on a fold and
+whenever an increment falls far below it (``table.SETTLE_BELOW``).
 """
 
 

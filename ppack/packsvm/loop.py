@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 from mpi4py import MPI
+from numba import njit
 
 from ..data.delivery import deliver_rows
 from ..errors import PPackError
@@ -37,7 +38,7 @@ from . import averaging
 from .checkpoint import write_checkpoint
 from .losses import Loss
 from .pack_buffer import PackBuffer
-from .replay import NonFinite, replay_problems
+from .replay import HINGE, NonFinite, replay_problems
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
 
@@ -149,7 +150,8 @@ class PackedSolver:
         digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
         buf = None
         loss_rule = self.loss
-        offsets = np.empty((Q, 2))
+        offsets = np.empty((Q, 2))  # [rho, the pack's sum of a_t rho_t] per problem (the replay's)
+        offsets[:, 0] = state.rho
 
         limit = self.iterations
         while state.iteration < limit:
@@ -164,11 +166,13 @@ class PackedSolver:
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
             # local work: partial predictions, this rank's share of the pair kernels, key flags
-            if buf is None or buf.r != r:  # one buffer for all the packs of r rows
+            if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
                 buf = PackBuffer(Q, r, size)
                 left, right = upper_pairs(r)
                 lo, hi = chunk(len(left), rank, size)
                 left, right, my_pairs = left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
+                coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
+                average = np.empty((Q, r + 1)) if self.average else None
             else:
                 buf.clear()
             buf.digests[rank] = digest
@@ -196,22 +200,21 @@ class PackedSolver:
             self._check_agreement(buf.digests, state.iteration, stats.packs)
 
             # the r sequential updates of each problem, identical on every rank
-            coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
-            average = np.empty((Q, r + 1)) if self.average else None
-            offsets[:, 0] = state.rho
             try:
                 projections, folded = replay_problems(
                     buf.predictions, buf.pairs, state.scale, state.norm, block.y, state.iteration, self.sigma, coef,
                     loss, fold, block.weight, loss_rule.bound, average, self.step, self.spec.facts.psd, mean_loss,
                     loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step)
                 stats.projections += projections
-                state.rho = offsets[:, 0].copy()
+                if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
+                    state.rho = offsets[:, 0].copy()
             except NonFinite as exc:  # every rank replays the same numbers: all raise here together
                 raise PPackError(self._divergence_message(exc, exc.problem if Q > 1 else None),
                                  collective=True) from None
             if average is not None:
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
-                state.rho_sum = state.rho_sum + offsets[:, 1]
+                if loss_rule.mode != HINGE:
+                    state.rho_sum = state.rho_sum + offsets[:, 1]
             state.iteration += r
             # the averages' increments, the scale folds, the pack's coefficients; this rank's new rows
             table.apply_pack(ids, buf.owner_flags, coef, loss, _NO_AVERAGE if average is None else average,
@@ -264,7 +267,7 @@ class PackedSolver:
     @staticmethod
     def _check_agreement(digests, iteration, packs):
         """Raise on every rank alike when the ranks' digests (one slot each, summed exactly) differ."""
-        if digests.min() == digests.max():
+        if all_equal(digests):
             return
         groups = {}
         for k, value in enumerate(digests):
@@ -280,6 +283,16 @@ class PackedSolver:
 
 _NO_AVERAGE = np.empty((0, 0))
 _NO_FOLD = np.empty((0, 2))
+
+
+@njit(cache=True)
+def all_equal(values):
+    """Whether every entry of ``values`` (n,) equals the first (one numba call: a pack's
+    numpy calls cost microseconds each once the kernel sums have emptied the caches)."""
+    for value in values:
+        if value != values[0]:
+            return False
+    return True
 
 
 @lru_cache(maxsize=4)

@@ -106,25 +106,36 @@ def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
     """
     windows = state.loss_windows
     if windows is None:
-        size, count, total, means = -1, -1, math.nan, _NOTHING
+        size, count, total, means = -1, -1, math.nan, ()
     else:
-        size, count, total, means = windows.size, windows.count, windows.total, np.array(windows.means)
+        size, count, total, means = windows.size, windows.count, windows.total, windows.means
+    # the windows' means: how many, and the last two (all that the --tol test reads)
+    last = float(means[-1]) if means else math.nan
+    before = float(means[-2]) if len(means) > 1 else math.nan
     avg_weight = math.nan if state.avg_weight is None else state.avg_weight
     occupancy = _NO_COUNTS if state.occupancy is None else state.occupancy
-    offsets = np.concatenate([np.atleast_1d(state.rho), np.atleast_1d(state.rho_sum)]).astype(np.float64)
-    return float(_digest(state.iteration, size, count, float(total), float(avg_weight), means,
-                         np.atleast_1d(state.scale), np.atleast_1d(state.norm), offsets, occupancy, coef.reshape(-1),
-                         loss.reshape(-1)))
+    return float(_digest(state.iteration, size, count, float(total), float(avg_weight), len(means), before, last,
+                         _floats(state.scale), _floats(state.norm), _floats(state.rho), _floats(state.rho_sum),
+                         occupancy, coef.reshape(-1), loss.reshape(-1)))
+
+
+def _floats(values):
+    """``values`` (a float or an array) as a 1-D float64 array, itself when it is one."""
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.ndim == 1:
+        return values
+    return np.atleast_1d(np.asarray(values, dtype=np.float64))
 
 
 @njit(cache=True)
-def _digest(iteration, size, count, total, avg_weight, means, scale, norm, offsets, occupancy, coef, loss):
+def _digest(iteration, size, count, total, avg_weight, n_means, before, last, scale, norm, rho, rho_sum, occupancy,
+            coef, loss):
     """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars, then each array's length
     and entries (floats by their bits)."""
     h = _mix(np.uint64(DIGEST_BITS), np.uint64(iteration))
     h = _mix(_mix(h, np.uint64(size)), np.uint64(count))
     h = _mix(_mix(h, float_bits(total)), float_bits(avg_weight))
-    for floats in (means, scale, norm, offsets, coef, loss):
+    h = _mix(_mix(_mix(h, np.uint64(n_means)), float_bits(before)), float_bits(last))
+    for floats in (scale, norm, rho, rho_sum, coef, loss):
         h = _mix_floats(h, floats)
     h = _mix(h, np.uint64(occupancy.shape[0]))
     for count_k in occupancy:
