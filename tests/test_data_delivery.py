@@ -52,6 +52,30 @@ def test_every_rank_gets_exactly_the_rows_and_labels(comm, sparse, dtype):
 
 
 @pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("comm", COMMS)
+def test_the_kept_buffer_carries_nothing_from_the_last_delivery(comm, sparse):
+    """The copy kernels write every byte of the kept buffer (no zeroing pass): rows delivered
+    after others of the same pack size, longer ones and from other ranks, arrive exactly,
+    and with ``norms_l1`` the block carries the norms ``row_norms`` computes from its rows."""
+    from ppack.kernels.compute import row_norms
+    from ppack.kernels.spec import KernelSpec
+
+    X, y = make_problem(90, 7, sparse=sparse, seed=53)
+    shard = Shard.from_arrays(X, y, comm.Get_rank(), comm.Get_size())
+    collectives = Collectives(comm)
+    rng = np.random.default_rng(54)
+    for l1 in (False, True, False):
+        ids = rng.integers(0, 90, size=30)  # the same on every rank
+        block = deliver_rows(collectives, shard, shard.y, ids, norms_l1=l1)
+        np.testing.assert_array_equal(block.y, y[ids])
+        got = sp.csr_matrix(block.csr[::-1], shape=(30, 7)).toarray() if sparse else block.dense
+        np.testing.assert_array_equal(got, X[ids].toarray() if sparse else X[ids])
+        delivered_norms = block.known_norms[1]
+        block.known_norms = None
+        np.testing.assert_array_equal(delivered_norms, row_norms(block, KernelSpec("laplacian" if l1 else "rbf")))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
 def test_rows_are_padded_to_a_models_width(sparse):
     """With ``n_features`` wider than the data, the rows come padded with zero columns."""
     block, X, _, ids, _ = delivered(MPI.COMM_SELF, sparse, np.float64, n_features=10)
@@ -86,20 +110,26 @@ def test_stored_rows_take_a_blocks_rows(rows, sparse):
     np.testing.assert_array_equal(stored.norms, [7.0, *range(len(rows))])
 
 
-def test_unpadding_gives_the_csr_rows_numpy_gives():
-    """The numba unpacking of padded rows against numpy's boolean mask, with an empty row and
-    leftover values in the padding."""
+@pytest.mark.parametrize("l1", [False, True])
+def test_unpadding_gives_the_csr_rows_numpy_gives(l1):
+    """The numba unpacking of padded rows against numpy's boolean mask, with an empty row,
+    leftover values in the padding, a scale rounded once to float32, and the rows' norms
+    as ``csr_row_norms`` gives them for the unpacked rows."""
     from ppack.data.delivery import _unpad_rows
+    from ppack.kernels.compute import csr_row_norms
 
     nnz = np.array([2.0, 0.0, 3.0])
     idx = np.array([[1.0, 4.0, 9.0], [7.0, 7.0, 7.0], [0.0, 2.0, 5.0]])
     val = np.array([[0.5, -1.0, 8.0], [9.0, 9.0, 9.0], [1.0, 2.0, 3.0]])
-    indptr, indices, values = _unpad_rows(nnz, idx, val)
+    indptr, indices, values, norms = (np.empty(4, dtype=np.int64), np.empty(9, dtype=np.int32),
+                                      np.empty(9, dtype=np.float32), np.empty(3))
+    total = _unpad_rows(nnz, idx, val, 0.1, indptr, indices, values, l1, norms)
     keep = np.arange(3)[None, :] < nnz[:, None]
+    assert total == 5
     np.testing.assert_array_equal(indptr, [0, 2, 2, 5])
-    assert indptr.dtype == np.int64 and indices.dtype == np.int32
-    np.testing.assert_array_equal(indices, idx[keep].astype(np.int32))
-    np.testing.assert_array_equal(values, val[keep])
+    np.testing.assert_array_equal(indices[:total], idx[keep].astype(np.int32))
+    np.testing.assert_array_equal(values[:total], (val[keep] * 0.1).astype(np.float32))
+    np.testing.assert_array_equal(norms, csr_row_norms(indptr, indices[:total], values[:total], l1))
 
 
 def stored_rows(stored, sparse, n=90, d=7, seed=52):

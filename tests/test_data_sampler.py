@@ -61,3 +61,37 @@ def test_states_without_a_kind_are_the_uniform_stream():
     assert isinstance(make_sampler("epochs", 10, 0), EpochSampler)
     with pytest.raises(ValueError, match="sampling"):
         make_sampler("shuffled", 10, 0)
+
+
+def numpy_epoch_order(n, seed, epoch):
+    """Epoch ``epoch``'s order of n rows written with numpy arrays from the sampler's
+    definition: a four-round Feistel network on 2 * half bits (the smallest even number of
+    bits that holds n), round keys fmix64(fmix64(seed) ^ fmix64(4 epoch + i)), cycle walking
+    back into [0, n)."""
+    from ppack.random_stream import fmix64_array
+
+    half = (max(1, (n - 1).bit_length()) + 1) // 2
+    seed_key = fmix64_array(np.array([seed], dtype=np.uint64))
+    keys = fmix64_array(seed_key ^ fmix64_array(np.arange(4 * epoch, 4 * epoch + 4, dtype=np.uint64)))
+    shift, mask = np.uint64(half), np.uint64((1 << half) - 1)
+
+    def feistel(x):
+        left, right = x >> shift, x & mask
+        for key in keys:
+            left, right = right, left ^ (fmix64_array(right ^ key) & mask)
+        return (left << shift) | right
+
+    ids = feistel(np.arange(n, dtype=np.uint64))
+    out = ids >= np.uint64(n)
+    while out.any():
+        ids[out] = feistel(ids[out])
+        out[out] = ids[out] >= np.uint64(n)
+    return ids.astype(np.int64)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 1000, 49_990, 80_000])
+def test_epoch_order_is_the_numpy_definitions(n):
+    """The numba permutation (one pass per id) against the numpy one, over two epochs and seeds."""
+    for seed, epoch in [(0, 0), (7, 3)]:
+        got = EpochSampler(n, seed).permuted(np.arange(n, dtype=np.int64), epoch)
+        np.testing.assert_array_equal(got, numpy_epoch_order(n, seed, epoch))

@@ -19,25 +19,27 @@ import numpy as np
 from numba import njit
 
 from ..kernels.block import RowBlock
-from ..kernels.norms import dense_row_norm
+from ..kernels.norms import csr_row_norms, dense_row_norm
 
 
 @njit(cache=True)
 def _pad_rows(indptr, indices, values, ids, start, labels, weights, nnz, idx, val, out_labels, out_weights):
     """Copy the CSR rows among global ``ids`` that this shard holds (its first row is global
     row ``start``) into their buffer slots (nnz, idx, val), with their labels and weights
-    (empty arrays: none)."""
+    (empty arrays: none); every other byte of the slots is set to zero (no separate zeroing)."""
     n_rows = indptr.shape[0] - 1
     for k in range(ids.shape[0]):
         row = ids[k] - start
-        if row < 0 or row >= n_rows:
-            continue
-        a, b = indptr[row], indptr[row + 1]
+        held = 0 <= row < n_rows
+        a, b = (indptr[row], indptr[row + 1]) if held else (0, 0)
         nnz[k] = b - a
         for j in range(b - a):
             idx[k, j] = indices[a + j]
             val[k, j] = values[a + j]
-        _label_and_weight(labels, weights, row, k, out_labels, out_weights)
+        for j in range(b - a, idx.shape[1]):
+            idx[k, j] = 0
+            val[k, j] = 0
+        _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
 
 
 @njit(cache=True)
@@ -45,37 +47,43 @@ def _copy_rows(X, ids, start, labels, weights, out, out_labels, out_weights):
     """``_pad_rows`` for dense rows X (n, d) into out (r, >= d)."""
     for k in range(ids.shape[0]):
         row = ids[k] - start
-        if row < 0 or row >= X.shape[0]:
-            continue
-        for f in range(X.shape[1]):
-            out[k, f] = X[row, f]
-        _label_and_weight(labels, weights, row, k, out_labels, out_weights)
+        held = 0 <= row < X.shape[0]
+        if held:
+            for f in range(X.shape[1]):
+                out[k, f] = X[row, f]
+        for f in range(X.shape[1] if held else 0, out.shape[1]):
+            out[k, f] = 0
+        _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
 
 
 @njit(inline="always")
 def _label_and_weight(labels, weights, row, k, out_labels, out_weights):
-    if labels.shape[0] > 0:
-        out_labels[k] = labels[row]
-    if weights.shape[0] > 0:
-        out_weights[k] = weights[row]
+    """Row ``row``'s label and weight into slot k, zeros for row -1 (not held here)."""
+    if out_labels.shape[0] > 0:
+        out_labels[k] = labels[row] if row >= 0 and labels.shape[0] > 0 else 0.0
+    if out_weights.shape[0] > 0:
+        out_weights[k] = weights[row] if row >= 0 and weights.shape[0] > 0 else 0.0
 
 
 @njit(cache=True)
-def _unpad_rows(nnz, idx, val):
-    """The CSR triple (indptr int64, indices int32, values float64) of padded rows: row k's
-    ``nnz[k]`` leading entries of ``idx[k]`` and ``val[k]`` (r,), (r, L), (r, L)."""
+def _unpad_rows(nnz, idx, val, scale, indptr, indices, values, l1, norms):
+    """Padded rows (row k: the ``nnz[k]`` leading entries of ``idx[k]`` and ``val[k]``; (r,),
+    (r, L), (r, L)) into the CSR arrays indptr (r + 1,), indices and values (room for every
+    nonzero): values float64(val) * scale, rounded once to their dtype. norms (r,), or empty
+    (none): the rows' L1 (``l1``) or squared L2 norms, as ``kernels.norms.csr_row_norms``
+    sums them. Returns the number of nonzeros."""
     r = nnz.shape[0]
-    indptr = np.zeros(r + 1, dtype=np.int64)
+    indptr[0] = 0
     for k in range(r):
         indptr[k + 1] = indptr[k] + np.int64(nnz[k])
-    indices = np.empty(indptr[r], dtype=np.int32)
-    values = np.empty(indptr[r])
-    for k in range(r):
         a = indptr[k]
         for j in range(indptr[k + 1] - a):
             indices[a + j] = np.int32(idx[k, j])
-            values[a + j] = val[k, j]
-    return indptr, indices, values
+            values[a + j] = np.float64(val[k, j]) * scale
+    total = indptr[r]
+    if norms.shape[0] > 0:
+        norms[:] = csr_row_norms(indptr, values[:total], l1)
+    return total
 
 
 def sections(r, d, longest, sparse, stored, weighted=False):
@@ -105,8 +113,8 @@ def buffer_bytes(r, d, longest, sparse, stored, weighted=False):
 @functools.lru_cache(maxsize=8)
 def _buffer(r, d, longest, sparse, stored, weighted):
     """One uint8 buffer holding the ``sections`` back to back, and a dict of their views;
-    kept for the next call of the same layout (every pack of a run has one): callers zero it
-    first, and what they return never aliases it."""
+    kept for the next call of the same layout (every pack of a run has one): the copy kernels
+    write every byte of it, and what callers return never aliases it."""
     parts = sections(r, d, longest, sparse, stored, weighted)
     sizes = [dtype.itemsize * math.prod(shape) for _, dtype, shape in parts]
     buf = np.zeros(sum(sizes), dtype=np.uint8)
@@ -125,14 +133,13 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
     model's width; ``weights`` its rows' weights (or None), delivered as the block's ``weight``.
     Returns a ``RowBlock`` of feature values in the float ``dtype`` (default: the shard's):
     float64(stored value) * value_scale, rounded once to ``dtype`` (r rows at a time).
-    ``norms_l1`` True or False: dense blocks also carry their rows' L1 or squared L2 norms,
-    computed as the rows are converted (``RowBlock.dense_norms``).
+    ``norms_l1`` True or False: the block also carries its rows' L1 or squared L2 norms,
+    computed as the rows are converted (``RowBlock.known_norms``).
     """
     dtype = shard.dtype if dtype is None else np.dtype(dtype)
     d = shard.n_features if n_features is None else n_features
     r = len(ids)
     buf, part = _buffer(r, d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None)
-    buf.fill(0)
     values = part["values"]
     own_labels = _NONE if labels is None else labels
     own_weights, out_weights = (_NONE, _NONE) if weights is None else (weights, part["weights"])
@@ -149,19 +156,21 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
     y = part["labels"].copy()
     weight = None if weights is None else part["weights"].copy()
     scale = shard.value_scale
-    if shard.sparse:
-        indptr, indices, floats = _unpad_rows(part["counts"], part["indices"], values)
-        if scale != 1.0:
-            floats *= scale
-        return RowBlock(d, y, csr=(indptr, indices, floats.astype(dtype, copy=False)), weight=weight)
-    if values.dtype == np.float16:
-        return RowBlock(d, y, dense=(values.astype(np.float64) * scale).astype(dtype), weight=weight)
-    floats = np.empty(values.shape, dtype=dtype)
     norms = np.empty(r if norms_l1 is not None else 0)
-    _scaled(values, scale, floats, bool(norms_l1), norms)
-    block = RowBlock(d, y, dense=floats, weight=weight)
+    if shard.sparse:
+        indptr, indices, floats = np.empty(r + 1, dtype=np.int64), np.empty(values.size, dtype=np.int32), \
+            np.empty(values.size, dtype=dtype)
+        total = _unpad_rows(part["counts"], part["indices"], values, scale, indptr, indices, floats, bool(norms_l1),
+                            norms)
+        block = RowBlock(d, y, csr=(indptr, indices[:total], floats[:total]), weight=weight)
+    elif values.dtype == np.float16:  # a type numba does not take: the norms are left to the caller
+        return RowBlock(d, y, dense=(values.astype(np.float64) * scale).astype(dtype), weight=weight)
+    else:
+        floats = np.empty(values.shape, dtype=dtype)
+        _scaled(values, scale, floats, bool(norms_l1), norms)
+        block = RowBlock(d, y, dense=floats, weight=weight)
     if norms_l1 is not None:
-        block.dense_norms = (bool(norms_l1), norms)
+        block.known_norms = (bool(norms_l1), norms)
     return block
 
 

@@ -9,8 +9,9 @@ epoch in a fresh random order; ``RowSampler`` draws independently with replaceme
 paper's sampling), which leaves about exp(-T/m) of the rows never drawn.
 """
 import numpy as np
+from numba import njit
 
-from ..random_stream import GOLDEN, MASK64, fmix64_array
+from ..random_stream import GOLDEN, MASK64, fmix64, fmix64_array
 from ..registry import SAMPLINGS
 
 BLOCK = 8192
@@ -123,22 +124,11 @@ class EpochSampler(_BlockStream):
 
     def permuted(self, positions, epoch):
         """Row ids (int64) at ``positions`` (int64 array in [0, n)) of epoch ``epoch``'s order."""
-        keys = self._keys(epoch)
-        half = np.uint64(self._half)
-        mask = np.uint64((1 << self._half) - 1)
-
-        def feistel(x):
-            left, right = x >> half, x & mask
-            for key in keys:
-                left, right = right, left ^ (fmix64_array(right ^ key) & mask)
-            return (left << half) | right
-
-        ids = feistel(positions.astype(np.uint64))
-        out = ids >= np.uint64(self.n_samples)
-        while out.any():  # cycle walking: the permutation of [0, 4^half) restricted to [0, n)
-            ids[out] = feistel(ids[out])
-            out[out] = ids[out] >= np.uint64(self.n_samples)
-        return ids.astype(np.int64)
+        keys = np.array(self._keys(epoch), dtype=np.uint64)
+        out = np.empty(len(positions), dtype=np.int64)
+        _feistel_ids(np.ascontiguousarray(positions, dtype=np.int64), keys, np.uint64(self._half), self.n_samples,
+                     out)
+        return out
 
     def _refill(self):
         if self._next >= self.n_samples:
@@ -168,3 +158,24 @@ class EpochSampler(_BlockStream):
         sampler._block = np.asarray(block, dtype=np.int64).copy()
         sampler._pos = int(state["position"])
         return sampler
+
+
+@njit(cache=True)
+def _feistel(x, keys, half, mask):
+    """The four-round Feistel permutation of [0, 4^half) under ``keys`` (4,) uint64, at x."""
+    left, right = x >> half, x & mask
+    for key in keys:
+        left, right = right, left ^ (fmix64(right ^ key) & mask)
+    return (left << half) | right
+
+
+@njit(cache=True)
+def _feistel_ids(positions, keys, half, n, out):
+    """out[i]: the permutation of [0, 4^half) applied to positions[i], again while the result
+    is not below n (cycle walking: a permutation of [0, n))."""
+    mask = (np.uint64(1) << half) - np.uint64(1)
+    for i in range(positions.shape[0]):
+        x = _feistel(np.uint64(positions[i]), keys, half, mask)
+        while x >= np.uint64(n):
+            x = _feistel(x, keys, half, mask)
+        out[i] = np.int64(x)

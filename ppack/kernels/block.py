@@ -23,7 +23,7 @@ class RowBlock:
         self.n_rows = len(y)
         self._last_transposed = None  # ((start, stop), XT): a pack's kernel sums and pair kernels share it
         self._columns = None  # columns(): the same sharing
-        self.dense_norms = None  # (l1, norms (r,)) when delivery computed the rows' norms
+        self.known_norms = None  # (l1, norms (r,)) when delivery computed the rows' norms
 
     @classmethod
     def from_rows(cls, X, y, n_features):

@@ -46,8 +46,8 @@ def row_norms(rows, spec):
     reductions (laplacian). ``rows``: a RowBlock, a dense array, a scipy CSR matrix or a CSR triple."""
     l1 = spec.uses_l1
     if hasattr(rows, "n_rows"):  # a RowBlock
-        if rows.dense_norms is not None and rows.dense_norms[0] == l1:  # computed in delivery, in the same order
-            return rows.dense_norms[1]
+        if rows.known_norms is not None and rows.known_norms[0] == l1:  # computed in delivery, in the same order
+            return rows.known_norms[1]
         return dense_row_norms(rows.dense, l1) if rows.dense is not None else csr_row_norms(*rows.csr, l1)
     if isinstance(rows, tuple):
         return csr_row_norms(*rows, l1)

@@ -1,7 +1,7 @@
-"""The norm of one dense row as the kernels need it, in one fixed summation order.
+"""Row norms as the kernels need them, each in one fixed summation order.
 
-Shared by the cores (``cpu.dense_row_norms``) and by delivery, which computes a pack's norms
-while it converts the rows (the same bits either way).
+Shared by the cores (``cpu.dense_row_norms``, ``cpu.csr_row_norms``) and by delivery, which
+computes a pack's norms while it converts the rows (the same bits either way).
 """
 import numpy as np
 from numba import njit
@@ -36,3 +36,52 @@ def dense_row_norm(row, l1, sums):
 def _norm_term(value, l1):
     x = np.float64(value)
     return abs(x) if l1 else x * x
+
+
+@njit(cache=True)
+def _pairwise_sum(v, a, n):
+    """v[a:a+n] summed in numpy's pairwise order (eight running sums up to 128 terms, halves above)."""
+    if n < 8:
+        total = 0.0
+        for i in range(a, a + n):
+            total += v[i]
+        return total
+    if n <= 128:
+        r0, r1, r2, r3 = v[a], v[a + 1], v[a + 2], v[a + 3]
+        r4, r5, r6, r7 = v[a + 4], v[a + 5], v[a + 6], v[a + 7]
+        i = 8
+        while i < n - n % 8:
+            r0 += v[a + i]
+            r1 += v[a + i + 1]
+            r2 += v[a + i + 2]
+            r3 += v[a + i + 3]
+            r4 += v[a + i + 4]
+            r5 += v[a + i + 5]
+            r6 += v[a + i + 6]
+            r7 += v[a + i + 7]
+            i += 8
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for i in range(i, n):
+            total += v[a + i]
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise_sum(v, a, half) + _pairwise_sum(v, a + half, n - half)
+
+
+@njit(cache=True)
+def csr_row_norms(indptr, values, l1):
+    """Squared L2 (or, with ``l1``, L1) norm of every CSR row, (n,) float64: each row's terms
+    summed as ``np.add.reduceat`` sums them (its first term, plus the rest pairwise), so the
+    norms are numpy's bit for bit."""
+    n = indptr.shape[0] - 1
+    terms = np.empty(values.shape[0])
+    for e in range(values.shape[0]):
+        x = np.float64(values[e])
+        terms[e] = abs(x) if l1 else x * x
+    out = np.zeros(n)
+    for k in range(n):
+        a, b = indptr[k], indptr[k + 1]
+        if b > a:
+            out[k] = terms[a] + _pairwise_sum(terms, a + 1, b - a - 1)
+    return out
