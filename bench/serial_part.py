@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/serial_part.py                  # ijcnn1 (T = m), ten digits (80,000 rows, T = m/2)
     .venv/bin/python bench/serial_part.py --ranks 1 --runs 5
+    .venv/bin/python bench/serial_part.py --compare-with ../old-checkout   # runs alternate, old then this
 
 Runs the real `python -m ppack train` under mpiexec on 1 and 2 ranks (one numba thread
 each) and reads its metrics (an older checkout, run with PYTHONPATH pointing at it, lacks
 `partial_sums` and `pair_kernels`: its whole `kernel_sums` then counts as parallel, which
-flatters it). The serial part is total - partial_sums - pair_kernels -
+flatters it); `--compare-with` alternates run by run between an older checkout and this one,
+so that both see the same machine (a shared machine's speed drifts over minutes). The serial part is total - partial_sums - pair_kernels -
 communication: replay, table update, delivery, norms, ownership flags, averaging, digest
 and every Python call; the parallel products and the two Allreduce calls are apart. Per
 pack, median over the runs, with the phases behind it. The digits are mnist8m-style rows
@@ -53,11 +55,16 @@ def prepare(name, workdir):
     return str(path)
 
 
-def run(train, options, ranks, workdir):
+def run(train, options, ranks, workdir, checkout=None):
+    """The metrics of one `train` run, of this checkout or (PYTHONPATH) of ``checkout``."""
     metrics = Path(workdir) / f"metrics-{ranks}.json"
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", "train", "--data", train, *options,
            "--threads", "1", "--seed", "0", "--metrics-json", str(metrics), "--quiet"]
-    subprocess.run(cmd, check=True, env=dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1"))
+    # run from the work directory: `python -m` puts the current directory first on sys.path,
+    # where a checkout's own ppack would shadow PYTHONPATH's
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1",
+               PYTHONPATH=str(Path(checkout or ROOT).resolve()))
+    subprocess.run(cmd, check=True, env=env, cwd=workdir)
     return json.loads(metrics.read_text())
 
 
@@ -83,19 +90,25 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="serial_part", help="results file name (without .json)")
+    parser.add_argument("--compare-with", metavar="DIR", help="an older checkout, run alternately with this one")
     args = parser.parse_args()
+    versions = {"now": None} if args.compare_with is None else {"before": args.compare_with, "now": None}
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.sets.split(","):
             train = prepare(SETS[name][0], workdir)
             for ranks in map(int, args.ranks.split(",")):
-                runs = [per_pack(run(train, SETS[name][1], ranks, workdir)) for _ in range(args.runs)]
-                median = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
-                results[f"{name} p={ranks}"] = {"median_us_per_pack": median,
-                                               "serial_us_per_run": [r["serial"] for r in runs]}
-                print(f"{name:10s} p={ranks}  serial {median['serial']:7.1f} us/pack  (runs: "
-                      + ", ".join(f"{r['serial']:.1f}" for r in runs) + ")  "
-                      + "  ".join(f"{k} {v:.1f}" for k, v in median.items() if k != "serial"), flush=True)
+                runs = {version: [] for version in versions}
+                for _ in range(args.runs):
+                    for version, checkout in versions.items():
+                        runs[version].append(per_pack(run(train, SETS[name][1], ranks, workdir, checkout)))
+                for version, its in runs.items():
+                    median = {k: float(np.median([r[k] for r in its])) for k in its[0]}
+                    key = f"{name} p={ranks}" + ("" if version == "now" else f" {version}")
+                    results[key] = {"median_us_per_pack": median, "serial_us_per_run": [r["serial"] for r in its]}
+                    print(f"{key:17s} serial {median['serial']:7.1f} us/pack  (runs: "
+                          + ", ".join(f"{r['serial']:.1f}" for r in its) + ")  "
+                          + "  ".join(f"{k} {v:.1f}" for k, v in median.items() if k != "serial"), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"{args.name}.json").write_text(json.dumps(results, indent=1))
 
