@@ -34,6 +34,46 @@ def ppack(*args, ranks=None):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
 
 
+def run_curve(data, test, ranks, fractions=FRACTIONS):
+    """Train at each T / m of ``fractions`` on ``ranks`` ranks and extrapolate each run with
+    `plan`: a list of dicts (time, accuracy, support vectors, us per pack by phase, plan's text)."""
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        for fraction in fractions:
+            metrics = os.path.join(work, f"metrics-{fraction}.json")
+            ppack("train", "--data", data, "--test", test, "--gamma", 0.02, "--sigma", 1e-6, "--epochs", fraction,
+                  "--dtype", "float32", "--metrics-json", metrics, "--quiet", ranks=ranks)
+            m = json.loads(Path(metrics).read_text())
+            plan = ppack("plan", "--data", data, "--rows", 8_100_000, "--ranks", 512, "--from-run", metrics,
+                         "--gamma", 0.02, "--sigma", 1e-6, "--epochs", fraction, "--dtype", "float32")
+            s, packs = m["seconds"], m["packs"]
+            per_pack = {k: 1e6 * s[k] / packs for k in ("total", "partial_sums", "pair_kernels", "communication",
+                                                         "delivery", "sequential_updates", "kernel_sums", "serial")}
+            row = {"T_over_m": fraction, "iterations": m["iterations"], "seconds": s["total"],
+                   "startup_seconds": s.get("startup"), "test_accuracy": m["test_accuracy"],
+                   "support_vectors": m["support_vectors"], "us_per_pack": per_pack, "bytes": m["bytes"],
+                   "plan_512": plan, "plan_estimate": plan_estimate(plan)}
+            results.append(row)
+            print(f"T = m x {fraction:g}: {s['total']:.1f} s, test accuracy {100 * m['test_accuracy']:.2f}%, "
+                  f"{m['support_vectors']:,} support vectors; per pack (us): "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in per_pack.items()), flush=True)
+            print(plan, flush=True)
+    return results
+
+
+def plan_estimate(plan):
+    """The estimate line of `plan`'s output ("estimate 1.9 min for 81000 packs = ..."), stripped."""
+    return next((line.strip() for line in plan.splitlines() if line.strip().startswith("estimate")), "")
+
+
+def make_data(rows, source, work, ranks):
+    """(training file, test file) written to ``work``: ``rows`` mnist8m-style rows and the MNIST test set."""
+    data, test = os.path.join(work, "mnist8m.h5"), os.path.join(work, "mnist.t.h5")
+    ppack("data", "mnist8m", data, "--rows", rows, "--source", source, "--quiet", ranks=ranks)
+    ppack("data", "mnist", os.path.join(work, "mnist.h5"), test, "--source", source, "--quiet")
+    return data, test
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", help="mnist8m-style training file (default: generate --rows rows)")
@@ -44,34 +84,12 @@ def main():
     p.add_argument("--source", default=str(ROOT.parent / "shared" / "data" / "mnist"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args()
-    results = []
     with tempfile.TemporaryDirectory() as work:
         data, test = args.data, args.test
-        if data is None:
-            data = os.path.join(work, "mnist8m.h5")
-            ppack("data", "mnist8m", data, "--rows", args.rows, "--source", args.source, "--quiet", ranks=args.ranks)
-        if test is None:
-            test = os.path.join(work, "mnist.t.h5")
-            ppack("data", "mnist", os.path.join(work, "mnist.h5"), test, "--source", args.source, "--quiet")
-        for fraction in map(float, args.fractions.split(",")):
-            metrics = os.path.join(work, f"metrics-{fraction}.json")
-            ppack("train", "--data", data, "--test", test, "--gamma", 0.02, "--sigma", 1e-6, "--epochs", fraction,
-                  "--dtype", "float32", "--metrics-json", metrics, "--quiet", ranks=args.ranks)
-            m = json.loads(Path(metrics).read_text())
-            plan = ppack("plan", "--data", data, "--rows", 8_100_000, "--ranks", 512, "--from-run", metrics,
-                         "--gamma", 0.02, "--sigma", 1e-6, "--epochs", fraction, "--dtype", "float32")
-            s, packs = m["seconds"], m["packs"]
-            per_pack = {k: 1e6 * s[k] / packs for k in ("total", "partial_sums", "pair_kernels", "communication",
-                                                         "delivery", "sequential_updates", "kernel_sums", "serial")}
-            row = {"T_over_m": fraction, "iterations": m["iterations"], "seconds": s["total"],
-                   "startup_seconds": s.get("startup"), "test_accuracy": m["test_accuracy"],
-                   "support_vectors": m["support_vectors"], "us_per_pack": per_pack, "bytes": m["bytes"],
-                   "plan_512": plan}
-            results.append(row)
-            print(f"T = m x {fraction:g}: {s['total']:.1f} s, test accuracy {100 * m['test_accuracy']:.2f}%, "
-                  f"{m['support_vectors']:,} support vectors; per pack (us): "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in per_pack.items()), flush=True)
-            print(plan, flush=True)
+        if data is None or test is None:
+            made = make_data(args.rows, args.source, work, args.ranks)
+            data, test = data or made[0], test or made[1]
+        results = run_curve(data, test, args.ranks, [float(f) for f in args.fractions.split(",")])
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "headline.json").write_text(json.dumps({"ranks": args.ranks, "runs": results}, indent=1))
 

@@ -10,8 +10,9 @@ Run from the repository root (data from ../shared/data; needs `pip install -e ".
 Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
 report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication model)
 in report_scaling.py, 6 (the linear solvers on ten classes beside LIBLINEAR) in
-report_linear.py, 7 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py, the
-probabilities' calibration in report_calibration.py (``PARTS``). Every ppack and peer
+report_linear.py, 7 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py, 8 (the
+probabilities' calibration) in report_calibration.py, 9 (the headline: ten digits on 1,000,000
+mnist8m-style rows and plan's 512-rank extrapolation) in report_headline.py (``PARTS``). Every ppack and peer
 figure is measured by this run; figures quoted from the paper or from published hardware
 specifications say so. ``--update`` reruns only the parts named by ``--only``: each part's
 text sits between ``<!-- part NAME -->`` markers and is replaced there (or appended),
@@ -31,7 +32,7 @@ ROOT = BENCH.parent
 sys.path[:0] = [str(BENCH), str(ROOT)]
 # the report's parts, in its order, and their modules
 PARTS = {"peers": "report_peers", "scaling": "report_scaling", "linear": "report_linear", "svr": "svr_oneclass",
-         "calibration": "report_calibration"}
+         "calibration": "report_calibration", "headline": "report_headline"}
 MARK = "<!-- part {} -->"
 PACKAGES = ("ppack", "numpy", "scipy", "numba", "mpi4py", "mpich", "h5py", "libsvm-official", "liblinear-official",
             "scikit-learn", "matplotlib", "threadpoolctl")
@@ -68,7 +69,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: every experiment in under 10 minutes")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: peers (1, 2), scaling (3-5), "
-                   "linear (6), svr (7), calibration (8)")
+                   "linear (6), svr (7), calibration (8), headline (9)")
     p.add_argument("--update", action="store_true",
                    help="rerun only the --only parts and replace them in the existing report")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
