@@ -43,6 +43,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT)]
 
+from multiclass import one_thread  # noqa: E402
+
 FRIEDMAN = {"train": 50_000, "test": 10_000, "cv_rows": 5_000, "epsilon": 0.5, "noise": 1.0, "folds": 5}
 # LIBSVM's cross-validation grid (grid.py's log2 steps, coarsened: each point is 5 trainings)
 C_GRID = (1.0, 8.0, 64.0, 512.0)
@@ -92,13 +94,6 @@ def auc(scores, positive):
 
 
 # -- LIBSVM ----------------------------------------------------------------------------------
-def one_thread():
-    """LIBSVM on one thread: libsvm-official's library is built with OpenMP and would take
-    every core (and, on a busy machine, lose most of its time in OpenMP's waits)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="openmp")
-
 
 def libsvm_problem(X, y):
     from libsvm import svmutil
