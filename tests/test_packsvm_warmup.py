@@ -13,7 +13,7 @@ from ppack.kernels.spec import KernelSpec
 from ppack.packsvm import replay
 from ppack.packsvm.warmup import warm_kernels
 
-from helpers import make_problem, run_ppack, write_libsvm
+from helpers import clean_mpi_env, make_problem, run_ppack, write_libsvm
 from naive import kernel_matrix, spack_reference
 
 WORLD = MPI.COMM_WORLD
@@ -23,6 +23,59 @@ KERNELS = (cpu.gemm_partial_sums, cpu.dense_partial_sums, cpu.csr_partial_sums, 
 
 def signatures():
     return {f.py_func.__name__: len(f.signatures) for f in KERNELS}
+
+
+# Run in a fresh process (a numba function this test process already ran has its
+# specialisation, so only a first run shows what the warm-up left out): every numba function
+# of ppack's modules, their specialisations counted when the pack loop starts and ends.
+NOTHING_COMPILED_IN_THE_LOOP = """
+import importlib, json, pkgutil
+import numpy as np
+from mpi4py import MPI
+from numba.core.registry import CPUDispatcher
+import ppack
+from ppack import PackSVC
+from ppack.packsvm.loop import PackedSolver
+from helpers import make_problem
+
+functions = {}
+for info in pkgutil.walk_packages(ppack.__path__, "ppack."):
+    if not info.name.endswith("__main__"):  # the command line itself
+        for value in vars(importlib.import_module(info.name)).values():
+            if isinstance(value, CPUDispatcher):
+                functions[value.py_func.__module__ + "." + value.py_func.__name__] = value
+counts, run = {}, PackedSolver.run
+def counted(self, *args, **kwargs):
+    counts["before"] = {name: len(f.signatures) for name, f in functions.items()}
+    result = run(self, *args, **kwargs)
+    counts["after"] = {name: len(f.signatures) for name, f in functions.items()}
+    return result
+PackedSolver.run = counted
+grew = {}
+for sparse in (False, True):
+    X, y = make_problem(400, 6, sparse=sparse, seed=44)
+    labels = np.digitize(np.asarray(X[:, 0].todense()).ravel() if sparse else X[:, 0], [-0.5, 0.0, 0.5])
+    PackSVC(gamma=0.2, C=5.0, epochs=3, pack=50, seed=2, comm=MPI.COMM_SELF).fit(X, labels)
+    grew["sparse" if sparse else "dense"] = [n for n in functions if counts["after"][n] != counts["before"][n]]
+print(json.dumps({"functions": len(functions), "grew": grew}))
+"""
+
+
+def test_the_pack_loop_compiles_nothing_after_the_warm_up():
+    """Every numba function of ppack, not a list: none gets a new specialisation (compiled or
+    loaded from the cache) between the end of a fit's warm-up and the end of its pack loop,
+    through epoch sampling, the agreement check, four classes, the lazy averages and the key
+    map's rehashes as the table grows; dense, then sparse rows."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    out = subprocess.run([sys.executable, "-c", NOTHING_COMPILED_IN_THE_LOOP], capture_output=True, text=True,
+                         cwd=tests, env=clean_mpi_env(), check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["functions"] > 40
+    assert result["grew"] == {"dense": [], "sparse": []}
 
 
 CASES = [("rbf", np.float64, False), ("rbf", np.float64, True), ("laplacian", np.float32, False)]

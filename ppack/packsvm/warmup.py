@@ -16,11 +16,12 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..data.delivery import deliver_rows
+from ..data.sampler import make_sampler
 from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import upper_pairs
+from .loop import all_equal, upper_pairs
 from .replay import replay_problems
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -72,7 +73,8 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     y = np.array([1.0, -1.0, 1.0, -1.0])
     shard = Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
     collectives = Collectives(MPI.COMM_SELF)
-    ids = np.arange(_ROWS, dtype=np.int64)
+    ids = make_sampler("epochs", _ROWS, 0).take(_ROWS)  # the epoch permutation
+    ids.sort()
     block = deliver_rows(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)  # _pad_rows for sparse data
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
     compute = table.compute
@@ -92,12 +94,14 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     keys = table.key_slots
     owner_flags = np.empty(r)
     keys.flag_held(ids, 1, owner_flags)  # rank 0 holds what it stored
+    keys.reserve(len(keys.keys))  # a rehash, as a growing table makes
     table.apply_pack(ids, owner_flags, coef, loss, np.empty((0, 0)), np.empty((0, 2)), 0,
                      np.zeros(2, dtype=np.int64), block, norms)
     state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
                         loss_windows=LossWindows(10), avg_weight=0.0)
     replica_digest(state, coef.ravel(), loss.ravel())
     moving_average(0.5, loss[0], 0.01)
+    all_equal(np.zeros(2))  # the replicas' agreement check
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
     compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))
