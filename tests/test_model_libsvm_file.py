@@ -29,6 +29,16 @@ def libsvm_model_file(path, kernel="rbf", n=120, labels=(7.0, 3.0), classes=2, s
     return path
 
 
+def dense_support_vectors(reference, n_features):
+    """(total_sv, n_features) support vectors of a LIBSVM model object, from its 1-based dicts."""
+    expected = np.zeros((reference.get_nr_sv(), n_features))
+    for i, sv in enumerate(reference.get_SV()):
+        for j, v in sv.items():
+            if j > 0:
+                expected[i, j - 1] = v
+    return expected
+
+
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
 def test_header_and_support_vectors_are_read_as_libsvm_wrote_them(kernel, tmp_path):
     path = libsvm_model_file(tmp_path / "m.model", kernel)
@@ -47,12 +57,7 @@ def test_header_and_support_vectors_are_read_as_libsvm_wrote_them(kernel, tmp_pa
     assert h.probability is None
     coef, X, width = read_libsvm_model_rows(path, h, 0, h.total_sv)
     np.testing.assert_array_equal(coef, [c[0] for c in reference.get_sv_coef()])
-    expected = np.zeros((h.total_sv, 5))
-    for i, sv in enumerate(reference.get_SV()):
-        for j, v in sv.items():
-            if j > 0:
-                expected[i, j - 1] = v
-    np.testing.assert_array_equal(X.toarray()[:, :5], expected)
+    np.testing.assert_array_equal(X.toarray()[:, :5], dense_support_vectors(reference, 5))
     assert width == 5
     # any slices, read apart, are the same rows
     parts = [read_libsvm_model_rows(path, h, a, b) for a, b in [(0, 3), (3, h.total_sv // 2), (h.total_sv // 2,
@@ -156,12 +161,7 @@ def test_regression_and_one_class_files_are_read_as_libsvm_wrote_them(svm_type, 
     assert h.describe().startswith(f"{svm_type}, kernel ") and f"rho {h.rho:.17g}" in h.describe()
     coef, X_sv, _ = read_libsvm_model_rows(path, h, 0, h.total_sv)
     np.testing.assert_array_equal(coef, [c[0] for c in reference.get_sv_coef()])
-    expected = np.zeros((h.total_sv, 5))
-    for i, sv in enumerate(reference.get_SV()):
-        for j, v in sv.items():
-            if j > 0:
-                expected[i, j - 1] = v
-    np.testing.assert_array_equal(X_sv.toarray()[:, :5], expected)
+    np.testing.assert_array_equal(X_sv.toarray()[:, :5], dense_support_vectors(reference, 5))
 
 
 @pytest.mark.parametrize("svm_type, offset", [("epsilon_svr", 0.0), ("epsilon_svr", 1.0), ("one_class", 1.0)])

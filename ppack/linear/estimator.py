@@ -127,15 +127,15 @@ class BlockAveragedSVC(BaseSVC):
         start = MPI.Wtime()
         K = len(self.classes_)
         if K == 2:
-            self.w_, self.b_, self.report_ = self._fit_binary(comm, shard, block, block_labels, block_weights, options,
-                                                              on_round)
+            self.w_, self.b_, self.report_ = self._fit_binary(comm, kind, shard, block, block_labels, block_weights,
+                                                              options, on_round)
         else:  # one-vs-rest: the blocks are shared, each class solves its own problem on them
             columns = []
             for k in range(K):
                 def tagged(report, label=self.classes_[k]):
                     report.label = label
                     on_round(report)
-                columns.append(self._fit_binary(comm, shard, block, np.where(block_labels == k, 1.0, -1.0),
+                columns.append(self._fit_binary(comm, kind, shard, block, np.where(block_labels == k, 1.0, -1.0),
                                                 block_weights, options, None if on_round is None else tagged))
             self.w_ = np.column_stack([w for w, _, _ in columns])
             self.b_ = np.array([b for _, b, _ in columns])
@@ -146,11 +146,11 @@ class BlockAveragedSVC(BaseSVC):
                           "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **summary}
         return self
 
-    def _fit_binary(self, comm, shard, block, labels, weights, options, on_round):
-        """Collective: ``(w, b, report)`` of one two-class problem. block, labels (in {-1, +1})
-        and weights (or None): this rank's rows, dealt out unless the distributed SGD runs
-        (it samples the shard's own rows)."""
-        kind = LINEAR_SOLVER_ENTRIES[self.solver].combination
+    def _fit_binary(self, comm, kind, shard, block, labels, weights, options, on_round):
+        """Collective: ``(w, b, report)`` of one two-class problem. kind: the solver's
+        combination (``registry.LINEAR_SOLVER_ENTRIES``); block, labels (in {-1, +1}) and
+        weights (or None): this rank's rows, dealt out unless the distributed SGD runs (it
+        samples the shard's own rows)."""
         if kind == "stochastic" and self.averaging == "iterative":
             return run_collectively(comm, self._distributed_sgd, comm, shard, block, labels, options, on_round,
                                     weights)

@@ -264,9 +264,9 @@ class PackSVC(BaseSVC):
         self.probability_ = None
         if getattr(self, "probability", False) and not self.stopped_:
             start = MPI.Wtime()
-            self.probability_ = self._fit_probabilities(shard, state.iteration)
-            self.probability_, fitted_on, rows = self.probability_[:3], *self.probability_[3:]
-            self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": self.probability_[2]}
+            A, B, power, fitted_on, rows = self._fit_probabilities(shard, state.iteration)
+            self.probability_ = (A, B, power)
+            self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": power}
             self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
     def _fit_probabilities(self, shard, iterations):
