@@ -78,10 +78,6 @@ class KernelCompute:
         norms (k,), computed when None."""
         self.stored.append(X, self.row_norms(X) if norms is None else norms)
 
-    def store_rows(self, block, positions, norms):
-        """Append rows ``positions`` (int64 (k,)) of a RowBlock in the stored dtype, with their norms (k,)."""
-        self.stored.append_rows(block, positions, norms)
-
     def row_norms(self, rows):
         """``row_norms`` for this kernel: (n,) float64."""
         return row_norms(rows, self.spec)

@@ -52,16 +52,23 @@ class StoredRows:
     def append_rows(self, block, positions, norms):
         """Add rows ``positions`` (int64 (k,)) of a RowBlock (in this store's dtype), with
         their norms (k,): one copy, no intermediate arrays."""
-        k = len(positions)
+        block_arrays, store_arrays = self.room_for(block)
+        self.n += append_positions(*block_arrays, positions, norms, np.arange(len(positions)), self.n,
+                                   *store_arrays)
+
+    def room_for(self, block):
+        """Room for every row of a RowBlock; returns the arguments ``append_positions`` takes
+        around its positions and norms: the block's (dense (r, d) or (0, 0), indptr, indices,
+        values) and this store's (features, indptr, indices, values, norms), the format not
+        in use as empty arrays."""
         if self.sparse:
             indptr, indices, values = block.csr
-            self._grow(self.n + k, _row_nonzeros(indptr, positions))
-            _append_csr(indptr, indices, values, positions, self.n, self._indptr, self._indices, self._values)
-        else:
-            self._grow(self.n + k, 0)
-            _append_dense(block.dense, positions, self.n, self._features)
-        self._norms[self.n:self.n + k] = norms
-        self.n += k
+            self._grow(self.n + block.n_rows, len(values))
+            return ((_NO_ROWS, indptr, indices, values),
+                    (_NO_ROWS, self._indptr, self._indices, self._values, self._norms))
+        self._grow(self.n + block.n_rows, 0)
+        return ((block.dense, _NO_INDPTR, _NO_INDICES, block.dense.reshape(-1)[:0]),
+                (self._features, _NO_INDPTR, _NO_INDICES, self._features.reshape(-1)[:0], self._norms))
 
     def widen(self, n_features):
         """Count ``n_features`` (>= today's) features: CSR rows are 0 on the new ones."""
@@ -110,13 +117,24 @@ def resized(array, n):
     return new
 
 
+_NO_ROWS = np.empty((0, 0))
+_NO_INDPTR = np.empty(0, dtype=np.int64)
+_NO_INDICES = np.empty(0, dtype=np.int32)
+
+
 @njit(cache=True)
-def _row_nonzeros(indptr, positions):
-    """Nonzeros of the CSR rows ``positions``."""
-    total = 0
+def append_positions(dense, indptr, indices, values, positions, norms, norm_at, n, out_features, out_indptr,
+                     out_indices, out_values, out_norms):
+    """Copy rows ``positions`` (int64 (k,)) of a block, dense (r, d) or (dense (0, 0)) CSR,
+    after the first n rows of a store's arrays (``StoredRows.room_for``), with their norms
+    ``norms[norm_at]``. Returns k."""
+    if out_features.shape[0] > 0:
+        _append_dense(dense, positions, n, out_features)
+    else:
+        _append_csr(indptr, indices, values, positions, n, out_indptr, out_indices, out_values)
     for k in range(positions.shape[0]):
-        total += indptr[positions[k] + 1] - indptr[positions[k]]
-    return total
+        out_norms[n + k] = norms[norm_at[k]]
+    return positions.shape[0]
 
 
 @njit(cache=True)

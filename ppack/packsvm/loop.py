@@ -3,9 +3,9 @@
 Per pack (``run``): draw r row ids from the shared stream; collective 1 delivers those
 rows to every rank; each rank computes, against its own support vectors, the r partial
 predictions, its share of the pair kernel matrix and "I hold key k" flags; collective 2
-sums them; every rank replays the r sequential updates (``replay.replay_problems``) and then
-updates the table: first the stored coefficients are multiplied by the product of the
-pack's scale folds, then the pack's coefficients are added: existing keys in place, new
+sums them; every rank replays the r sequential updates (``replay``) and then updates
+the table (one numba call for both, ``pack_update``): first the stored coefficients are
+multiplied by the product of the pack's scale folds, then the pack's coefficients are added: existing keys in place, new
 keys to the least occupied rank (lowest rank on ties), which every rank computes alike from
 the replicated occupancy counts. A non-finite value in the replay stops every rank alike.
 
@@ -19,6 +19,7 @@ The state a checkpoint or the model is written from, that of the pack just done,
 first by one more collective (``_verify_replicas``: a two-number Allreduce), so a
 disagreement born in the last pack is caught before anything leaves the ranks.
 """
+import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,7 +39,8 @@ from . import averaging
 from .checkpoint import write_checkpoint
 from .losses import Loss
 from .pack_buffer import PackBuffer
-from .replay import HINGE, NonFinite, replay_problems
+from .pack_update import DISAGREE, DONE, update_after_pack
+from .replay import HINGE, non_finite
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
 
@@ -153,6 +155,7 @@ class PackedSolver:
         offsets = np.empty((Q, 2))  # [rho, the pack's sum of a_t rho_t] per problem (the replay's)
         offsets[:, 0] = state.rho
 
+        max_weight = loss_rule.bound if self.spec.facts.psd else math.inf  # the replay's projection radius
         limit = self.iterations
         while state.iteration < limit:
             r = min(self.pack, limit - state.iteration)
@@ -172,10 +175,11 @@ class PackedSolver:
                 lo, hi = chunk(len(left), rank, size)
                 left, right, my_pairs = left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
                 coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
-                average = np.empty((Q, r + 1)) if self.average else None
+                average = np.empty((Q, r + 1) if self.average else (Q, 0))
             else:
                 buf.clear()
             buf.digests[rank] = digest
+            table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
             norms = compute.row_norms(block)
             sums_start = MPI.Wtime()
             compute.partial_sums(table.coef, block, norms, buf.predictions)
@@ -183,7 +187,6 @@ class PackedSolver:
             compute.pair_kernels(block, norms, left, right, my_pairs)
             seconds["partial_sums"] += pairs_start - sums_start
             seconds["pair_kernels"] += MPI.Wtime() - pairs_start
-            table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
                 time.monotonic() - last_checkpoint >= checkpointing.every_seconds
@@ -197,28 +200,23 @@ class PackedSolver:
             sent["collective2"] += collectives.last_bytes
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
             t3 = MPI.Wtime()
-            self._check_agreement(buf.digests, state.iteration, stats.packs)
 
-            # the r sequential updates of each problem, identical on every rank
-            try:
-                projections, folded = replay_problems(
-                    buf.predictions, buf.pairs, state.scale, state.norm, block.y, state.iteration, self.sigma, coef,
-                    loss, fold, block.weight, loss_rule.bound, average, self.step, self.spec.facts.psd, mean_loss,
-                    loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step)
-                stats.projections += projections
-                if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
-                    state.rho = offsets[:, 0].copy()
-            except NonFinite as exc:  # every rank replays the same numbers: all raise here together
-                raise PPackError(self._divergence_message(exc, exc.problem if Q > 1 else None),
-                                 collective=True) from None
-            if average is not None:
+            # agreement check, the r sequential updates of each problem (identical on every rank),
+            # then the averages' increments, the scale folds, the pack's coefficients and this
+            # rank's new rows into the table: one numba call
+            status, projections, work = update_after_pack(buf, block, ids, norms, rank, state, table, self.sigma,
+                                                          loss_rule, self.step, max_weight, coef, loss, fold,
+                                                          average, mean_loss, offsets)
+            if status != DONE:
+                self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
+            stats.projections += projections
+            if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
+                state.rho = offsets[:, 0].copy()
+            if self.average:
                 state.avg_weight += averaging.weight_sum(state.iteration, r)
                 if loss_rule.mode != HINGE:
                     state.rho_sum = state.rho_sum + offsets[:, 1]
             state.iteration += r
-            # the averages' increments, the scale folds, the pack's coefficients; this rank's new rows
-            table.apply_pack(ids, buf.owner_flags, coef, loss, _NO_AVERAGE if average is None else average,
-                             fold if folded else _NO_FOLD, rank, state.occupancy, block, norms)
             # the --tol test and the progress follow the mean over classes (mean_loss)
             stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
@@ -247,6 +245,17 @@ class PackedSolver:
                 return table, state, stats, True
         self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
         return table, state, stats, False
+
+    def _raise_failed(self, status, digests, work, state, coef, packs):
+        """Raise, on every rank alike, what ``update_after_pack`` met: the ranks' disagreement
+        (``_check_agreement``) or a non-finite value in the replay of problem ``status``
+        (``work``: the replay's work arrays)."""
+        if status == DISAGREE:
+            self._check_agreement(digests, state.iteration, packs)
+        c = status
+        exc = non_finite(work.info[c], state.iteration, work.pred, state.norm[c], coef[c], state.scale[c])
+        raise PPackError(self._divergence_message(exc, c if self.n_columns > 1 else None),
+                         collective=True) from None
 
     def _divergence_message(self, exc, problem=None):
         where = "" if problem is None else f" in the one-vs-rest problem of class number {problem}"
@@ -280,9 +289,6 @@ class PackedSolver:
             f"copies of the model drifted apart; make the MPI library's reductions reproducible (with Intel "
             f"MPI set I_MPI_CBWR=1; with other MPI libraries choose an Allreduce algorithm whose summation "
             f"order is the same on every rank)", collective=True)
-
-_NO_AVERAGE = np.empty((0, 0))
-_NO_FOLD = np.empty((0, 2))
 
 
 @njit(cache=True)

@@ -100,13 +100,13 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
                                    float(max_weight) if project else math.inf, average_out, float(step), int(mode),
                                    float(epsilon), offset, float(rho_step))
     if info[2] != 0.0:
-        raise _non_finite(info, t0, pred, norm, coef_out, s)
+        raise non_finite(info, t0, pred, norm, coef_out, s)
     if fold_out is not None:
         fold_out[0], fold_out[1] = info[0], info[1]
     return s, norm, projections
 
 
-def _non_finite(info, t0, pred, norm, coef, s):
+def non_finite(info, t0, pred, norm, coef, s):
     """The ``NonFinite`` that ``_replay``'s info (4,) reports, with the value that turned non-finite."""
     k, code = int(info[2]) - 1, int(info[3])
     value = {1: pred[k], 2: norm, 3: coef[k], 4: s}[code]
@@ -227,60 +227,33 @@ def _add_segment(average_out, coef_out, weighted_scale, start, end):
         average_out[j] += coef_out[j] * weighted_scale[max(j, start)]
 
 
-def replay_problems(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, fold_out,
-                    weight=None, max_weight=1.0, average_out=None, step=1.0, project=True, mean_loss_out=None,
-                    mode=HINGE, epsilon=0.0, offsets=None, rho_step=0.0):
-    """``replay_pack`` for the K binary problems of a pack in one numba call; returns
-    ``(projections, folded)``: the projections of all of them, and whether any folded its scale.
-    mean_loss_out (r,), if given, receives each row's hinge loss averaged over the problems.
+@functools.lru_cache(maxsize=4)
+def replay_work_arrays(K, r):
+    """Scratch arrays of ``replay_all`` for K problems and packs of r rows (info, pred, sign,
+    and unit weights ``ones``), kept for the run's next packs (every entry is written before
+    it is read)."""
+    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), sign=np.empty(r), ones=np.ones(r))
+
+
+@njit(cache=True)
+def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
+                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step):
+    """``replay_pack`` for the K binary problems of a pack in one numba call; returns (the
+    first problem that met a non-finite value or -1, the projections of all of them, whether
+    any folded its scale).
 
     predictions (K, r): the summed partial predictions of the unscaled w_c (collective 2),
     read only; pairs (r (r + 1) / 2): the pack's pair kernels, the upper triangle row by row;
     scale, norm (K,): each problem's s and ||w||^2, updated in place; labels (r,): the rows'
     +-1 labels for K = 1, else their class codes 0..K-1 (problem c's label is +1 where the
-    code is c); coef_out, loss_out (K, r), fold_out (K, 2), average_out (K, r + 1) or None:
-    ``replay_pack``'s outputs, one row per problem. Raises ``NonFinite`` (its ``problem``
-    naming the problem) as ``replay_pack`` does. mode, epsilon, rho_step: as ``replay_pack``'s
-    (K = 1 for the regression and one-class losses, whose labels are the targets or ignored);
-    offsets (K, 2) or None: each problem's ``replay_pack`` offset, updated in place.
-    """
-    K, r = predictions.shape
-    work = _work_arrays(K, r)
-    weight = work.ones if weight is None else weight
-    average = work.no_average if average_out is None else average_out
-    mean_loss = work.mean_loss if mean_loss_out is None else mean_loss_out
-    if offsets is None:  # rho 0 (the hinge loss never reads it)
-        offsets = work.offsets
-        offsets[:] = 0.0
-    info, pred = work.info, work.pred
-    failed, projections, folded = _replay_all(
-        predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight,
-        float(max_weight) if project else math.inf, average, float(step), pred, work.sign, mean_loss, int(mode),
-        float(epsilon), offsets, float(rho_step))
-    if failed >= 0:
-        exc = _non_finite(info[failed], t0, pred, norm[failed], coef_out[failed], scale[failed])
-        exc.problem = failed
-        raise exc
-    fold_out[:] = info[:, :2]
-    return projections, folded
-
-
-@functools.lru_cache(maxsize=4)
-def _work_arrays(K, r):
-    """Scratch arrays of ``replay_problems`` for K problems and packs of r rows, kept for the
-    run's next packs (every entry is written before it is read)."""
-    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), sign=np.empty(r),
-                           mean_loss=np.empty(r), ones=np.ones(r), no_average=np.empty((K, 0)),
-                           offsets=np.zeros((K, 2)))
-
-
-@njit(cache=True)
-def _replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
-                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step):
-    """The kernel of ``replay_problems``: (the first problem that met a non-finite value or -1,
-    the projections, whether any problem folded). pred and sign (r,) are work arrays; info
-    (K, 4) gets each problem's ``_replay`` info; mean_loss (r,) the losses' mean over the
-    problems as numpy's ``loss.mean(axis=0)`` adds them."""
+    code is c); coef_out, loss_out (K, r), average (K, r + 1) or (K, 0) (not averaging):
+    ``replay_pack``'s outputs, one row per problem; info (K, 4): each problem's ``_replay``
+    info (``non_finite`` reads a failure from it, with ``pred``); weight (r,) and the
+    scalars as ``replay_pack``'s (max_weight inf: no projection; mode, epsilon, rho_step:
+    K = 1 for the regression and one-class losses, whose labels are the targets or
+    ignored); offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred
+    and sign (r,) are work arrays (``replay_work_arrays``); mean_loss (r,) gets the losses'
+    mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
     K, r = predictions.shape
     projections = 0
     for c in range(K):

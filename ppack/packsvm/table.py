@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ..collective_write import Part
-from ..kernels.stored import resized
+from ..kernels.stored import append_positions, resized
 from .key_slots import KeySlots, lookup, new_map, put
 
 
@@ -133,14 +133,27 @@ class SupportVectorTable:
         1), or (0, 0) when not averaging; fold (K, 2) the pack's folds as mantissa and
         exponent, or (0, 2) when none; occupancy (p,) the entries per rank, updated.
         """
-        self._reserve(len(ids))
+        entries, rows, store = self.room_for(block)
+        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, *entries)
+        self.added(append_positions(*rows, positions, norms, positions, *store))
+
+    def room_for(self, block):
+        """Room for every row of a pack's RowBlock as a new entry. Returns the arguments that
+        write the pack (``apply_pack``, ``pack_update.update_after_pack``): ``merge_pack``'s
+        after the occupancy (key map, entry arrays, clock, n), and ``stored.append_positions``'s
+        before the positions (the block's arrays) and after the norms (the store's n and arrays)."""
+        self._reserve(block.n_rows)
+        stored = self.compute.stored
+        rows, store = stored.room_for(block)
         keys = self.key_slots
-        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, keys.keys, keys.slots,
-                               self._keys, self._coef, self._avg, self._since, self.avg_clock, self.n)
-        if positions.size:
-            self.compute.store_rows(block, positions, norms[positions])
-            self.n += len(positions)
-            keys.n += len(positions)
+        return ((keys.keys, keys.slots, self._keys, self._coef, self._avg, self._since, self.avg_clock, self.n),
+                rows, (stored.n,) + store)
+
+    def added(self, k):
+        """Count the k new entries written through ``room_for``'s arrays."""
+        self.n += k
+        self.key_slots.n += k
+        self.compute.stored.n += k
 
     def _reserve(self, extra):
         """Room for ``extra`` more entries in the entry arrays and the key map."""

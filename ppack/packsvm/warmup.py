@@ -22,7 +22,9 @@ from ..kernels.compute import KernelCompute
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
 from .loop import all_equal, upper_pairs
-from .replay import replay_problems
+from .losses import Loss
+from .pack_buffer import PackBuffer
+from .pack_update import update_after_pack
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
 
@@ -88,17 +90,17 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     compute.pair_kernels(block, norms, left, right, pair_values)
     partial = np.zeros((1, r))  # the table's one coefficient column
     compute.partial_sums(table.coef, block, norms, partial)
-    coef, loss, fold = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2))
-    replay_problems(partial, pair_values, np.ones(1), np.zeros(1), block.y, 0, 1.0, coef, loss, fold,
-                    average_out=np.empty((1, r + 1)))
+    buf = PackBuffer(1, r, 1)  # the pack loop's collective 2, as if summed
+    buf.predictions[:] = partial
+    buf.pairs[:] = pair_values
     keys = table.key_slots
-    owner_flags = np.empty(r)
-    keys.flag_held(ids, 1, owner_flags)  # rank 0 holds what it stored
+    keys.flag_held(ids, 1, buf.owner_flags)  # rank 0 holds what it stored
     keys.reserve(len(keys.keys))  # a rehash, as a growing table makes
-    table.apply_pack(ids, owner_flags, coef, loss, np.empty((0, 0)), np.empty((0, 2)), 0,
-                     np.zeros(2, dtype=np.int64), block, norms)
     state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
-                        loss_windows=LossWindows(10), avg_weight=0.0)
+                        loss_windows=LossWindows(10), avg_weight=0.0, rho=np.zeros(1), rho_sum=np.zeros(1))
+    coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
+    update_after_pack(buf, block, ids, norms, 0, state, table, 1.0, Loss(), 1.0, 1.0, coef, loss, fold,
+                      np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)))
     replica_digest(state, coef.ravel(), loss.ravel())
     moving_average(0.5, loss[0], 0.01)
     all_equal(np.zeros(2))  # the replicas' agreement check

@@ -1,0 +1,67 @@
+"""A pack's sequential part in one numba call: after collective 2, every rank checks that the
+replicas agree, replays the K problems' r updates and updates its table.
+
+One call instead of several: once a pack's kernel sums have streamed the stored rows through
+the caches, every Python statement and numba dispatch runs cold and costs microseconds, which
+at many ranks is most of a pack. The parts stay where they are defined: ``loop.all_equal``,
+``replay.replay_all``, ``table.merge_pack`` and ``stored.append_positions``.
+"""
+from numba import njit
+
+from ..kernels.stored import append_positions
+from .replay import replay_all, replay_work_arrays
+from .table import merge_pack
+
+# what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
+DONE, DISAGREE = -1, -2
+
+
+def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_rule, step, max_weight, coef, loss,
+                      fold, average, mean_loss, offsets):
+    """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
+    RowBlock, with its norms): check the replicas' agreement, replay the K problems from
+    ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
+    the pack into ``table``. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
+    (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s;
+    max_weight: the projection's bound (inf: none). Returns (status, projections, work):
+    status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
+    (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
+    K, r = coef.shape
+    work = replay_work_arrays(K, r)
+    entries, rows, store = table.room_for(block)
+    status, projections, added = _update_after_pack(
+        buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
+        sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
+        step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step, ids,
+        rank, state.occupancy, *entries, *rows, norms, *store)
+    table.added(added)
+    return status, projections, work
+
+
+@njit(cache=True)
+def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
+                      info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
+                      rho_step, ids, rank, occupancy, map_keys, map_slots, entry_keys, table_coef, table_avg,
+                      table_since, clock, n, dense, indptr, indices, values, norms, n_stored, out_features,
+                      out_indptr, out_indices, out_values, out_norms):
+    """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
+    differ (nothing else was done); a problem's number: its replay met a non-finite value
+    (``info`` (K, 4) says which, the table is untouched); DONE: the replay
+    (``replay.replay_all``'s arguments, its folds then copied into ``fold`` (K, 2)) and the
+    table update (``table.merge_pack``, then ``stored.append_positions`` of this rank's new
+    rows) are done."""
+    for value in digests:
+        if value != digests[0]:
+            return DISAGREE, 0, 0
+    failed, projections, _ = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
+                                         max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
+                                         rho_step)
+    if failed >= 0:
+        return failed, projections, 0
+    for c in range(fold.shape[0]):
+        fold[c, 0], fold[c, 1] = info[c, 0], info[c, 1]
+    positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map_keys, map_slots,
+                           entry_keys, table_coef, table_avg, table_since, clock, n)
+    added = append_positions(dense, indptr, indices, values, positions, norms, positions, n_stored, out_features,
+                             out_indptr, out_indices, out_values, out_norms)
+    return DONE, projections, added
