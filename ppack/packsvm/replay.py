@@ -129,6 +129,7 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
     rho = offset[0]
     rho_sum = 0.0
     fold_m, fold_e = 1.0, 0.0
+    folds = 1.0
     # averaging: a_t s_t of each iteration since the last fold (``_add_segment``)
     weighted_scale = np.empty(r if averaging else 0)
     segment = 0
@@ -158,7 +159,7 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
         s *= a
         norm *= a * a
         if t == 1:  # w_1 = 0 * w_0: a fold by 0 (v, all of it from before this pack, is dropped)
-            fold_m, fold_e = 0.0, 0.0
+            fold_m, fold_e, folds = 0.0, 0.0, 0.0
             s = 1.0
         if loss > 0.0:
             eta = step * sign * weight[k] / (sigma * (t + step - 1.0))
@@ -201,11 +202,12 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
                 coef_out[j] *= s
             m, e = math.frexp(fold_m * s)
             fold_m, fold_e = m, fold_e + e
+            folds = math.ldexp(fold_m, int(fold_e))
             s = 1.0
         if averaging:  # w_t's weight in the average times s; coefficient j's true value is coef_out[j] * s
             w = float(t) * (t + 1.0) * (t + 2.0)
             weighted_scale[k] = w * s
-            average_out[r] += w * s * math.ldexp(fold_m, int(fold_e))
+            average_out[r] += w * s * folds  # folds: ldexp(fold_m, fold_e), kept as they change
             rho_sum += w * rho
     if averaging and info[2] == 0.0:
         _add_segment(average_out, coef_out, weighted_scale, segment, r)
