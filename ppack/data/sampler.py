@@ -47,6 +47,9 @@ class _BlockStream:
 
     def take(self, r):
         """The next ``r`` ids, int64 array (r,)."""
+        if self._pos + r <= len(self._block):  # the usual pack: one slice of the current block
+            self._pos += r
+            return self._block[self._pos - r:self._pos].copy()
         out = np.empty(r, dtype=np.int64)
         filled = 0
         while filled < r:
