@@ -90,14 +90,18 @@ def test_rows_are_padded_to_a_models_width(sparse):
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("rows", [[3, 0, 3], [], [5]])
 def test_stored_rows_take_a_blocks_rows(rows, sparse):
-    """``StoredRows.append_rows`` copies the chosen rows of a block (repeats and none included)
-    after the rows stored before, with their norms."""
-    from ppack.kernels.stored import StoredRows
+    """``stored.append_positions`` copies the chosen rows of a block (repeats and none
+    included) after the rows stored before, with their norms, into the room that
+    ``StoredRows.room_for`` made."""
+    from ppack.kernels.stored import StoredRows, append_positions
 
     block, X, _, ids, _ = delivered(MPI.COMM_SELF, sparse, np.float64)
     stored = StoredRows(X.shape[1], sparse)
-    stored.append_rows(block, np.array([1], dtype=np.int64), np.array([7.0]))
-    stored.append_rows(block, np.array(rows, dtype=np.int64), np.arange(len(rows), dtype=float))
+    block_norms = np.arange(block.n_rows) + 0.5
+    for positions in ([1], rows):
+        block_arrays, store_arrays = stored.room_for(block)
+        stored.n += append_positions(*block_arrays, np.array(positions, dtype=np.int64), block_norms, stored.n,
+                                     *store_arrays)
     dense = X.toarray() if sparse else X
     expected = dense[ids][[1, *rows]]
     if sparse:
@@ -107,7 +111,7 @@ def test_stored_rows_take_a_blocks_rows(rows, sparse):
     else:
         got = stored.features
     np.testing.assert_array_equal(got, expected)
-    np.testing.assert_array_equal(stored.norms, [7.0, *range(len(rows))])
+    np.testing.assert_array_equal(stored.norms, block_norms[[1, *rows]])
 
 
 @pytest.mark.parametrize("l1", [False, True])

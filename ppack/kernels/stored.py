@@ -49,18 +49,11 @@ class StoredRows:
         """Stored values of a CSR store (0 when dense)."""
         return int(self._indptr[self.n]) if self.sparse else 0
 
-    def append_rows(self, block, positions, norms):
-        """Add rows ``positions`` (int64 (k,)) of a RowBlock (in this store's dtype), with
-        their norms (k,): one copy, no intermediate arrays."""
-        block_arrays, store_arrays = self.room_for(block)
-        self.n += append_positions(*block_arrays, positions, norms, np.arange(len(positions)), self.n,
-                                   *store_arrays)
-
     def room_for(self, block):
         """Room for every row of a RowBlock; returns the arguments ``append_positions`` takes
-        around its positions and norms: the block's (dense (r, d) or (0, 0), indptr, indices,
-        values) and this store's (features, indptr, indices, values, norms), the format not
-        in use as empty arrays."""
+        before its positions (the block's dense (r, d) or (0, 0), indptr, indices, values) and
+        after n (this store's features, indptr, indices, values, norms), the format not in use
+        as empty arrays. The caller adds the rows it appended to ``n``."""
         if self.sparse:
             indptr, indices, values = block.csr
             self._grow(self.n + block.n_rows, len(values))
@@ -123,17 +116,17 @@ _NO_INDICES = np.empty(0, dtype=np.int32)
 
 
 @njit(cache=True)
-def append_positions(dense, indptr, indices, values, positions, norms, norm_at, n, out_features, out_indptr,
-                     out_indices, out_values, out_norms):
+def append_positions(dense, indptr, indices, values, positions, norms, n, out_features, out_indptr, out_indices,
+                     out_values, out_norms):
     """Copy rows ``positions`` (int64 (k,)) of a block, dense (r, d) or (dense (0, 0)) CSR,
-    after the first n rows of a store's arrays (``StoredRows.room_for``), with their norms
-    ``norms[norm_at]``. Returns k."""
+    with their norms (of the block's rows, (r,)), after the first n rows of a store's arrays
+    (``StoredRows.room_for``). Returns k."""
     if out_features.shape[0] > 0:
         _append_dense(dense, positions, n, out_features)
     else:
         _append_csr(indptr, indices, values, positions, n, out_indptr, out_indices, out_values)
     for k in range(positions.shape[0]):
-        out_norms[n + k] = norms[norm_at[k]]
+        out_norms[n + k] = norms[positions[k]]
     return positions.shape[0]
 
 

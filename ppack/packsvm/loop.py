@@ -26,7 +26,6 @@ from functools import lru_cache
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit
 
 from ..data.delivery import deliver_rows
 from ..errors import PPackError
@@ -39,7 +38,7 @@ from . import averaging
 from .checkpoint import write_checkpoint
 from .losses import Loss
 from .pack_buffer import PackBuffer
-from .pack_update import DISAGREE, DONE, update_after_pack
+from .pack_update import DISAGREE, DONE, all_equal, update_after_pack
 from .replay import HINGE, non_finite
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -289,16 +288,6 @@ class PackedSolver:
             f"copies of the model drifted apart; make the MPI library's reductions reproducible (with Intel "
             f"MPI set I_MPI_CBWR=1; with other MPI libraries choose an Allreduce algorithm whose summation "
             f"order is the same on every rank)", collective=True)
-
-
-@njit(cache=True)
-def all_equal(values):
-    """Whether every entry of ``values`` (n,) equals the first (one numba call: a pack's
-    numpy calls cost microseconds each once the kernel sums have emptied the caches)."""
-    for value in values:
-        if value != values[0]:
-            return False
-    return True
 
 
 @lru_cache(maxsize=4)

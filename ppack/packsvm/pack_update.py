@@ -3,8 +3,8 @@ replicas agree, replays the K problems' r updates and updates its table.
 
 One call instead of several: once a pack's kernel sums have streamed the stored rows through
 the caches, every Python statement and numba dispatch runs cold and costs microseconds, which
-at many ranks is most of a pack. The parts stay where they are defined: ``loop.all_equal``,
-``replay.replay_all``, ``table.merge_pack`` and ``stored.append_positions``.
+at many ranks is most of a pack. The parts stay where they are defined: ``replay.replay_all``,
+``table.merge_pack`` and ``stored.append_positions``.
 """
 from numba import njit
 
@@ -50,10 +50,9 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     (``replay.replay_all``'s arguments, its folds then copied into ``fold`` (K, 2)) and the
     table update (``table.merge_pack``, then ``stored.append_positions`` of this rank's new
     rows) are done."""
-    for value in digests:
-        if value != digests[0]:
-            return DISAGREE, 0, 0
-    failed, projections, _ = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
+    if not all_equal(digests):
+        return DISAGREE, 0, 0
+    failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                                          rho_step)
     if failed >= 0:
@@ -62,6 +61,15 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
         fold[c, 0], fold[c, 1] = info[c, 0], info[c, 1]
     positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map_keys, map_slots,
                            entry_keys, table_coef, table_avg, table_since, clock, n)
-    added = append_positions(dense, indptr, indices, values, positions, norms, positions, n_stored, out_features,
-                             out_indptr, out_indices, out_values, out_norms)
+    added = append_positions(dense, indptr, indices, values, positions, norms, n_stored, out_features, out_indptr,
+                             out_indices, out_values, out_norms)
     return DONE, projections, added
+
+
+@njit(cache=True)
+def all_equal(values):
+    """Whether every entry of ``values`` (n,) equals the first."""
+    for value in values:
+        if value != values[0]:
+            return False
+    return True

@@ -241,8 +241,7 @@ def replay_work_arrays(K, r):
 def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
                 average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step):
     """``replay_pack`` for the K binary problems of a pack in one numba call; returns (the
-    first problem that met a non-finite value or -1, the projections of all of them, whether
-    any folded its scale).
+    first problem that met a non-finite value or -1, the projections of all of them).
 
     predictions (K, r): the summed partial predictions of the unscaled w_c (collective 2),
     read only; pairs (r (r + 1) / 2): the pack's pair kernels, the upper triangle row by row;
@@ -268,14 +267,10 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
                                           rho_step)
         projections += done
         if info[c, 2] != 0.0:
-            return c, projections, False
-    folded = False
-    for c in range(K):
-        if info[c, 0] != 1.0 or info[c, 1] != 0.0:
-            folded = True
+            return c, projections
     for k in range(r):
         total = loss_out[0, k]
         for c in range(1, K):
             total += loss_out[c, k]
         mean_loss[k] = total / K
-    return -1, projections, folded
+    return -1, projections

@@ -135,7 +135,7 @@ class SupportVectorTable:
         """
         entries, rows, store = self.room_for(block)
         positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, *entries)
-        self.added(append_positions(*rows, positions, norms, positions, *store))
+        self.added(append_positions(*rows, positions, norms, *store))
 
     def room_for(self, block):
         """Room for every row of a pack's RowBlock as a new entry. Returns the arguments that

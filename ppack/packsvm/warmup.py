@@ -21,10 +21,10 @@ from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
 from ..mpi.collectives import Collectives
 from ..mpi.comm import agree, polite_barrier
-from .loop import all_equal, upper_pairs
+from .loop import upper_pairs
 from .losses import Loss
 from .pack_buffer import PackBuffer
-from .pack_update import update_after_pack
+from .pack_update import all_equal, update_after_pack
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
 
