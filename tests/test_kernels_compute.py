@@ -64,6 +64,25 @@ def test_partial_sums_columns_match_one_column_runs_exactly(name, params, sparse
         np.testing.assert_array_equal(out[c], one)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("work_bytes", [64 << 20, 2048])  # 2 KiB: sparse columns are built a group at a time
+def test_prepare_builds_the_columns_the_products_then_use(sparse, work_bytes):
+    """``prepare`` builds the block's columns when the kernel sums and pair kernels take
+    them whole, and then they reuse them; the sums are those of an unprepared block."""
+    spec, compute, block, sv, rows, coef = _compute_and_block(sparse, np.float32, "rbf", {}, work_bytes=work_bytes)
+    compute.prepare(block)
+    whole = not sparse or 8 * block.n_rows * block.n_features <= work_bytes
+    assert (block._columns is not None) == whole
+    built = block._columns
+    norms = compute.row_norms(block)
+    out, fresh = np.zeros(block.n_rows), np.zeros(block.n_rows)
+    compute.partial_sums(coef, block, norms, out)
+    assert block._columns is built  # reused, not rebuilt
+    plain = RowBlock.from_rows(rows, np.zeros(block.n_rows), block.n_features)
+    compute.partial_sums(coef, plain, compute.row_norms(plain), fresh)
+    np.testing.assert_array_equal(out, fresh)
+
+
 def test_partial_sums_shapes():
     spec, compute, block, sv, rows, coef = _compute_and_block(False, np.float64, "rbf", {})
     r, norms = block.n_rows, compute.row_norms(block)

@@ -82,6 +82,15 @@ class KernelCompute:
         """``row_norms`` for this kernel: (n,) float64."""
         return row_norms(rows, self.spec)
 
+    def prepare(self, block):
+        """Build the block's columns (``RowBlock.columns``) that ``partial_sums`` and
+        ``pair_kernels`` share, when they take them whole: apart, so that a caller can time
+        this per-block work (which every rank repeats) apart from the products. Sparse blocks
+        too wide for ``work_bytes`` are transposed a column group at a time inside
+        ``partial_sums`` instead."""
+        if block.dense is not None or 8 * block.n_rows * block.n_features <= self.work_bytes:
+            block.columns()
+
     def partial_sums(self, coef, block, block_norms, out):
         """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
         with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).

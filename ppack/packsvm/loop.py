@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ..data.delivery import deliver_rows
+from ..data.delivery import deliver_rows, prefetch_rows
 from ..errors import PPackError
 from ..data.sampler import make_sampler
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
@@ -180,6 +180,7 @@ class PackedSolver:
             buf.digests[rank] = digest
             table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
             norms = compute.row_norms(block)
+            compute.prepare(block)  # the block's columns: serial work, timed apart from the products
             sums_start = MPI.Wtime()
             compute.partial_sums(table.coef, block, norms, buf.predictions)
             pairs_start = MPI.Wtime()
@@ -192,6 +193,8 @@ class PackedSolver:
             packs_this_run += 1
             buf.vote(checkpoint_due=rank == 0 and due,
                      stop=self.should_stop() or packs_this_run == stop_after_packs)
+            # the next pack's rows start loading while collective 2, the replay and the table update run
+            prefetch_rows(shard, sampler.peek(self.pack))
             seconds["kernel_sums"] += MPI.Wtime() - t1
 
             collectives.sum(buf.data)  # collective 2
