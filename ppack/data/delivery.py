@@ -20,7 +20,6 @@ from numba import njit
 
 from ..kernels.block import RowBlock
 from ..kernels.norms import csr_row_norms, dense_row_norm
-from ..kernels.prefetch import prefetch
 
 
 @njit(cache=True)
@@ -55,30 +54,6 @@ def _copy_rows(X, ids, start, labels, weights, out, out_labels, out_weights):
         for f in range(X.shape[1] if held else 0, out.shape[1]):
             out[k, f] = 0
         _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
-
-
-def prefetch_rows(shard, ids):
-    """Start loading the dense rows of global ``ids`` (int64) that this shard holds into the
-    caches, so that a ``deliver_rows`` of them soon after does not wait on memory for each
-    row in turn. A hint only: sparse shards and rows held elsewhere are skipped."""
-    if not shard.sparse and shard.X.dtype != np.float16 and shard.X.flags.c_contiguous:
-        _prefetch_dense(shard.X, ids, shard.start)
-
-
-@njit(cache=True)
-def _prefetch_dense(X, ids, start):
-    """Prefetch every cache line of the rows ``ids - start`` of X (n, d) that are in range."""
-    flat = X.reshape(X.shape[0] * X.shape[1])
-    row_bytes = X.shape[1] * X.itemsize
-    step = max(1, 64 // X.itemsize)  # items per 64-byte line
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < X.shape[0]:
-            first = row * X.shape[1]
-            for f in range(0, X.shape[1], step):
-                prefetch(flat, first + f)
-            if row_bytes % 64 != 0:
-                prefetch(flat, first + X.shape[1] - 1)
 
 
 @njit(inline="always")

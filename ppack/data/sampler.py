@@ -45,11 +45,6 @@ def sampler_from_state(state, block):
 class _BlockStream:
     """Ids handed out r at a time from blocks that ``_refill`` makes (``_block``, ``_pos``)."""
 
-    def peek(self, r):
-        """Up to the next ``r`` ids, without taking them: those left in the current block (a
-        view; fewer than r, or none, where the block ends). For hints, such as prefetching."""
-        return self._block[self._pos:self._pos + r]
-
     def take(self, r):
         """The next ``r`` ids, int64 array (r,)."""
         if self._pos + r <= len(self._block):  # the usual pack: one slice of the current block

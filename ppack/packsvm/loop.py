@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ..data.delivery import deliver_rows, prefetch_rows
+from ..data.delivery import deliver_rows
 from ..errors import PPackError
 from ..data.sampler import make_sampler
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
@@ -193,8 +193,6 @@ class PackedSolver:
             packs_this_run += 1
             buf.vote(checkpoint_due=rank == 0 and due,
                      stop=self.should_stop() or packs_this_run == stop_after_packs)
-            # the next pack's rows start loading while collective 2, the replay and the table update run
-            prefetch_rows(shard, sampler.peek(self.pack))
             seconds["kernel_sums"] += MPI.Wtime() - t1
 
             collectives.sum(buf.data)  # collective 2

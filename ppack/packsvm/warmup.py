@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..data.delivery import deliver_rows, prefetch_rows
+from ..data.delivery import deliver_rows
 from ..data.sampler import make_sampler
 from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
@@ -77,7 +77,6 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     collectives = Collectives(MPI.COMM_SELF)
     ids = make_sampler("epochs", _ROWS, 0).take(_ROWS)  # the epoch permutation
     ids.sort()
-    prefetch_rows(shard, ids)
     block = deliver_rows(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)  # _pad_rows for sparse data
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
     compute = table.compute
@@ -113,5 +112,4 @@ def _run_kernels(spec, dtype, sparse, stored=None):
         rows = sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape) if sparse \
             else X.astype(stored)
         compact = replace(shard, X=rows, value_scale=0.5)
-        prefetch_rows(compact, ids)
         deliver_rows(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
