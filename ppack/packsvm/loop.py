@@ -5,9 +5,10 @@ rows to every rank; each rank computes, against its own support vectors, the r p
 predictions, its share of the pair kernel matrix and "I hold key k" flags; collective 2
 sums them; every rank replays the r sequential updates (``replay``) and then updates
 the table (one numba call for both, ``pack_update``): first the stored coefficients are
-multiplied by the product of the pack's scale folds, then the pack's coefficients are added: existing keys in place, new
-keys to the least occupied rank (lowest rank on ties), which every rank computes alike from
-the replicated occupancy counts. A non-finite value in the replay stops every rank alike.
+multiplied by the product of the pack's scale folds, then the pack's coefficients are
+added: existing keys in place, new keys to the least occupied rank (lowest rank on ties),
+which every rank computes alike from the replicated occupancy counts. A non-finite value in
+the replay stops every rank alike.
 
 Agreement check: the replicated state (scale, norm, iteration, the replay's decisions) is
 the same on every rank only if MPI's Allreduce gives bit-identical sums on every rank, which
