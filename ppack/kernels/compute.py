@@ -88,8 +88,13 @@ class KernelCompute:
         this per-block work (which every rank repeats) apart from the products. Sparse blocks
         too wide for ``work_bytes`` are transposed a column group at a time inside
         ``partial_sums`` instead."""
-        if block.dense is not None or 8 * block.n_rows * block.n_features <= self.work_bytes:
+        if block.dense is not None or self._group_columns(block) == block.n_rows:
             block.columns()
+
+    def _group_columns(self, block):
+        """The block's rows per column group of the sparse (and non-GEMM) kernel-sum pass: its
+        dense transposed group, 8 bytes per value, stays within ``work_bytes``."""
+        return max(1, min(block.n_rows, self.work_bytes // (8 * block.n_features)))
 
     def partial_sums(self, coef, block, block_norms, out):
         """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
@@ -118,11 +123,10 @@ class KernelCompute:
             return
         coef = np.ascontiguousarray(coef, dtype=np.float64).reshape(n, n_columns)
         sparse = self.stored.sparse
-        d = block.n_features
         if sparse or not spec.facts.gemm:
             # the reductions run in the stored rows' dtype: float32 storage computes in float32
             dtype = (stored[2] if sparse else stored).dtype
-            cols = max(1, min(r, work_bytes // (8 * d)))
+            cols = self._group_columns(block)
             for c0 in range(0, r, cols):
                 c1 = min(r, c0 + cols)
                 # the whole block is the pack's columns, which the pair kernels use too: built once

@@ -60,8 +60,8 @@ class StoredRows:
             return ((_NO_ROWS, indptr, indices, values),
                     (_NO_ROWS, self._indptr, self._indices, self._values, self._norms))
         self._grow(self.n + block.n_rows, 0)
-        return ((block.dense, _NO_INDPTR, _NO_INDICES, block.dense.reshape(-1)[:0]),
-                (self._features, _NO_INDPTR, _NO_INDICES, self._features.reshape(-1)[:0], self._norms))
+        return ((block.dense, _NO_INDPTR, _NO_INDICES, _NO_VALUES),
+                (self._features, _NO_INDPTR, _NO_INDICES, _NO_VALUES, self._norms))
 
     def widen(self, n_features):
         """Count ``n_features`` (>= today's) features: CSR rows are 0 on the new ones."""
@@ -113,6 +113,7 @@ def resized(array, n):
 _NO_ROWS = np.empty((0, 0))
 _NO_INDPTR = np.empty(0, dtype=np.int64)
 _NO_INDICES = np.empty(0, dtype=np.int32)
+_NO_VALUES = np.empty(0)
 
 
 @njit(cache=True)
