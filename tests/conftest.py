@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 from ppack.kernels.threads import configure_threads
 from ppack.mpi.comm import polite_barrier
 
-from helpers import NODE_CORES, SHARED_DATA
+from helpers import NODE_CORES, TEST_DATA
 
 WORLD = MPI.COMM_WORLD
 MPI_FIXTURES = frozenset({"mpi_tmp_path", "mpi_tmpdir", "mpi_file_name"})
@@ -133,18 +133,18 @@ def pytest_sessionfinish(session, exitstatus):
         polite_barrier(WORLD)  # ranks 1.. wait, sleeping, for rank 0's last tests
 
 
-# ---------------------------------------------------------------- shared data
+# ---------------------------------------------------------------- real data
 
-# the three LIBSVM benchmark sets beside the repository: training files, test file, features
+# the three LIBSVM benchmark sets in tests/data: training files, test file, features
 BENCHMARK_SETS = {"a9a": (["a9a/a9a.bz2"], "a9a/a9a.t.bz2", 123),
                   "w8a": (["w8a/w8a.bz2"], "w8a/w8a.t.bz2", 300),
-                  "ijcnn1": (["ijcnn1/ijcnn1.tr.bz2", "ijcnn1/ijcnn1.val.bz2"], "ijcnn1/ijcnn1.t.bz2", 22)}
+                  "ijcnn1": (["ijcnn1/ijcnn1.tr.xz", "ijcnn1/ijcnn1.val.xz"], "ijcnn1/ijcnn1.t.xz", 22)}
 
 
 @pytest.fixture(scope="session")
 def benchmark_data():
-    """``get(name) -> (X, y, X_test, y_test)`` (CSR, float64 labels) of a9a, w8a or ijcnn1,
-    each parsed once per session; the test fails, naming the file, where the shared data is missing."""
+    """``get(name) -> (X, y, X_test, y_test)`` (CSR, float64 labels) of a9a, w8a or ijcnn1
+    from tests/data, each parsed once per session."""
     from ppack.data.libsvm import read_libsvm
 
     cache = {}
@@ -152,13 +152,10 @@ def benchmark_data():
     def get(name):
         if name not in cache:
             train, test, d = BENCHMARK_SETS[name]
-            if not all((SHARED_DATA / f).is_file() for f in [*train, test]):
-                pytest.fail(f"shared benchmark data {name} not found under {SHARED_DATA}: the tests that "
-                            "read it need the shared data folder beside the repository")
-            parts = [read_libsvm(SHARED_DATA / f, n_features=d)[:2] for f in train]
+            parts = [read_libsvm(TEST_DATA / f, n_features=d)[:2] for f in train]
             X = sp.vstack([p[0] for p in parts]).tocsr()
             y = np.concatenate([p[1] for p in parts])
-            X_test, y_test, _ = read_libsvm(SHARED_DATA / test, n_features=d)
+            X_test, y_test, _ = read_libsvm(TEST_DATA / test, n_features=d)
             cache[name] = (X, y, X_test, y_test)
         return cache[name]
 

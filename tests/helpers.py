@@ -1,4 +1,4 @@
-"""Plain helpers of the test files: synthetic problems, the shared benchmark data, MPI jobs,
+"""Plain helpers of the test files: synthetic problems, the real data sets in tests/data, MPI jobs,
 the CLI, LIBSVM text. Fixtures live in ``conftest.py``."""
 import os
 import subprocess
@@ -13,7 +13,8 @@ from mpi4py import MPI
 
 from ppack.mpi.comm import polite_barrier
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# the real data sets the tests read, in the repository (tests/data/README.md: sources and cuts)
+TEST_DATA = Path(__file__).resolve().parent / "data"
 NODE_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 

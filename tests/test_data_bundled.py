@@ -1,4 +1,4 @@
-"""The bundled a9a data set: its counts, and (when the source files are beside the repository) its source."""
+"""The bundled a9a data set: its counts, and its LIBSVM source files (tests/data/a9a)."""
 import numpy as np
 import pytest
 
@@ -23,7 +23,7 @@ def test_bundled_a9a():
 
 
 def test_bundled_a9a_matches_source(benchmark_data):
-    """Against the LIBSVM source files beside the repository (skipped where they are not)."""
+    """Row for row against the LIBSVM source files it was converted from."""
     X_train, y_train, X_test, y_test = benchmark_data("a9a")
     for name, X_src, y_src in ((DEFAULT_TRAIN, X_train, y_train), (DEFAULT_TEST, X_test, y_test)):
         X, y = read_rows(bundled_path(name), 0, X_src.shape[0])

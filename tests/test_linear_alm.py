@@ -1,8 +1,7 @@
 """Inexact SVM-ALM (ppack.linear.alm): e-updates, the optimal step, the iteration against
 a literal transcription of Algorithm 2, optimality on small problems, and LIBLINEAR on
-the shared benchmark sets."""
+the real benchmark sets in tests/data."""
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,6 @@ from ppack.linear.problem import primal_objective
 from naive import alm_algorithm2_twin, alm_problem, alm_reference_optimum, alm_row_objective, tiny_images
 
 
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)

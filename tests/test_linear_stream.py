@@ -4,7 +4,6 @@ the same problem on explicit phi(X), the cache bound, memory, and thread shutdow
 import math
 import threading
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +19,6 @@ from ppack.linear.problem import dual_objective, primal_objective, weights_from_
 from naive import StreamCacheTwin, alm_reference_optimum, explicit_features, product_problem, tiny_image_rows, weighted_problem
 
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 READER = "ppack-stream-reader"
 
 
