@@ -60,6 +60,7 @@ KERNEL_TABLE = (
 KERNELS = tuple(k.name for k in KERNEL_TABLE)
 KERNEL_FACTS = {k.name: k for k in KERNEL_TABLE}
 SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
+PLACEMENTS = ("count", "cost")  # where the kernel trainer puts new support vectors (packsvm.table.place_new)
 KERNEL_SOLVER = "packsvm"
 LOSSES = ("l1", "l2")
 STORAGES = ("dense", "csr")
@@ -292,6 +293,11 @@ PACKSVM_PARAMS = {
     "sampling": Param(Rule("choice", choices=SAMPLINGS), "epochs",
                       "epochs: each epoch visits every row once, in a fresh random order (default); uniform: "
                       "independent draws with replacement, as in the paper"),
+    "placement": Param(Rule("choice", choices=PLACEMENTS), "count",
+                       "where new support vectors go: count (default): the rank holding fewest, the same model bit "
+                       "for bit from run to run; cost: the rank whose stored rows would take the least measured "
+                       "time (faster ranks hold more, so no rank waits for a slow one; the model then varies from "
+                       "run to run in its last bits)"),
     "step": Param(real(0.0, 1.0, low_open=True), 0.5,
                   "c in the SGD step c / (sigma (t + c - 1)); 1 is Pegasos' 1 / (sigma t), 0.5 (default) halves "
                   "the early steps: more accurate at T = m on most measured sets, with fewer support vectors"),

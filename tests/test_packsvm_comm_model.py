@@ -75,24 +75,24 @@ def test_fit_recovers_alpha_and_beta():
 def test_plans_communication_is_the_models(mpi_tmp_path):
     """plan prices the pack's two buffers with the model: a 500 x 20 dense file, r = 100, 4 ranks,
     alpha = 1 ms, 1 MB/s (beta = 1 us per byte): buffers 8 (100 + 100 x 20) = 16,800 B and
-    8 (100 + 5050 + 100 + 4 + 2) = 42,048 B; on 4 ranks Rabenseifner (4 alpha + 1.5 n beta) beats
-    recursive doubling (2 alpha + 2 n beta) for both: 4 + 25.2 = 29.2 ms and 4 + 63.072 = 67.072 ms,
-    96.27 ms per pack."""
+    8 (100 + 5050 + 100 + 4 x 4 + 2) = 42,144 B; on 4 ranks Rabenseifner (4 alpha + 1.5 n beta) beats
+    recursive doubling (2 alpha + 2 n beta) for both: 4 + 25.2 = 29.2 ms and 4 + 63.216 = 67.216 ms,
+    96.416 ms per pack."""
     from ppack.data.hdf5 import write_dataset
     from ppack.packsvm.plan import make_plan
 
     if WORLD.Get_rank() == 0:
         write_dataset(mpi_tmp_path / "small.h5", np.random.default_rng(0).random((500, 20)), np.arange(500) % 2)
     WORLD.Barrier()
-    assert cm.pack_bytes(100, 20, 20, False, 1, 4) == (16800, 42048)
+    assert cm.pack_bytes(100, 20, 20, False, 1, 4) == (16800, 42144)
     run = {"n_samples": 500, "iterations": 500, "pack": 100, "packs": 5, "ranks": 1, "support_vectors": 200,
            "seconds": {"kernel_sums": 0.01, "sequential_updates": 0.01, "delivery": 0.0}}
     plan = make_plan(mpi_tmp_path / "small.h5", 4, {"epochs": 1.0}, mem_per_rank=2**30, from_run=run,
                      allreduce_latency=1e-3, bandwidth=1e6)
     text = "\n".join(plan.lines)
     per_pack = float(re.search(r"communication ([\d.]+) ms \(2 Allreduce", text)[1]) * 1e-3
-    assert per_pack == pytest.approx(cm.pack_seconds((16800, 42048), 4, 1e-3, 1e-6), abs=5e-6)
-    assert per_pack == pytest.approx(0.09627, abs=5e-6)
+    assert per_pack == pytest.approx(cm.pack_seconds((16800, 42144), 4, 1e-3, 1e-6), abs=5e-6)
+    assert per_pack == pytest.approx(0.096416, abs=5e-6)
     assert "rabenseifner and rabenseifner on 4 ranks" in text
     WORLD.Barrier()
 
@@ -113,7 +113,7 @@ def test_pack_bytes_count_values_as_stored_and_indices_as_int32():
 def test_plan_prices_a_compact_files_rows_as_stored(mpi_tmp_path):
     """The 500 x 20 rows of the test above stored as uint8: collective 1 is 8 x 100 + 100 x 20 =
     2,800 B; with alpha = 1 ms and 1 MB/s on 4 ranks, recursive doubling's 2 + 2 x 2.8 = 7.6 ms
-    (Rabenseifner: 4 + 1.5 x 2.8 = 8.2 ms) and collective 2's 67.072 ms make 74.672 ms per pack."""
+    (Rabenseifner: 4 + 1.5 x 2.8 = 8.2 ms) and collective 2's 67.216 ms make 74.816 ms per pack."""
     from ppack.data.hdf5 import write_dataset
     from ppack.packsvm.plan import make_plan
 
@@ -128,7 +128,7 @@ def test_plan_prices_a_compact_files_rows_as_stored(mpi_tmp_path):
     text = "\n".join(plan.lines)
     assert "(2 Allreduce of 3 + 42 kB)" in text
     per_pack = float(re.search(r"communication ([\d.]+) ms \(2 Allreduce", text)[1]) * 1e-3
-    assert per_pack == pytest.approx(cm.pack_seconds((2800, 42048), 4, 1e-3, 1e-6), abs=5e-6)
-    assert per_pack == pytest.approx(0.074672, abs=5e-6)
+    assert per_pack == pytest.approx(cm.pack_seconds((2800, 42144), 4, 1e-3, 1e-6), abs=5e-6)
+    assert per_pack == pytest.approx(0.074816, abs=5e-6)
     assert "recursive doubling and rabenseifner on 4 ranks" in text
     WORLD.Barrier()

@@ -223,7 +223,7 @@ def test_bytes_metrics_add_up_each_packs_buffers(comm, sparse, weighted):
     """``training_["bytes"]``: packs of r = 50, 50, 30 rows (T = 130) of 9 features, 3 classes, on p
     ranks. Collective 1 per pack: float64 labels 8 r (+ float64 weights 8 r), then dense float64
     values 8 r d, or sparse int32 counts 4 r, int32 indices 4 r L and float64 values 8 r L (L the
-    longest row); collective 2: 8 (K r + r (r + 1) / 2 + r + p + 2)."""
+    longest row); collective 2: 8 (K r + r (r + 1) / 2 + r + 4 p + 2) (p digests, 3 p timings)."""
     X, y = make_multiclass(n=200, d=9, sparse=sparse, seed=33, labels=(3.0, 5.0, 7.0))
     w = np.linspace(0.5, 2.0, len(y)) if weighted else None
     model = PackSVC(comm=comm, **dict(MULTI, iterations=130, pack=50)).fit(X, y, sample_weight=w)
@@ -231,6 +231,6 @@ def test_bytes_metrics_add_up_each_packs_buffers(comm, sparse, weighted):
     L = int(np.diff(X.indptr).max()) if sparse else None
     rows = [50, 50, 30]
     first = sum(8 * r * (2 if weighted else 1) + (4 * r + 12 * r * L if sparse else 8 * r * d) for r in rows)
-    second = sum(8 * (K * r + r * (r + 1) // 2 + r + p + 2) for r in rows)
+    second = sum(8 * (K * r + r * (r + 1) // 2 + r + 4 * p + 2) for r in rows)
     assert model.training_["packs"] == 3
     assert model.training_["bytes"] == {"collective1": first, "collective2": second}

@@ -250,7 +250,8 @@ def test_infinite_kernel_value_stops_training_at_the_iteration_that_meets_it():
 
 def replicated_state():
     state = SolverState(iteration=4200, scale=0.37, norm=12.5, occupancy=np.array([7, 6, 6, 6], dtype=np.int64),
-                        loss_windows=LossWindows(500, total=3.25, count=100, means=[0.5]))
+                        loss_windows=LossWindows(500, total=3.25, count=100, means=[0.5]),
+                        row_seconds=np.array([1e-7, 2e-7, 0.0, 1.5e-7]))
     rng = np.random.default_rng(0)
     return state, rng.normal(size=50), np.maximum(rng.normal(size=50), 0.0)
 
@@ -263,7 +264,9 @@ def test_replica_digest_is_deterministic_and_sees_one_bit():
     changed = [replica_digest(SolverState(**dict(vars(state), scale=np.nextafter(state.scale, 1.0))), coef, loss),
                replica_digest(SolverState(**dict(vars(state), norm=np.nextafter(state.norm, 0.0))), coef, loss),
                replica_digest(SolverState(**dict(vars(state), iteration=4201)), coef, loss),
-               replica_digest(SolverState(**dict(vars(state), occupancy=np.array([6, 7, 6, 6]))), coef, loss)]
+               replica_digest(SolverState(**dict(vars(state), occupancy=np.array([6, 7, 6, 6]))), coef, loss),
+               replica_digest(SolverState(**dict(vars(state), row_seconds=np.nextafter(state.row_seconds, 1.0))),
+                              coef, loss)]
     for k, array in ((0, coef), (7, coef), (49, loss)):  # the low bit of one value of the pack's replay
         bits = array.copy().view(np.int64)
         bits[k] ^= 1
@@ -295,7 +298,7 @@ def drifting_run(after):
     ``after`` on: (X, y, r, ranks, comm)."""
     X, y = make_problem(400, 8, seed=25)
     r, size = 50, WORLD.Get_size()
-    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=after)
+    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + 4 * size + 2, r=r, after=after)
     return X, y, r, size, comm
 
 
@@ -332,7 +335,7 @@ def test_a_disagreement_is_caught_before_the_checkpoint_is_written(mpi_tmp_path)
 
     X, y = make_problem(400, 8, seed=25)
     r, size = 50, WORLD.Get_size()
-    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + size + 2, r=r, after=4)
+    comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + 4 * size + 2, r=r, after=4)
     path = mpi_tmp_path / "drift.h5"
     with pytest.raises(PPackError, match=r"after iteration 200 \(pack 4; "):
         PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y, checkpoint=path,

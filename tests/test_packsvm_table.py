@@ -36,18 +36,43 @@ def test_table_lookup_growth_and_bulk_insert():
 
 
 @pytest.mark.parametrize("occupancy", [[0], [3, 1, 1, 4], [2, 2, 2], [0, 5, 0, 9, 1]])
-def test_new_entries_go_one_by_one_to_the_least_occupied_rank(occupancy):
-    """The numba placement against a plain loop: argmin (lowest rank on ties), then count it in."""
-    from ppack.packsvm.table import least_occupied
+@pytest.mark.parametrize("measured", [False, True])
+def test_new_entries_go_one_by_one_to_the_least_occupied_rank(occupancy, measured):
+    """The numba placement by count against a plain loop: argmin (lowest rank on ties), then count
+    it in; also while some rank's seconds per row is unmeasured (0)."""
+    from ppack.packsvm.table import place_new
 
+    row_seconds = np.zeros(len(occupancy))
+    if measured and len(occupancy) > 1:
+        row_seconds[1:] = 1e-6  # rank 0 unmeasured: still by count
     got_counts = np.array(occupancy, dtype=np.int64)
-    got = least_occupied(got_counts, 11)
+    got = place_new(got_counts, row_seconds, 11)
     counts, expected = list(occupancy), []
     for _ in range(11):
         owner = counts.index(min(counts))
         counts[owner] += 1
         expected.append(owner)
     assert got.tolist() == expected and got_counts.tolist() == counts
+
+
+@pytest.mark.parametrize("occupancy,row_seconds", [([0, 0], [1e-6, 1e-6]), ([10, 10, 10, 10], [1.0, 2.0, 1.0, 0.5]),
+                                                   ([40, 3, 7], [2e-7, 3e-6, 1.1e-6]), ([5], [1e-9])])
+def test_placement_by_cost_fills_the_rank_whose_rows_take_least_time(occupancy, row_seconds):
+    """By cost against a plain loop: each new entry to argmin (occupancy + 1) * seconds per row
+    (lowest rank on ties), counted in; a rank twice as fast ends with about twice the rows."""
+    from ppack.packsvm.table import place_new
+
+    got_counts = np.array(occupancy, dtype=np.int64)
+    got = place_new(got_counts, np.array(row_seconds), 200)
+    counts, expected = list(occupancy), []
+    for _ in range(200):
+        cost = [(c + 1) * s for c, s in zip(counts, row_seconds)]
+        owner = cost.index(min(cost))
+        counts[owner] += 1
+        expected.append(owner)
+    assert got.tolist() == expected and got_counts.tolist() == counts
+    times = np.array(counts) * np.array(row_seconds)
+    assert times.max() - times.min() <= max(row_seconds) * 1.0001  # balanced to one row's time
 
 
 def test_key_slots_map_like_a_dict_through_growth():

@@ -117,6 +117,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
+    if info["ranks"] > 1:
+        say(describe_waiting(info))
     validation = info.get("validation")
     if validation is not None:
         ending = (f"stopped after {validation['patience']} evaluations without improvement"
@@ -144,6 +146,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             "held_out": info["held_out"],
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
+            "placement": model.placement, "over_ranks": info["over_ranks"],
             "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": {**info["seconds"], "startup": _startup_seconds(model._comm(), ready.get("age"), read_seconds,
@@ -154,6 +157,18 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
 def _problem_settings(model):
     """epsilon (epsilon_svr) or nu (one_class), for the metrics."""
     return {name: float(getattr(model, name)) for name in ("epsilon", "nu") if hasattr(model, name)}
+
+
+def describe_waiting(info):
+    """Where the ranks' time went, in words: the waiting in the collectives and the spread of
+    the partial sums over ranks (``rank_report``)."""
+    over, total = info["over_ranks"]["seconds"], info["seconds"]["total"]
+    waiting, sums = over["waiting"], over["partial_sums"]
+    rows = info["over_ranks"]["per_rank"]["support_vectors"]
+    share = {k: 100 * waiting[k] / total if total > 0 else 0.0 for k in waiting}
+    return (f"ranks waited for the last to arrive {share['median']:.1f}% of the run (median rank; "
+            f"{share['min']:.1f}% to {share['max']:.1f}%); their partial sums took {sums['min']:.2f} to "
+            f"{sums['max']:.2f} s for {min(rows)} to {max(rows)} support vectors")
 
 
 def describe_write(report):

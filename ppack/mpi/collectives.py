@@ -14,8 +14,8 @@ from mpi4py import MPI
 class Collectives:
     """Buffer collectives over ``comm``. ``calls`` counts each operation by name ("sum", "max",
     "broadcast", "sum_to_root", "gather_to_root", "exchange"), ``seconds`` their total
-    wall time, ``last_seconds`` the most recent one's and ``last_bytes`` the bytes of the
-    buffer this rank passed to it."""
+    wall time, ``last_seconds`` the most recent one's, ``last_start`` its start (``MPI.Wtime``)
+    and ``last_bytes`` the bytes of the buffer this rank passed to it."""
 
     def __init__(self, comm):
         self.comm = comm
@@ -24,9 +24,11 @@ class Collectives:
         self.calls = Counter()
         self.seconds = 0.0
         self.last_seconds = 0.0
+        self.last_start = 0.0
         self.last_bytes = 0
 
     def _timed(self, name, start, nbytes):
+        self.last_start = start
         self.last_seconds = MPI.Wtime() - start
         self.seconds += self.last_seconds
         self.last_bytes = nbytes

@@ -79,6 +79,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
                        params=json.dumps(params, sort_keys=True), iteration=state.iteration,
                        scale=_scalars(state.scale), norm=_scalars(state.norm), rho=np.asarray(state.rho, np.float64),
                        rho_sum=np.asarray(state.rho_sum, np.float64), sampler=json.dumps(sampler_state),
+                       row_seconds=np.zeros(size) if state.row_seconds is None else state.row_seconds,
                        loss_windows=json.dumps(state.loss_windows.as_dict()),
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
@@ -163,9 +164,12 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                                 float(a["avg_weight"]) if averaged else None,
                                 *(np.atleast_1d(a[name]).astype(np.float64) if name in a else np.zeros(len(scale))
                                   for name in ("rho", "rho_sum")))  # absent in older files: 0
+            if int(a["ranks"]) == size and "row_seconds" in a:  # placement by cost goes on as measured
+                state.row_seconds = np.asarray(a["row_seconds"], np.float64)
             saved_stats = json.loads(a["stats"])
             stats = SolverStats(saved_stats["packs"], saved_stats["allreduce_calls"], saved_stats["projections"],
-                                saved_stats["hinge_moving_average"], saved_stats["seconds"])
+                                saved_stats["hinge_moving_average"], saved_stats["seconds"],
+                                gc_collections=saved_stats.get("gc_collections", 0))
             stats.bytes.update(saved_stats.get("bytes", {}))  # absent in older files: counted from here on
             sampler = sampler_from_state(json.loads(a["sampler"]), f["sampler_block"][()])
             return table, state, stats, sampler

@@ -23,6 +23,7 @@ from .calibration import calibration_holdout, check_room
 from .probability import MIN_ROWS, fit_power, fit_rows, fit_sigmoid, probabilities
 from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, shard_parts
+from .rank_report import over_ranks
 from .state import serial_seconds
 from .warmup import warm_kernels
 
@@ -42,8 +43,10 @@ class PackSVC(BaseSVC):
     (None: 1 / n_features), degree, coef0, C or sigma (tied by C = 1 / (n_samples *
     sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
     c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
-    "uniform": with replacement), dtype of stored features and kernel values ("auto": float32
-    unless the data's float32 error bound exceeds 1e-2, see ``kernels.precision``), bias
+    "uniform": with replacement), placement of new support vectors ("count", "cost": by each
+    rank's measured seconds per stored row, ``table.place_new``), dtype of stored features and
+    kernel values ("auto": float32 unless the data's float32 error bound exceeds 1e-2, see
+    ``kernels.precision``), bias
     (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
     windowed mean hinge loss is stable; paper section V), probability and calibration
     ("slice": hold out a calibration slice for Platt's sigmoids, ``calibration.py``;
@@ -68,9 +71,10 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
-                 sampling=_D["sampling"], step=_D["step"], average=_D["average"], validation=_D["validation"],
-                 validation_every=_D["validation_every"], patience=_D["patience"], calibration=_D["calibration"],
-                 random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
+                 sampling=_D["sampling"], placement=_D["placement"], step=_D["step"], average=_D["average"],
+                 validation=_D["validation"], validation_every=_D["validation_every"], patience=_D["patience"],
+                 calibration=_D["calibration"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES,
+                 progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -90,6 +94,7 @@ class PackSVC(BaseSVC):
         self.probability = probability
         self.objective = objective
         self.sampling = sampling
+        self.placement = placement
         self.step = step
         self.average = average
         self.validation = validation
@@ -153,6 +158,7 @@ class PackSVC(BaseSVC):
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=n_columns, validation=validation,
                               average=self.average, step=self.step, sampling=self.sampling, loss=self.loss_,
+                              placement=self.placement,
                               holdout=None if self.held_out_ is None else self.held_out_["holdout"])
         params = run_identity(self.spec_, self.sigma_, self.pack, seed, shard.n_samples, d, self.dtype_, T, n_classes,
                               average=self.average, sampling=self.sampling, step=self.step,
@@ -251,6 +257,7 @@ class PackSVC(BaseSVC):
             if name in self.PARAMS:
                 self.training_[name] = float(getattr(self, name))
         self.training_["seconds"]["serial"] = comm.allreduce(serial_seconds(stats.seconds), op=MPI.MAX)
+        self.training_["over_ranks"] = over_ranks(comm, stats, state.occupancy)
         self.training_["seconds"]["compile"] = compile_seconds  # not part of total (nor checkpointed)
         if stats.checkpoint_writes:
             self.training_["checkpoints"] = checkpoint_summary(stats.checkpoint_writes)

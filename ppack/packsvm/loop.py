@@ -6,9 +6,15 @@ predictions, its share of the pair kernel matrix and "I hold key k" flags; colle
 sums them; every rank replays the r sequential updates (``replay``) and then updates
 the table (one numba call for both, ``pack_update``): first the stored coefficients are
 multiplied by the product of the pack's scale folds, then the pack's coefficients are
-added: existing keys in place, new keys to the least occupied rank (lowest rank on ties),
-which every rank computes alike from the replicated occupancy counts. A non-finite value in
-the replay stops every rank alike.
+added: existing keys in place, new keys placed by count (the least occupied rank, lowest
+on ties) or by measured cost (``table.place_new``), which every rank computes alike from
+the replicated occupancy counts and seconds per row. A non-finite value in the replay
+stops every rank alike.
+
+Waiting: collective 2 also carries each rank's seconds of work before each collective
+(``PackBuffer.timings``), so every rank learns how long it waited in each for the last rank
+to arrive (``pack_update.account_timings``), and placement by cost learns each rank's
+seconds per stored row; both exactly, at no extra call.
 
 Agreement check: the replicated state (scale, norm, iteration, the replay's decisions) is
 the same on every rank only if MPI's Allreduce gives bit-identical sums on every rank, which
@@ -35,14 +41,20 @@ from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
 from ..mpi.comm import chunk
+from ..registry import PLACEMENTS
 from . import averaging
 from .checkpoint import write_checkpoint
 from .losses import Loss
-from .pack_buffer import PackBuffer
+from .gc_clock import GcClock
+from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL, PackBuffer
 from .pack_update import DISAGREE, DONE, all_equal, update_after_pack
 from .replay import HINGE, non_finite
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
+
+# placement by cost: the weight of a pack's measurement in each rank's seconds per stored
+# row (a moving average over about the last 1 / ROW_MEMORY = 20 packs)
+ROW_MEMORY = 0.05
 
 
 @dataclass
@@ -76,6 +88,10 @@ class PackedSolver:
 
     comm: the communicator; spec: a ``KernelSpec``; sigma: regularisation weight
     (C = 1 / (n_samples * sigma)); iterations: T; pack: r; seed: the shared RNG seed.
+    ``placement``: "count" (new support vectors to the least occupied rank: the same model
+    bit for bit from run to run) or "cost" (to the rank whose stored rows would take the
+    least measured time: faster ranks hold more; the placement, so the model's last bits,
+    then vary from run to run).
     ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
     communication involved). ``tol``: the paper's convergence test (section V): stop when
     the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
@@ -88,7 +104,10 @@ class PackedSolver:
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
-                 holdout=None, loss=None):
+                 holdout=None, loss=None, placement="count"):
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        self.placement = placement
         self.comm = comm
         self.loss = Loss(bound=float(max_weight)) if loss is None else loss
         self.step = float(step)
@@ -120,10 +139,10 @@ class PackedSolver:
         is then their largest over all ranks).
         ``stopped`` is True when the run ended early on request.
         """
-        with single_threaded_blas():  # once for all the packs' kernel sums
-            return self._run_packs(shard, labels, checkpointing, resume, stop_after_packs, weights)
+        with single_threaded_blas(), GcClock() as gc_clock:  # once for all the packs' kernel sums
+            return self._run_packs(shard, labels, checkpointing, resume, stop_after_packs, weights, gc_clock)
 
-    def _run_packs(self, shard, labels, checkpointing, resume, stop_after_packs, weights):
+    def _run_packs(self, shard, labels, checkpointing, resume, stop_after_packs, weights, gc_clock):
         comm = self.comm
         rank, size = comm.Get_rank(), comm.Get_size()
         Q = self.n_columns
@@ -133,16 +152,23 @@ class PackedSolver:
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
                                 loss_windows=LossWindows(self.tol_window),
                                 avg_weight=0.0 if self.average else None, rho=np.full(Q, self.loss.rho),
-                                rho_sum=np.zeros(Q))
+                                rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
             stats = SolverStats()
             sampler = make_sampler(self.sampling, shard.n_samples, self.seed, self.holdout)
         else:
             table, state, stats, sampler = resume
+        if self.placement == "count" or state.row_seconds is None or len(state.row_seconds) != size:
+            state.row_seconds = np.zeros(size)  # measured afresh (and never under placement by count)
+        row_memory = ROW_MEMORY if self.placement == "cost" else 0.0
         compute = table.compute
         seconds, sent = stats.seconds, stats.bytes
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
+        waited_before = seconds["wait_collective1"], seconds["wait_collective2"]
+        gc_before, collections_before = seconds["garbage_collection"], stats.gc_collections
+        waited = np.zeros(2)  # this run's waiting in collectives 1 and 2 (pack_update.account_timings)
+        collective2_end = run_start  # of the previous pack; the first pack counts from here
         checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
         collectives = Collectives(comm)
         calls_before = stats.allreduce_calls
@@ -165,6 +191,8 @@ class PackedSolver:
                                  norms_l1=self.spec.uses_l1)
             seconds["communication"] += collectives.last_seconds
             sent["collective1"] += collectives.last_bytes
+            collective1_end = collectives.last_start + collectives.last_seconds
+            serial = collectives.last_start - collective2_end
             t1 = MPI.Wtime()
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
@@ -195,8 +223,12 @@ class PackedSolver:
             buf.vote(checkpoint_due=rank == 0 and due,
                      stop=self.should_stop() or packs_this_run == stop_after_packs)
             seconds["kernel_sums"] += MPI.Wtime() - t1
+            timings = buf.timings[rank]
+            timings[SERIAL], timings[PARTIAL_SUMS] = serial, pairs_start - sums_start
+            timings[LOCAL] = MPI.Wtime() - collective1_end
 
             collectives.sum(buf.data)  # collective 2
+            collective2_end = collectives.last_start + collectives.last_seconds
             seconds["communication"] += collectives.last_seconds
             sent["collective2"] += collectives.last_bytes
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
@@ -207,7 +239,7 @@ class PackedSolver:
             # rank's new rows into the table: one numba call
             status, projections, work = update_after_pack(buf, block, ids, norms, rank, state, table, self.sigma,
                                                           loss_rule, self.step, max_weight, coef, loss, fold,
-                                                          average, mean_loss, offsets)
+                                                          average, mean_loss, offsets, waited, row_memory)
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
             stats.projections += projections
@@ -234,6 +266,10 @@ class PackedSolver:
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             stop = buf.stop
             seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
+            seconds["wait_collective1"] = waited_before[0] + waited[0]
+            seconds["wait_collective2"] = waited_before[1] + waited[1]
+            seconds["garbage_collection"] = gc_before + gc_clock.seconds
+            stats.gc_collections = collections_before + gc_clock.collections
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
                 start = MPI.Wtime()

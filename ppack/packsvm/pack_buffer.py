@@ -1,6 +1,12 @@
 """Collective 2's buffer: everything a pack sums across ranks, in one float64 Allreduce."""
 import numpy as np
 
+# the columns of ``PackBuffer.timings``: a rank's seconds from the end of the previous pack's
+# collective 2 to the start of collective 1 (the replicated work: replay, table update,
+# sampling, delivery), from the end of collective 1 to the start of collective 2 (its local
+# work), and of that its partial sums (the work that grows with the rows it stores)
+SERIAL, LOCAL, PARTIAL_SUMS = 0, 1, 2
+
 
 class PackBuffer:
     """The layout of collective 2 for a pack of r rows, K binary problems and p ranks.
@@ -9,8 +15,10 @@ class PackBuffer:
     kernel values; ``pairs`` (r (r + 1) / 2), the pack's pair kernels, the upper triangle
     with its diagonal row by row, each rank filling its chunk; ``owner_flags`` (r), rank + 1
     where this rank holds the row's entry (so the sum names the owner), else 0; ``digests``
-    (p), each rank's replica digest in its own slot; then two votes, rank 0's "checkpoint
-    is due" and anyone's "stop". All views of one zeroed array, ``data``.
+    (p), each rank's replica digest in its own slot; ``timings`` (p, 3), each rank's seconds
+    in its own row (``SERIAL``, ``LOCAL``, ``PARTIAL_SUMS`` below); then two votes, rank 0's
+    "checkpoint is due" and anyone's "stop". All views of one zeroed array, ``data``. A value
+    in one rank's slot arrives exact on every rank: the others add zeros.
     """
 
     def __init__(self, columns, r, ranks):
@@ -20,13 +28,15 @@ class PackBuffer:
         self.predictions = self.data[:n_pred].reshape(columns, r)
         self.pairs = self.data[n_pred:n_pred + n_pairs]
         self.owner_flags = self.data[n_pred + n_pairs:n_pred + n_pairs + r]
-        self.digests = self.data[n_pred + n_pairs + r:n_pred + n_pairs + r + ranks]
+        start = n_pred + n_pairs + r
+        self.digests = self.data[start:start + ranks]
+        self.timings = self.data[start + ranks:start + 4 * ranks].reshape(ranks, 3)
         self._votes = self.data[-2:]
 
     @staticmethod
     def length(columns, r, ranks):
         """Float64 entries of the buffer."""
-        return columns * r + r * (r + 1) // 2 + r + ranks + 2
+        return columns * r + r * (r + 1) // 2 + r + 4 * ranks + 2
 
     def clear(self):
         """Zero the buffer for the next pack of the same size."""

@@ -1,5 +1,6 @@
 """A pack's sequential part in one numba call: after collective 2, every rank checks that the
-replicas agree, replays the K problems' r updates and updates its table.
+replicas agree, accounts the ranks' timings (its waiting, the seconds per stored row),
+replays the K problems' r updates and updates its table.
 
 One call instead of several: once a pack's kernel sums have streamed the stored rows through
 the caches, every Python statement and numba dispatch runs cold and costs microseconds, which
@@ -9,21 +10,28 @@ at many ranks is most of a pack. The parts stay where they are defined: ``replay
 from numba import njit
 
 from ..kernels.stored import append_positions
+from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL
 from .replay import replay_all, replay_work_arrays
 from .table import merge_pack
 
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
 DONE, DISAGREE = -1, -2
+# a rank's seconds per stored row is measured once it stores this many rows: below, the
+# partial sums' fixed costs (dispatch, the block's conversion) hide the per-row cost
+MEASURED_FROM_ROWS = 64
 
 
 def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_rule, step, max_weight, coef, loss,
-                      fold, average, mean_loss, offsets):
+                      fold, average, mean_loss, offsets, waited, row_memory):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
     RowBlock, with its norms): check the replicas' agreement, replay the K problems from
     ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
     the pack into ``table``. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
     (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s;
-    max_weight: the projection's bound (inf: none). Returns (status, projections, work):
+    max_weight: the projection's bound (inf: none); waited (2,): this rank's seconds of waiting
+    in collectives 1 and 2, added to (``account_timings``); row_memory: the weight of this
+    pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured).
+    Returns (status, projections, work):
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
     (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
     K, r = coef.shape
@@ -33,7 +41,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
         sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
         step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step, ids,
-        rank, state.occupancy, *entries, *rows, norms, *store)
+        rank, state.occupancy, buf.timings, waited, state.row_seconds, row_memory, *entries, *rows, norms, *store)
     table.added(added)
     return status, projections, work
 
@@ -41,17 +49,19 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
 @njit(cache=True)
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, ids, rank, occupancy, map_keys, map_slots, entry_keys, table_coef, table_avg,
-                      table_since, clock, n, dense, indptr, indices, values, norms, n_stored, out_features,
-                      out_indptr, out_indices, out_values, out_norms):
+                      rho_step, ids, rank, occupancy, timings, waited, row_seconds, row_memory, map_keys, map_slots,
+                      entry_keys, table_coef, table_avg, table_since, clock, n, dense, indptr, indices, values, norms,
+                      n_stored, out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
-    differ (nothing else was done); a problem's number: its replay met a non-finite value
+    differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
+    and then: a problem's number: its replay met a non-finite value
     (``info`` (K, 4) says which, the table is untouched); DONE: the replay
     (``replay.replay_all``'s arguments, its folds then copied into ``fold`` (K, 2)) and the
     table update (``table.merge_pack``, then ``stored.append_positions`` of this rank's new
     rows) are done."""
     if not all_equal(digests):
         return DISAGREE, 0, 0
+    account_timings(timings, rank, occupancy, waited, row_seconds, row_memory)
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                                          rho_step)
@@ -59,11 +69,41 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
         return failed, projections, 0
     for c in range(fold.shape[0]):
         fold[c, 0], fold[c, 1] = info[c, 0], info[c, 1]
-    positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map_keys, map_slots,
-                           entry_keys, table_coef, table_avg, table_since, clock, n)
+    positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, map_keys,
+                           map_slots, entry_keys, table_coef, table_avg, table_since, clock, n)
     added = append_positions(dense, indptr, indices, values, positions, norms, n_stored, out_features, out_indptr,
                              out_indices, out_values, out_norms)
     return DONE, projections, added
+
+
+@njit(cache=True)
+def account_timings(timings, rank, occupancy, waited, row_seconds, row_memory):
+    """From every rank's ``timings`` (p, 3) of this pack (``pack_buffer``'s columns): add to
+    ``waited`` (2,) how long this rank waited in collective 1 and in collective 2 for the last
+    rank to arrive, and, when ``row_memory`` > 0, fold each rank's partial-sum seconds per
+    stored row (``occupancy`` (p,) before the pack's new entries) into ``row_seconds`` (p,),
+    a moving average with that weight (its first measurement taken as is).
+
+    Each collective starts when its last rank arrives. Collective 2 (and the previous pack's,
+    before collective 1) ends at nearly the same time on every rank, so rank k arrives at the
+    next one after its own stretch of work: it waits (the longest stretch) - (its stretch).
+    The same numbers reach every rank, so ``row_seconds`` stays identical everywhere.
+    """
+    serial_max, local_max = timings[0, SERIAL], timings[0, LOCAL]
+    for k in range(1, timings.shape[0]):
+        serial_max = max(serial_max, timings[k, SERIAL])
+        local_max = max(local_max, timings[k, LOCAL])
+    waited[0] += serial_max - timings[rank, SERIAL]
+    waited[1] += local_max - timings[rank, LOCAL]
+    if row_memory > 0.0:
+        for k in range(timings.shape[0]):
+            if occupancy[k] >= MEASURED_FROM_ROWS:
+                seconds = timings[k, PARTIAL_SUMS] / occupancy[k]
+                if seconds <= 0.0:  # below the clock's resolution: nothing learnt
+                    continue
+                if row_seconds[k] > 0.0:
+                    seconds = (1.0 - row_memory) * row_seconds[k] + row_memory * seconds
+                row_seconds[k] = seconds
 
 
 @njit(cache=True)

@@ -7,12 +7,14 @@ from numba import njit
 
 from ..random_stream import GOLDEN, float_bits, fmix64
 
-# wall seconds by phase: the pack's local work ("kernel_sums", of which "partial_sums" and
-# "pair_kernels" are the parallel products), the two Allreduce calls, the replay and table
-# update, the rows' delivery apart from its Allreduce, the whole run, and the checkpoints
-# written during it (not part of "total"; a checkpoint holds those written before it)
-PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "sequential_updates", "delivery", "total",
-          "checkpoint")
+# wall seconds by phase, on one rank: the pack's local work ("kernel_sums", of which
+# "partial_sums" and "pair_kernels" are the parallel products), the two Allreduce calls
+# ("communication"; of it, the time this rank waited in each for the last rank to arrive,
+# "wait_collective1" and "wait_collective2"), the replay and table update, the rows' delivery
+# apart from its Allreduce, the garbage collector's pauses, the whole run, and the
+# checkpoints written during it (not part of "total"; a checkpoint holds those written before it)
+PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "wait_collective1", "wait_collective2",
+          "sequential_updates", "delivery", "garbage_collection", "total", "checkpoint")
 COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
@@ -53,7 +55,10 @@ class SolverState:
     scalars, one per binary problem (w_c = scale[c] * sum beta_c phi, norm[c] = ||w_c||^2,
     (n_columns,) each), the iteration, the support vectors each rank holds, and the
     windows of the --tol test. ``rho`` (n_columns,): the offset of f = <w, phi> - rho (0 for
-    C-SVC; ``losses.py``), and ``rho_sum`` (n_columns,): sum_t a_t rho_t so far (averaged runs)."""
+    C-SVC; ``losses.py``), and ``rho_sum`` (n_columns,): sum_t a_t rho_t so far (averaged runs).
+    ``row_seconds`` (p,): each rank's recent partial-sum seconds per stored row, which
+    placement by cost reads (``table.place_new``; 0 until measured, and always under
+    placement by count)."""
 
     iteration: int = 0
     scale: np.ndarray = field(default_factory=lambda: np.ones(1))
@@ -63,6 +68,7 @@ class SolverState:
     avg_weight: float = None  # averaged runs: sum of a_t so far (averaging.py)
     rho: np.ndarray = field(default_factory=lambda: np.zeros(1))
     rho_sum: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    row_seconds: np.ndarray = None
 
 
 @dataclass
@@ -75,10 +81,12 @@ class SolverStats:
     bytes: dict = field(default_factory=lambda: dict.fromkeys(COLLECTIVES, 0))  # buffer bytes per rank, all runs
     converged: bool = False
     checkpoint_writes: list = field(default_factory=list)  # this run's WriteReports (not checkpointed)
+    gc_collections: int = 0  # the garbage collector's runs during the packs, this rank
 
     def as_dict(self):
         return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,
-                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds, "bytes": self.bytes}
+                "hinge_moving_average": self.hinge_moving_average, "seconds": self.seconds, "bytes": self.bytes,
+                "gc_collections": self.gc_collections}
 
 
 def serial_seconds(seconds):
@@ -86,6 +94,11 @@ def serial_seconds(seconds):
     total - partial_sums - pair_kernels - communication (replay, table update, delivery,
     norms, flags, averaging, digest and every Python call)."""
     return seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - seconds["communication"]
+
+
+def waiting_seconds(seconds):
+    """The part of one rank's ``communication`` spent waiting for the last rank to arrive."""
+    return seconds.get("wait_collective1", 0.0) + seconds.get("wait_collective2", 0.0)
 
 
 DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros
@@ -96,7 +109,8 @@ _NO_COUNTS = np.empty(0, dtype=np.int64)
 def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
     """A 48-bit integer digest (as a float64) of the bits of the state every rank replicates.
 
-    Covers the iteration, scale, norm, the offset rho and its averaging sum, the occupancy counts, the --tol windows' running
+    Covers the iteration, scale, norm, the offset rho and its averaging sum, the occupancy counts,
+    the seconds per row that placement by cost reads, the --tol windows' running
     total, count and means, the averaging weight, and the previous pack's replayed
     coefficients and hinge losses (``coef``, ``loss``, float64 arrays: every decision of the
     replay shows in them or in the scalars). O(r + p) per pack, one numba call; it does not
@@ -114,9 +128,10 @@ def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
     before = float(means[-2]) if len(means) > 1 else math.nan
     avg_weight = math.nan if state.avg_weight is None else state.avg_weight
     occupancy = _NO_COUNTS if state.occupancy is None else state.occupancy
+    row_seconds = _NOTHING if state.row_seconds is None else state.row_seconds
     return float(_digest(state.iteration, size, count, float(total), float(avg_weight), len(means), before, last,
                          _floats(state.scale), _floats(state.norm), _floats(state.rho), _floats(state.rho_sum),
-                         occupancy, coef.reshape(-1), loss.reshape(-1)))
+                         row_seconds, occupancy, coef.reshape(-1), loss.reshape(-1)))
 
 
 def _floats(values):
@@ -127,15 +142,15 @@ def _floats(values):
 
 
 @njit(cache=True)
-def _digest(iteration, size, count, total, avg_weight, n_means, before, last, scale, norm, rho, rho_sum, occupancy,
-            coef, loss):
+def _digest(iteration, size, count, total, avg_weight, n_means, before, last, scale, norm, rho, rho_sum,
+            row_seconds, occupancy, coef, loss):
     """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars, then each array's length
     and entries (floats by their bits)."""
     h = _mix(np.uint64(DIGEST_BITS), np.uint64(iteration))
     h = _mix(_mix(h, np.uint64(size)), np.uint64(count))
     h = _mix(_mix(h, float_bits(total)), float_bits(avg_weight))
     h = _mix(_mix(_mix(h, np.uint64(n_means)), float_bits(before)), float_bits(last))
-    for floats in (scale, norm, rho, rho_sum, coef, loss):
+    for floats in (scale, norm, rho, rho_sum, row_seconds, coef, loss):
         h = _mix_floats(h, floats)
     h = _mix(h, np.uint64(occupancy.shape[0]))
     for count_k in occupancy:

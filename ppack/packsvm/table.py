@@ -121,7 +121,8 @@ class SupportVectorTable:
             self._since[sl] = self.avg_clock if since is None else np.reshape(since, (k, self.n_columns))
         self.n += k
 
-    def apply_pack(self, ids, owner_flags, coef, loss, average, fold, rank, occupancy, block, norms):
+    def apply_pack(self, ids, owner_flags, coef, loss, average, fold, rank, occupancy, block, norms,
+                   row_seconds=None):
         """A pack into the table, the same decisions on every rank (``merge_pack``): the
         averages' increments, the scale folds, the pack's coefficients and this rank's new
         entries, whose rows (of the pack's RowBlock, with its norms (r,)) are then stored.
@@ -131,10 +132,12 @@ class SupportVectorTable:
         (the hinge test decides, not ``coef != 0``, which a coefficient folded many times in
         its pack may underflow to); a row any problem stepped on is an entry. average (K, r +
         1), or (0, 0) when not averaging; fold (K, 2) the pack's folds as mantissa and
-        exponent, or (0, 2) when none; occupancy (p,) the entries per rank, updated.
+        exponent, or (0, 2) when none; occupancy (p,) the entries per rank, updated;
+        row_seconds (p,): each rank's measured seconds per stored row, or None (``place_new``).
         """
         entries, rows, store = self.room_for(block)
-        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, *entries)
+        row_seconds = np.zeros(len(occupancy)) if row_seconds is None else row_seconds
+        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, *entries)
         self.added(append_positions(*rows, positions, norms, *store))
 
     def room_for(self, block):
@@ -175,8 +178,8 @@ SETTLE_BELOW = 2.0 ** -16
 
 
 @njit(cache=True)
-def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map_keys, map_slots, entry_keys,
-               table_coef, table_avg, table_since, clock, n):
+def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, map_keys, map_slots,
+               entry_keys, table_coef, table_avg, table_since, clock, n):
     """The pack into the table of n entries, the same decisions on every rank.
 
     First the pack's increment ``average[c, r]`` of the averages (``averaging.py``: what each
@@ -190,7 +193,8 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map
     with a positive loss in some problem are merged by key, in pack order (a key's values
     summed in the order the pack met them); entries this rank holds get them added to
     ``table_coef`` (and their average parts to ``table_avg``); new keys are placed one by
-    one on the least occupied rank (``occupancy`` counts them in), and this rank's become entries n, n + 1,
+    one (``place_new``: by count, or by ``row_seconds`` (p,) where every rank's is measured;
+    ``occupancy`` counts them in), and this rank's become entries n, n + 1,
     ...: key (``entry_keys``), coefficients, average parts, and the key map (``map_keys``,
     ``map_slots``). The arrays have room for them (``SupportVectorTable._reserve``). Returns
     their first pack positions (int64 (m,)), where their rows are.
@@ -254,7 +258,7 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, map
                     table_since[j, c] = clock[c]
                     table_avg[j, c] += part[u, c]
                 table_coef[j, c] += value[u, c]
-    placed = least_occupied(occupancy, n_new)
+    placed = place_new(occupancy, row_seconds, n_new)
     mine = np.empty(n_new, dtype=np.int64)  # key numbers of this rank's new entries
     n_mine = i = 0
     for u in range(n_unique):
@@ -288,12 +292,24 @@ def _settle(c, n, table_coef, table_avg, table_since, clock):
 
 
 @njit(cache=True)
-def least_occupied(occupancy, n):
-    """Owners of n new entries placed one by one on the least occupied rank (lowest rank on
-    ties); ``occupancy`` (p,) counts them in. The same on every rank: (n,) int64."""
+def place_new(occupancy, row_seconds, n):
+    """Owners of n new entries placed one by one, the same on every rank: (n,) int64.
+
+    By count (the default, and while some rank's ``row_seconds`` (p,) is 0, unmeasured): on
+    the least occupied rank. By cost (every rank's measured): on the rank whose stored rows
+    would then take the least time, argmin (occupancy + 1) * row_seconds, so that faster
+    ranks hold more rows. Lowest rank on ties; ``occupancy`` (p,) counts them in.
+    """
+    by_cost = True
+    for seconds in row_seconds:
+        if not seconds > 0.0:
+            by_cost = False
     owners = np.empty(n, dtype=np.int64)
     for i in range(n):
-        owner = np.argmin(occupancy)
+        if by_cost:
+            owner = np.argmin((occupancy + 1) * row_seconds)
+        else:
+            owner = np.argmin(occupancy)
         occupancy[owner] += 1
         owners[i] = owner
     return owners
