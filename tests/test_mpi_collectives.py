@@ -168,7 +168,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
     "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
     "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows
-    "ppack/packsvm/rank_report.py": {"allgather": 2},  # each rank's phase seconds and collector runs, once
+    "ppack/packsvm/rank_report.py": {"allgather": 2},  # each rank's phase seconds, collector runs and jitter
     "ppack/packsvm/table.py": {"allgather": 1},  # each rank's entry and nonzero counts
     "ppack/packsvm/warmup.py": {"allreduce": 1},  # seconds
 }

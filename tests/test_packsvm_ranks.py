@@ -116,3 +116,17 @@ def test_a_slow_rank_is_waited_for_and_placement_by_cost_gives_it_fewer_rows(mon
                                   np.sort(np.concatenate(WORLD.allgather(by_count.table_.keys))))
     expected = by_count.decision_function(X)
     np.testing.assert_allclose(by_cost.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
+def test_jitter_is_the_spread_about_a_slow_trend():
+    from ppack.packsvm.state import Jitter
+
+    rng = np.random.default_rng(2)
+    trend = np.linspace(1e-3, 3e-3, 20000)  # the table grows: the mean drifts
+    noisy, smooth = Jitter(), Jitter()
+    for t, noise in zip(trend, rng.normal(0.0, 1e-4, size=len(trend))):
+        noisy.add(t + noise)
+        smooth.add(t)
+    assert noisy.relative() == pytest.approx(1e-4 / trend.mean(), rel=0.03)
+    assert smooth.relative() < 1e-4
+    assert Jitter().relative() == 0.0

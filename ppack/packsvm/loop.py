@@ -40,7 +40,6 @@ from ..data.sampler import make_sampler
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
-from ..mpi.comm import chunk
 from ..registry import PLACEMENTS
 from . import averaging
 from .checkpoint import write_checkpoint
@@ -200,7 +199,7 @@ class PackedSolver:
             if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
                 buf = PackBuffer(Q, r, size)
                 left, right = upper_pairs(r)
-                lo, hi = chunk(len(left), rank, size)
+                lo, hi = pair_share(r, rank, size)
                 left, right, my_pairs = left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
                 coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
                 average = np.empty((Q, r + 1) if self.average else (Q, 0))
@@ -225,7 +224,8 @@ class PackedSolver:
             seconds["kernel_sums"] += MPI.Wtime() - t1
             timings = buf.timings[rank]
             timings[SERIAL], timings[PARTIAL_SUMS] = serial, pairs_start - sums_start
-            timings[LOCAL] = MPI.Wtime() - collective1_end
+            timings[LOCAL] = local = MPI.Wtime() - collective1_end
+            stats.local_work.add(local)
 
             collectives.sum(buf.data)  # collective 2
             collective2_end = collectives.last_start + collectives.last_seconds
@@ -332,3 +332,23 @@ class PackedSolver:
 def upper_pairs(r):
     """Row and column of every entry of the upper triangle (diagonal included) of an r x r matrix."""
     return np.triu_indices(r)
+
+
+# The pair kernels cost about RUN_COST pairs per row of the triangle besides one per pair (a
+# run of pairs sharing a left row is one pass over the features: 3.1 us + 0.063 us per pair
+# at d = 784 in float32, 3.7 + 0.075 in float64, measured on a 2-core Zen machine).
+RUN_COST = 24
+
+
+@lru_cache(maxsize=64)
+def pair_share(r, rank, size):
+    """[lo, hi): the upper triangle's pairs (``upper_pairs`` order) this rank computes, cut so
+    that every rank gets the same cost, counted as one per pair plus RUN_COST per row started
+    (equal counts of pairs would give the last ranks, whose rows are short, the most work).
+    Every pair's value is the same whichever rank computes it."""
+    left, _ = upper_pairs(r)
+    cost = np.ones(len(left))
+    cost[np.flatnonzero(np.diff(left, prepend=-1))] += RUN_COST
+    ends = np.searchsorted(np.cumsum(cost), cost.sum() * np.arange(1, size) / size, side="right")
+    bounds = np.concatenate([[0], ends, [len(left)]])
+    return int(bounds[rank]), int(bounds[rank + 1])

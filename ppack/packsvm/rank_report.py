@@ -4,7 +4,9 @@ Every rank measures its own phases (``state.PHASES``); the run's ``seconds`` kee
 slowest rank's. This report adds, per phase, the minimum, median and maximum over ranks
 and each rank's own figures, with the derived parts that show the waiting: ``serial`` (what
 more ranks do not shrink), ``waiting`` (in the two collectives, for the last rank to
-arrive) and ``collective_own`` (communication less that waiting: the collectives' own cost).
+arrive) and ``collective_own`` (communication less that waiting: the collectives' own cost);
+per rank also ``local_jitter``, the relative per-pack jitter of its local work
+(``state.Jitter``), which the slowest of p ranks turns into waiting.
 """
 import numpy as np
 
@@ -28,9 +30,11 @@ def summarise(per_rank):
 
 def over_ranks(comm, stats, occupancy):
     """Collective: the report, the same on every rank: "seconds" {phase: {min, median, max}},
-    "per_rank" {"seconds": {phase: (p,) list}, "support_vectors": (p,), "gc_collections": (p,)}."""
+    "per_rank" {"seconds": {phase: (p,) list}, "support_vectors": (p,), "gc_collections": (p,),
+    "local_jitter": (p,)}."""
     per_rank = comm.allgather(rank_phases(stats.seconds))
-    collections = comm.allgather(int(stats.gc_collections))
+    collections, jitter = zip(*comm.allgather((int(stats.gc_collections), stats.local_work.relative())))
     return {"seconds": summarise(per_rank),
             "per_rank": {"seconds": {phase: [ranked[phase] for ranked in per_rank] for phase in per_rank[0]},
-                         "support_vectors": [int(n) for n in occupancy], "gc_collections": collections}}
+                         "support_vectors": [int(n) for n in occupancy], "gc_collections": list(collections),
+                         "local_jitter": list(jitter)}}

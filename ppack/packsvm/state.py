@@ -71,6 +71,27 @@ class SolverState:
     row_seconds: np.ndarray = None
 
 
+class Jitter:
+    """The per-pack jitter of a stretch of work whose mean drifts slowly (the table grows):
+    ``relative()`` = sqrt(mean of squared differences of consecutive packs / 2) / mean, the
+    standard deviation of one pack's time about its trend, relative to the mean."""
+
+    def __init__(self):
+        self.count, self.total, self.squares, self.last = 0, 0.0, 0.0, None
+
+    def add(self, seconds):
+        if self.last is not None:
+            self.squares += (seconds - self.last) ** 2
+        self.count += 1
+        self.total += seconds
+        self.last = seconds
+
+    def relative(self):
+        if self.count < 2 or self.total <= 0.0:
+            return 0.0
+        return math.sqrt(self.squares / (2 * (self.count - 1))) / (self.total / self.count)
+
+
 @dataclass
 class SolverStats:
     packs: int = 0
@@ -82,6 +103,7 @@ class SolverStats:
     converged: bool = False
     checkpoint_writes: list = field(default_factory=list)  # this run's WriteReports (not checkpointed)
     gc_collections: int = 0  # the garbage collector's runs during the packs, this rank
+    local_work: Jitter = field(default_factory=Jitter)  # this run's local stretches (not checkpointed)
 
     def as_dict(self):
         return {"packs": self.packs, "allreduce_calls": self.allreduce_calls, "projections": self.projections,
