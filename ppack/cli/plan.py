@@ -26,6 +26,9 @@ def add_parser(sub):
     pl.add_argument("--bandwidth", type=float, default=1 / INFINIBAND_EDR.seconds_per_byte, metavar="BYTES_PER_S",
                     help="link bandwidth in the Allreduce model, beta = 1 / BANDWIDTH (default 12.5e9, "
                          "InfiniBand EDR's 100 Gb/s)")
+    pl.add_argument("--node-profile", default=None, metavar="PROFILE_JSON",
+                    help="a node's measured parallel efficiency, jitter and collective seconds per rank count "
+                         "(written by bench/node_scaling.py on that node): the time estimate uses them")
     pl.add_argument("--no-calibration", action="store_true", help="memory only, no calibration run")
     add_packsvm_options(pl)
 
@@ -41,14 +44,17 @@ def run(comm, args):
                              "c_svc run of the same rows does", collective=True)
 
     def plan():
-        run = None
-        if args.from_run is not None:
-            try:
-                run = json.loads(Path(args.from_run).read_text())
-            except (OSError, ValueError) as exc:
-                raise PPackError(f"--from-run {args.from_run}: cannot read a metrics JSON file ({exc})") from None
+        run, profile = (None if path is None else _read_json(flag, path)
+                        for flag, path in (("--from-run", args.from_run), ("--node-profile", args.node_profile)))
         result = make_plan(args.data, args.ranks, packsvm_params(args), mem, args.allreduce_latency,
-                           not args.no_calibration, args.rows, run, args.bandwidth)
+                           not args.no_calibration, args.rows, run, args.bandwidth, profile)
         print("\n".join(result.lines + result.warnings), flush=True)
 
     on_rank0(comm, plan)
+
+
+def _read_json(flag, path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise PPackError(f"{flag} {path}: cannot read a JSON file ({exc})") from None

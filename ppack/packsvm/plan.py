@@ -12,11 +12,22 @@ machine (one process, a sample of the rows), or the metrics file of a real run
 vectors). Per pack, the kernel sums cost (support vectors / ranks) x the seconds per
 support vector and row, with the table growing as measured (support vectors per
 iteration); replay and delivery cost their measured time per pack whatever the rank count.
-Communication on the cluster is modelled, not measured: each of the pack's two Allreduce
-calls costs what ``comm_model.allreduce_seconds`` gives for its bytes on that many ranks,
-with ``allreduce_latency`` the latency of one message (alpha) and ``bandwidth`` the link's
-bytes per second (beta = 1 / bandwidth): the fastest of recursive doubling, Rabenseifner's
-reduce-scatter + allgather and the ring. Waiting for the slowest rank is not modelled.
+Communication on the cluster is modelled: each of the pack's two Allreduce calls costs what
+``comm_model.allreduce_seconds`` gives for its bytes on that many ranks, with
+``allreduce_latency`` the latency of one message (alpha) and ``bandwidth`` the link's bytes
+per second (beta = 1 / bandwidth): the fastest of recursive doubling, Rabenseifner's
+reduce-scatter + allgather and the ring; or, for rank counts a node profile measured, the
+collectives' own seconds measured there.
+
+Waiting for the slowest rank is modelled as what P ranks' jitter makes of it: each rank's
+local work varies from pack to pack by a relative standard deviation J, and a collective
+starts when the slowest arrives, about J x E[max of P standard normals] times the local
+work after the typical rank. J is the run's own (``state.Jitter``, measured on its ranks), or
+for the rank counts a node profile covers, the profile's (which then also holds the
+persistent differences between cores). A node profile (``node_profile``, written by
+``bench/node_scaling.py`` from a sweep of real runs on one node) also gives the partial
+sums' parallel efficiency at each P (memory bandwidth shared by the node's cores); without
+one it is taken as 1. Beyond the profile's largest P, its values there are used.
 Both figures are estimates: the report says which inputs they rest on.
 """
 import math
@@ -27,6 +38,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 from mpi4py import MPI
+from scipy.special import ndtr
 
 from ..data.hdf5 import COMPACT_DTYPES, is_hdf5, read_header
 from ..data.libsvm import read_libsvm
@@ -47,6 +59,7 @@ CALIBRATION_ROWS = 20000
 class Plan:
     lines: list
     warnings: list
+    seconds: float = None  # the time estimate, when there is one
 
 
 def _header(path, dtype):
@@ -69,21 +82,70 @@ def _header(path, dtype):
 @dataclass
 class Rates:
     """Measured costs a time estimate scales: seconds per (support vector x row) of the
-    kernel sums on one rank, seconds per pack of replay and delivery, support vectors per
-    iteration, and where they come from."""
+    kernel sums on one rank, seconds per pack of the serial part (replay, table update,
+    delivery: repeated on every rank), support vectors per iteration, and where they come
+    from; the pair kernels' seconds per pack on one rank (0 where they are counted in the
+    kernel sums) and the relative per-pack jitter of a rank's local work."""
     per_sv_row: float
     fixed_per_pack: float
     growth: float
     source: str
+    pair_per_pack: float = 0.0
+    jitter: float = 0.0
+
+
+@dataclass
+class NodeProfile:
+    """What a sweep of real runs on one node measured at each rank count P (``bench/node_scaling.py``):
+    the partial sums' parallel efficiency, the jitter that explains the waiting seen, and the
+    pack's two collectives' own seconds, a + b x (the pack's bytes). ``at(P)`` gives them for
+    any P (the largest measured P's beyond it, the nearest smaller one between; the
+    collectives only where measured)."""
+    name: str
+    efficiency: dict
+    jitter: dict
+    collective_seconds: dict
+    collective_seconds_per_byte: dict
+
+    @classmethod
+    def from_dict(cls, data):
+        try:
+            ranks = {int(p): v for p, v in data["ranks"].items()}
+            return cls(str(data.get("machine", "a node")), {p: float(v["efficiency"]) for p, v in ranks.items()},
+                       {p: float(v["jitter"]) for p, v in ranks.items()},
+                       {p: float(v["collective_seconds"]) for p, v in ranks.items()},
+                       {p: float(v.get("collective_seconds_per_byte", 0.0)) for p, v in ranks.items()})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PPackError(f"--node-profile: not a node profile (bench/node_scaling.py): missing or bad {exc}") \
+                from None
+
+    def at(self, ranks, pack_bytes):
+        """(efficiency, jitter, the collectives' seconds per pack of ``pack_bytes`` or None) for ``ranks``."""
+        known = [p for p in sorted(self.efficiency) if p <= ranks]
+        if not known:
+            return 1.0, None, None
+        p = known[-1]
+        collective = self.collective_seconds[p] + self.collective_seconds_per_byte[p] * pack_bytes
+        return self.efficiency[p], self.jitter[p], collective if p == ranks else None
+
+
+def expected_max_normal(p):
+    """E[max of p independent standard normal draws] (0 for p = 1), by quadrature."""
+    if p <= 1:
+        return 0.0
+    x = np.linspace(-9.0, 9.0, 7201)
+    density = p * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * ndtr(x) ** (p - 1)
+    return float(np.sum(x * density) * (x[1] - x[0]))
 
 
 def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBAND_EDR.latency, calibrate=True,
-              rows=None, from_run=None, bandwidth=1 / INFINIBAND_EDR.seconds_per_byte):
+              rows=None, from_run=None, bandwidth=1 / INFINIBAND_EDR.seconds_per_byte, node_profile=None):
     """A ``Plan`` for training PackSVC(**params) on ``path`` with ``ranks`` ranks (parameters
     not in ``params`` take their defaults); ``rows``: plan for that many rows like the file's;
     ``from_run``: a train metrics dict whose measured rates replace the calibration run;
     ``allreduce_latency`` (seconds per message) and ``bandwidth`` (bytes per second): the
-    cluster's network, for the communication model (default: ``comm_model.INFINIBAND_EDR``)."""
+    cluster's network, for the communication model (default: ``comm_model.INFINIBAND_EDR``);
+    ``node_profile``: a node profile dict (``NodeProfile``), or None."""
     params = PackSVC(**params).validate_params()
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
@@ -138,8 +200,9 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
     else:
         return Plan(lines, warnings)
     buffers = pack_bytes(r, d, longest, sparse, columns, ranks, held)
-    lines += _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers)
-    return Plan(lines, warnings)
+    profile = None if node_profile is None else NodeProfile.from_dict(node_profile)
+    time_lines, seconds = _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers, profile)
+    return Plan(lines + time_lines, warnings, seconds)
 
 
 def _process_bytes(metrics):
@@ -155,12 +218,21 @@ def _process_bytes(metrics):
 
 def rates_of_run(metrics):
     """``Rates`` from a train metrics dict (``train --metrics-json``), with the table taken to
-    grow linearly from 0 to its final size over the run's packs."""
+    grow linearly from 0 to its final size over the run's packs. Metrics that split the
+    local work (partial sums, pair kernels, the serial part) give each its own rate; older
+    ones give the kernel sums and the replay and delivery."""
     try:
         seconds, packs, ranks = metrics["seconds"], int(metrics["packs"]), int(metrics["ranks"])
         r, T, n_sv, m = int(metrics["pack"]), int(metrics["iterations"]), int(metrics["support_vectors"]), \
             int(metrics["n_samples"])
-        kernel, fixed = float(seconds["kernel_sums"]), float(seconds["sequential_updates"] + seconds["delivery"])
+        if all(k in seconds for k in ("partial_sums", "pair_kernels", "serial")):
+            kernel, pairs = float(seconds["partial_sums"]), float(seconds["pair_kernels"]) * ranks
+            fixed = float(seconds["serial"])
+        else:
+            kernel, pairs = float(seconds["kernel_sums"]), 0.0
+            fixed = float(seconds["sequential_updates"] + seconds["delivery"])
+        jitter = metrics.get("over_ranks", {}).get("per_rank", {}).get("local_jitter")
+        jitter = float(np.median(jitter)) if jitter else 0.0
     except (KeyError, TypeError, ValueError) as exc:
         raise PPackError(f"--from-run: not the metrics of a packsvm train run (train --metrics-json): "
                          f"missing or bad {exc}") from None
@@ -170,7 +242,7 @@ def rates_of_run(metrics):
     sv_rows = sum(min(growth * k * r, m) for k in range(1, packs + 1)) * r / ranks
     return Rates(kernel / max(sv_rows, 1.0), fixed / packs, growth,
                  f"measured in a run of {m} rows, T = {T}, {packs} packs on {ranks} ranks "
-                 f"({metrics.get('threads_per_rank', '?')} thread(s) each)")
+                 f"({metrics.get('threads_per_rank', '?')} thread(s) each)", pairs / packs, jitter)
 
 
 def _calibrate(path, params, n, T, r):
@@ -195,28 +267,56 @@ def _calibrate(path, params, n, T, r):
                  f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
 
 
-def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers):
-    """Lines estimating a run's time per pack and in total from measured ``rates``."""
+def _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, collective):
+    """(kernel sums, pair kernels, serial, waiting, communication) seconds of a whole run on
+    ``ranks`` ranks: the packs' partial sums as the table grows, over ``efficiency``; the
+    waiting, ``jitter`` x E[max of ranks normals] x the local work; ``collective`` seconds per pack."""
     packs = math.ceil(T / r)
-    kernel_total = sum(min(rates.growth * k * r, n) for k in range(1, packs + 1)) * r * rates.per_sv_row / ranks
+    spread = jitter * expected_max_normal(ranks)
+    pairs = rates.pair_per_pack / ranks
+    kernel = waiting = 0.0
+    for k in range(1, packs + 1):
+        sums = min(rates.growth * k * r, n) * r * rates.per_sv_row / ranks / efficiency
+        kernel += sums
+        waiting += spread * (sums + pairs)
+    return kernel, packs * pairs, packs * rates.fixed_per_pack, waiting, packs * collective
+
+
+def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers, profile=None):
+    """(lines, seconds): a run's time per pack and in total from measured ``rates``."""
+    packs = math.ceil(T / r)
     per_byte = 1.0 / bandwidth
-    per_pack_comm = pack_seconds(buffers, ranks, latency, per_byte)
-    algorithms = " and ".join(best_algorithm(b, ranks, latency, per_byte) for b in buffers) + f" on {ranks} ranks" \
-        if ranks > 1 else "none on 1 rank"
-    comm_total = packs * per_pack_comm
-    estimate = kernel_total + packs * rates.fixed_per_pack + comm_total
-    last_pack_kernel = min(rates.growth * T, n) / ranks * r * rates.per_sv_row
-    return [f"time ({rates.source}):",
-            f"  {rates.per_sv_row * 1e9:.2f} ns per support vector and row, {rates.fixed_per_pack * 1e3:.2f} ms "
-            f"of replay and delivery per pack, {rates.growth:.3f} new support vectors per iteration "
-            f"(about {min(rates.growth * T, n):.0f} at the end)",
-            f"  per pack: kernel sums up to {_seconds(last_pack_kernel)} (the last pack), replay and delivery "
-            f"{_seconds(rates.fixed_per_pack)}, communication {_seconds(per_pack_comm)} "
-            f"(2 Allreduce of {buffers[0] / 1e3:.0f} + {buffers[1] / 1e3:.0f} kB)",
-            f"  estimate {_seconds(estimate)} for {packs} packs = kernel sums {_seconds(kernel_total)} + replay and "
-            f"delivery {_seconds(packs * rates.fixed_per_pack)} + communication {_seconds(comm_total)} "
-            f"(Allreduce model: {latency * 1e6:g} us per message, {bandwidth / 1e9:g} GB/s; "
-            f"{algorithms})"]
+    efficiency, jitter, measured = (1.0, None, None) if profile is None else profile.at(ranks, sum(buffers))
+    jitter_from = "the run's ranks" if jitter is None else profile.name
+    jitter = rates.jitter if jitter is None else jitter
+    if measured is not None:
+        per_pack_comm, algorithms = measured, f"measured on {profile.name} at {ranks} ranks"
+    else:
+        per_pack_comm = pack_seconds(buffers, ranks, latency, per_byte)
+        algorithms = (" and ".join(best_algorithm(b, ranks, latency, per_byte) for b in buffers) + f" on {ranks} ranks"
+                      if ranks > 1 else "none on 1 rank")
+        algorithms = f"Allreduce model: {latency * 1e6:g} us per message, {bandwidth / 1e9:g} GB/s; {algorithms}"
+    parts = _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, per_pack_comm)
+    kernel_total, pair_total, fixed_total, waiting_total, comm_total = parts
+    estimate = sum(parts)
+    one = sum(_pack_seconds(rates, n, T, r, 1, 1.0, 0.0, 0.0))
+    last_pack_kernel = min(rates.growth * T, n) / ranks * r * rates.per_sv_row / efficiency
+    lines = [f"time ({rates.source}):",
+             f"  {rates.per_sv_row * 1e9:.2f} ns per support vector and row, {rates.fixed_per_pack * 1e3:.2f} ms "
+             f"of replay and delivery per pack, {rates.growth:.3f} new support vectors per iteration "
+             f"(about {min(rates.growth * T, n):.0f} at the end)",
+             f"  per pack: kernel sums up to {_seconds(last_pack_kernel)} (the last pack), replay and delivery "
+             f"{_seconds(rates.fixed_per_pack)}, communication {_seconds(per_pack_comm)} "
+             f"(2 Allreduce of {buffers[0] / 1e3:.0f} + {buffers[1] / 1e3:.0f} kB)",
+             f"  estimate {_seconds(estimate)} for {packs} packs = kernel sums {_seconds(kernel_total + pair_total)} + "
+             f"replay and delivery {_seconds(fixed_total)} + waiting {_seconds(waiting_total)} + communication "
+             f"{_seconds(comm_total)} ({algorithms})"]
+    if ranks > 1:
+        lines.append(f"  parallel efficiency {one / (ranks * estimate):.0%} (speed-up {one / estimate:.1f}x over "
+                     f"1 rank): partial sums at {efficiency:.0%} of ideal"
+                     f"{'' if profile is None else ' (' + profile.name + ')'}, per-pack jitter {jitter:.1%} "
+                     f"({jitter_from}), the serial part repeated on every rank")
+    return lines, estimate
 
 
 def _physical_memory():

@@ -1,0 +1,261 @@
+"""Strong scaling on one node: p = 1, 2, 4, ... up to its cores, one thread per rank, on two
+workloads, beside what `plan` predicts from the p = 1 run.
+
+Run from the repository root (the data from ../shared/data by default):
+
+    .venv/bin/python bench/node_scaling.py                       # this machine's cores
+    python3 bench/node_scaling.py --launcher "mpirun --bind-to core" --work-dir /tmp/ns
+
+Workloads: ten digits on --rows mnist8m-style rows (`data mnist8m`, generated here on all the
+cores; tested on the MNIST test set), gamma 0.02, sigma 1e-6, T = m/2, float32; and ijcnn1
+(tr, 35,000 rows; tested on t), gamma 1, C 1, T = 2m. Each runs with `--placement count` and,
+with --placements, `cost`. Every run's metrics JSON is kept. From the digits' count runs it
+writes a node profile (`plan --node-profile`): at each p the partial sums' parallel
+efficiency (p = 1's seconds over p times the median rank's), the jitter that explains the
+waiting seen (median waiting / (median local work x E[max of p standard normals])) and the
+collectives' own seconds per pack as a + b x bytes (a line through both workloads' buffers). `plan --from-run` of each workload's p = 1 run then
+predicts every p, with and without the profile: for the digits the profile comes from the
+same runs (a consistency check), for ijcnn1 it is a prediction. Results: bench/results/
+node_scaling.json, node_profile.json and node_scaling.png (speed-up with the ideal line and
+plan's prediction); `--figure-only` redraws the figure from the JSON.
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from ppack.packsvm.plan import expected_max_normal  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+WORKLOADS = {
+    "digits": {"train": ["--gamma", "0.02", "--sigma", "1e-6", "--epochs", "0.5", "--dtype", "float32"]},
+    "ijcnn1": {"train": ["--gamma", "1", "--C", "1", "--epochs", "2"]},
+}
+
+
+def launcher(args):
+    if args.launcher:
+        return shlex.split(args.launcher)
+    beside = Path(sys.executable).parent / "mpiexec"
+    return [str(beside) if beside.exists() else "mpiexec"]
+
+
+def ppack(args, ranks, argv, timeout=900):
+    """Run `python -m ppack ARGV` on ``ranks`` ranks; its stdout. Fails loudly with the output."""
+    cmd = launcher(args) + ["-n", str(ranks), sys.executable, "-m", "ppack", *map(str, argv)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if done.returncode:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def prepare(args, work, cores):
+    """The data files of both workloads: {name: (train, test)}."""
+    work.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data_dir)
+    files = {"digits": (work / f"m{args.rows}.h5", work / "mnist.t.h5"), "ijcnn1": (work / "ij.h5", work / "ij.t.h5")}
+    if not files["digits"][0].exists():
+        ppack(args, cores, ["data", "mnist8m", files["digits"][0], "--rows", args.rows, "--source", data / "mnist",
+                            "--compression", "none"])
+    if not files["digits"][1].exists():
+        ppack(args, 1, ["data", "mnist", work / "mnist.h5", files["digits"][1], "--source", data / "mnist"])
+    if not files["ijcnn1"][0].exists():
+        ppack(args, 1, ["convert", data / "ijcnn1" / "ijcnn1.tr.bz2", files["ijcnn1"][0]])
+    if not files["ijcnn1"][1].exists():
+        ppack(args, 1, ["convert", data / "ijcnn1" / "ijcnn1.t.bz2", files["ijcnn1"][1], "--n-features", "22"])
+    return files
+
+
+def rank_counts(cores):
+    counts = [1]
+    while counts[-1] * 2 <= cores:
+        counts.append(counts[-1] * 2)
+    return counts + ([cores] if counts[-1] != cores else [])
+
+
+def per_pack(metrics):
+    """Per-pack microseconds of a run: the slowest rank's phases and the median rank's waiting."""
+    s, n, over = metrics["seconds"], metrics["packs"], metrics["over_ranks"]["seconds"]
+    us = {k: 1e6 * s[k] / n for k in ("total", "partial_sums", "pair_kernels", "communication", "serial")}
+    us.update({f"{k}_median": 1e6 * over[k]["median"] / n
+               for k in ("partial_sums", "kernel_sums", "waiting", "collective_own", "serial", "communication")})
+    us["waiting_max"] = 1e6 * over["waiting"]["max"] / n
+    return us
+
+
+def node_profile(runs, machine, other=None):
+    """The profile `plan --node-profile` reads, from one workload's count-placement runs {p: metrics}.
+    The collectives' own seconds per pack are a line a + b x (bytes per pack) through this
+    workload's and ``other``'s runs (another workload's {p: metrics}, other buffer sizes), or
+    this workload's seconds alone (b = 0) without it."""
+    one = runs[1]["over_ranks"]["seconds"]["partial_sums"]["median"]
+    ranks = {}
+    for p, m in sorted(runs.items()):
+        us = per_pack(m)
+        spread = expected_max_normal(p)
+        points = [(sum(r["bytes"].values()) / r["packs"], 1e-6 * per_pack(r)["collective_own_median"])
+                  for r in (m, (other or {}).get(p)) if r is not None]
+        (b0, s0), (b1, s1) = points[0], points[-1]
+        slope = (s1 - s0) / (b1 - b0) if b1 != b0 and s1 >= s0 else 0.0
+        ranks[str(p)] = {
+            "efficiency": one / (p * m["over_ranks"]["seconds"]["partial_sums"]["median"]),
+            "jitter": us["waiting_median"] / (us["kernel_sums_median"] * spread) if spread > 0 else 0.0,
+            "collective_seconds": s0 - slope * b0 if slope else float(np.mean([s for _, s in points])),
+            "collective_seconds_per_byte": slope}
+    return {"machine": machine, "ranks": ranks}
+
+
+def predicted(args, data, metrics_path, p, profile_path, params):
+    """plan's estimate (seconds) of the run on p ranks from a p = 1 run's metrics."""
+    argv = ["plan", "--data", data, "--ranks", p, "--from-run", metrics_path, *params]
+    if profile_path is not None:
+        argv += ["--node-profile", profile_path]
+    out = ppack(args, 1, argv)
+    estimate = [line for line in out.splitlines() if line.strip().startswith("estimate ")][0]
+    value, unit = estimate.split()[1:3]
+    return float(value) * {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}[unit]
+
+
+def machine_name():
+    try:
+        model = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")][0]
+    except (OSError, IndexError):
+        model = "unknown CPU"
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def sweep(args):
+    cores = args.cores or len(os.sched_getaffinity(0))
+    work = Path(args.work_dir)
+    files = prepare(args, work, cores)
+    machine = machine_name()
+    result = {"machine": machine, "cores": cores, "launcher": " ".join(launcher(args)), "runs": {}}
+    for name in args.workloads:
+        train, test = files[name]
+        for placement in args.placements:
+            for p in rank_counts(cores):
+                path = work / f"{name}-{placement}-p{p}.json"
+                start = time.perf_counter()
+                ppack(args, p, ["train", "--data", train, "--test", test, *WORKLOADS[name]["train"], "--threads", "1",
+                                "--placement", placement, "--metrics-json", path, "--quiet"])
+                m = json.loads(path.read_text())
+                result["runs"].setdefault(name, {}).setdefault(placement, {})[p] = {
+                    "metrics": str(path), "seconds": m["seconds"]["total"], "accuracy": m.get("test_accuracy"),
+                    "support_vectors": m["support_vectors"], "per_pack_us": per_pack(m),
+                    "support_vectors_per_rank": m["over_ranks"]["per_rank"]["support_vectors"],
+                    "wall": time.perf_counter() - start}
+                show(name, placement, p, result["runs"][name][placement][p])
+    measured = {name: {p: json.loads(Path(r["metrics"]).read_text()) for p, r in runs["count"].items()}
+                for name, runs in result["runs"].items()}
+    profile_path = None
+    if "digits" in measured:
+        profile = node_profile(measured["digits"], machine, measured.get("ijcnn1"))
+        profile_path = RESULTS / "node_profile.json"
+        profile_path.write_text(json.dumps(profile, indent=1))
+        result["profile"] = profile
+    for name, by_placement in result["runs"].items():
+        train, _ = files[name]
+        one = by_placement["count"][1]["metrics"]
+        for p, run in by_placement["count"].items():
+            run["plan_seconds"] = predicted(args, train, one, p, profile_path, WORKLOADS[name]["train"])
+            run["plan_seconds_no_profile"] = predicted(args, train, one, p, None, WORKLOADS[name]["train"])
+    return result
+
+
+def show(name, placement, p, run):
+    us = run["per_pack_us"]
+    print(f"{name:7s} {placement:5s} p={p:3d} {run['seconds']:8.2f} s acc {run['accuracy'] or 0:.4f} | per pack us: "
+          f"partial {us['partial_sums']:7.0f} pair {us['pair_kernels']:5.0f} comm {us['communication']:5.0f} "
+          f"(waiting median {us['waiting_median']:5.0f}, max {us['waiting_max']:5.0f}) serial {us['serial']:4.0f}",
+          flush=True)
+
+
+def report(result):
+    for name, by_placement in result["runs"].items():
+        print(f"\n{name}: speed-up over p = 1 (count placement's p = 1), with plan's prediction")
+        base = by_placement["count"][1]["seconds"]
+        for p in sorted(by_placement["count"]):
+            count = by_placement["count"][p]
+            cost = by_placement.get("cost", {}).get(p)
+            us = count["per_pack_us"]
+            waiting = 100 * us["communication_median"] / us["total"]
+            line = (f"  p={p:3d} count {base / count['seconds']:5.2f}x" +
+                    (f"  cost {base / cost['seconds']:5.2f}x" if cost else "") +
+                    f"  plan {base / count['plan_seconds']:5.2f}x (no profile {base / count['plan_seconds_no_profile']:5.2f}x)"
+                    f"  waiting + communication {waiting:4.1f}% of a pack (median rank)")
+            print(line)
+
+
+def plot(result, path):
+    from figures import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return
+    names = list(result["runs"])
+    fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 4.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        by_placement = result["runs"][name]
+        ps = sorted(int(p) for p in by_placement["count"])
+        base = by_placement["count"][ps[0]]["seconds"]
+        ax.plot(ps, ps, "k:", label="ideal")
+        for placement, style in (("count", "o-"), ("cost", "s-")):
+            if placement in by_placement:
+                ax.plot(ps, [base / by_placement[placement][p]["seconds"] for p in ps], style,
+                        label=f"measured, --placement {placement}")
+        ax.plot(ps, [base / by_placement["count"][p]["plan_seconds"] for p in ps], "x--", label="plan, node profile")
+        ax.plot(ps, [base / by_placement["count"][p]["plan_seconds_no_profile"] for p in ps], "+--",
+                label="plan, run only")
+        ax.set(xlabel="ranks (one core each)", ylabel="speed-up over 1 rank", title=name, xscale="log", yscale="log")
+        ax.set_xticks(ps, [str(p) for p in ps])
+        ax.legend(fontsize=8)
+    fig.suptitle(result["machine"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"figure: {path}")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"),
+                    help="folder with mnist/ (the IDX files) and ijcnn1/ (ijcnn1.tr.bz2, ijcnn1.t.bz2)")
+    ap.add_argument("--work-dir", default="/tmp/ppack-node-scaling", help="generated data and metrics files")
+    ap.add_argument("--rows", type=int, default=240000, help="mnist8m-style rows of the digits workload")
+    ap.add_argument("--cores", type=int, default=None, help="largest p (default: the cores this process may use)")
+    ap.add_argument("--launcher", default=None,
+                    help='MPI launcher and its options, e.g. "mpirun --bind-to core" (default: mpiexec beside python)')
+    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument("--placements", nargs="+", default=["count", "cost"], choices=["count", "cost"])
+    ap.add_argument("--figure-only", default=None, metavar="RESULTS_JSON", help="redraw the figure from a results file")
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.figure_only:
+        result = json.loads(Path(args.figure_only).read_text())
+        for by_placement in result["runs"].values():
+            for placement, runs in by_placement.items():
+                by_placement[placement] = {int(p): r for p, r in runs.items()}
+    else:
+        if "count" not in args.placements:
+            raise SystemExit("--placements must include count (the baseline and plan's p = 1 run)")
+        result = sweep(args)
+        (RESULTS / "node_scaling.json").write_text(json.dumps(result, indent=1))
+    report(result)
+    plot(result, RESULTS / "node_scaling.png")
+
+
+if __name__ == "__main__":
+    main()
