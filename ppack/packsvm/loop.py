@@ -278,6 +278,7 @@ class PackedSolver:
                                                                 checkpointing.params))
                 seconds["checkpoint"] += MPI.Wtime() - start
                 last_checkpoint = time.monotonic()
+                collective2_end = MPI.Wtime()  # the next pack's serial stretch starts after the write
             if stop and state.iteration < limit:
                 return table, state, stats, True
         self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
