@@ -61,6 +61,7 @@ KERNELS = tuple(k.name for k in KERNEL_TABLE)
 KERNEL_FACTS = {k.name: k for k in KERNEL_TABLE}
 SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
 PLACEMENTS = ("count", "cost")  # where the kernel trainer puts new support vectors (packsvm.table.place_new)
+COMPUTE_DEVICES = ("cpu", "gpu")  # where a rank's kernel work runs (kernels.device)
 KERNEL_SOLVER = "packsvm"
 LOSSES = ("l1", "l2")
 STORAGES = ("dense", "csr")
@@ -293,6 +294,9 @@ PACKSVM_PARAMS = {
     "sampling": Param(Rule("choice", choices=SAMPLINGS), "epochs",
                       "epochs: each epoch visits every row once, in a fresh random order (default); uniform: "
                       "independent draws with replacement, as in the paper"),
+    "device": Param(Rule("choice", choices=COMPUTE_DEVICES), "cpu",
+                    "where each rank's kernel sums run: cpu (default) or gpu, one GPU per rank (its rank on the "
+                    "node modulo the GPUs it sees; needs CuPy: pip install \"ppack[gpu]\"); the model is the same"),
     "placement": Param(Rule("choice", choices=PLACEMENTS), "count",
                        "where new support vectors go: count (default): the rank holding fewest, the same model bit "
                        "for bit from run to run; cost: the rank whose stored rows would take the least measured "

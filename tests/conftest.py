@@ -40,6 +40,8 @@ def pytest_configure(config):
                                        "(the CI's second tier), not by the README's test command")
     config.addinivalue_line("markers", "job: starts its own ppack job (mpiexec or python -m ppack); such "
                                        "tests run after the other rank-0 tests, on a warm numba cache")
+    config.addinivalue_line("markers", "gpu: runs the GPU kernels through CuPy; skipped where CuPy or a GPU is "
+                                       "missing (run them there with `pytest -m gpu`)")
 
 
 def pytest_sessionstart(session):

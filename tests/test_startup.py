@@ -19,7 +19,7 @@ atexit.register(lambda: open(listing, "w").write(json.dumps(sorted(sys.modules))
 sys.argv[0] = "ppack"
 runpy.run_module("ppack", run_name="__main__", alter_sys=True)
 """
-NEVER_IN_A_COMMAND = ("sklearn", "scipy.stats")
+NEVER_IN_A_COMMAND = ("sklearn", "scipy.stats", "cupy")  # cupy: only `--device gpu` imports it
 NEVER_AT_START = ("sklearn", "scipy", "numba", "h5py")
 
 

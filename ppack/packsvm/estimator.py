@@ -44,7 +44,8 @@ class PackSVC(BaseSVC):
     sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
     c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
     "uniform": with replacement), placement of new support vectors ("count", "cost": by each
-    rank's measured seconds per stored row, ``table.place_new``), dtype of stored features and
+    rank's measured seconds per stored row, ``table.place_new``), device of the kernel sums
+    ("cpu", "gpu": ``kernels.device``), dtype of stored features and
     kernel values ("auto": float32 unless the data's float32 error bound exceeds 1e-2, see
     ``kernels.precision``), bias
     (adds a regularised bias term: K + 1), tol and tol_window (stop early when the
@@ -71,8 +72,9 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
-                 sampling=_D["sampling"], placement=_D["placement"], step=_D["step"], average=_D["average"],
-                 validation=_D["validation"], validation_every=_D["validation_every"], patience=_D["patience"],
+                 sampling=_D["sampling"], placement=_D["placement"], device=_D["device"], step=_D["step"],
+                 average=_D["average"], validation=_D["validation"], validation_every=_D["validation_every"],
+                 patience=_D["patience"],
                  calibration=_D["calibration"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES,
                  progress=None):
         self.kernel = kernel
@@ -95,6 +97,7 @@ class PackSVC(BaseSVC):
         self.objective = objective
         self.sampling = sampling
         self.placement = placement
+        self.device = device
         self.step = step
         self.average = average
         self.validation = validation
@@ -158,7 +161,7 @@ class PackSVC(BaseSVC):
                               self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=n_columns, validation=validation,
                               average=self.average, step=self.step, sampling=self.sampling, loss=self.loss_,
-                              placement=self.placement,
+                              placement=self.placement, device=self.device,
                               holdout=None if self.held_out_ is None else self.held_out_["holdout"])
         params = run_identity(self.spec_, self.sigma_, self.pack, seed, shard.n_samples, d, self.dtype_, T, n_classes,
                               average=self.average, sampling=self.sampling, step=self.step,

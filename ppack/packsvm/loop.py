@@ -38,6 +38,7 @@ from ..data.delivery import deliver_rows
 from ..errors import PPackError
 from ..data.sampler import make_sampler
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
+from ..kernels.device import on_device
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
 from ..registry import PLACEMENTS
@@ -90,7 +91,8 @@ class PackedSolver:
     ``placement``: "count" (new support vectors to the least occupied rank: the same model
     bit for bit from run to run) or "cost" (to the rank whose stored rows would take the
     least measured time: faster ranks hold more; the placement, so the model's last bits,
-    then vary from run to run).
+    then vary from run to run). ``device``: where the kernel sums run, "cpu" or "gpu"
+    (``kernels.device.on_device``); the table keeps a CPU compute after the run.
     ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
     communication involved). ``tol``: the paper's convergence test (section V): stop when
     the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
@@ -103,10 +105,11 @@ class PackedSolver:
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
-                 holdout=None, loss=None, placement="count"):
+                 holdout=None, loss=None, placement="count", device="cpu"):
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         self.placement = placement
+        self.device = device
         self.comm = comm
         self.loss = Loss(bound=float(max_weight)) if loss is None else loss
         self.step = float(step)
@@ -139,7 +142,11 @@ class PackedSolver:
         ``stopped`` is True when the run ended early on request.
         """
         with single_threaded_blas(), GcClock() as gc_clock:  # once for all the packs' kernel sums
-            return self._run_packs(shard, labels, checkpointing, resume, stop_after_packs, weights, gc_clock)
+            table, state, stats, stopped = self._run_packs(shard, labels, checkpointing, resume, stop_after_packs,
+                                                           weights, gc_clock)
+        if hasattr(table.compute, "host"):  # back from the device: the model computes on the CPU
+            table.compute = table.compute.host()
+        return table, state, stats, stopped
 
     def _run_packs(self, shard, labels, checkpointing, resume, stop_after_packs, weights, gc_clock):
         comm = self.comm
@@ -159,7 +166,7 @@ class PackedSolver:
         if self.placement == "count" or state.row_seconds is None or len(state.row_seconds) != size:
             state.row_seconds = np.zeros(size)  # measured afresh (and never under placement by count)
         row_memory = ROW_MEMORY if self.placement == "cost" else 0.0
-        compute = table.compute
+        table.compute = compute = on_device(table.compute, self.device, comm)
         seconds, sent = stats.seconds, stats.bytes
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)

@@ -65,8 +65,9 @@ class PackSVR(_OffsetModel):
     def __init__(self, kernel=_R["kernel"], gamma=_R["gamma"], degree=_R["degree"], coef0=_R["coef0"], C=_R["C"],
                  sigma=_R["sigma"], epsilon=_R["epsilon"], epochs=_R["epochs"], iterations=_R["iterations"],
                  pack=_R["pack"], seed=_R["seed"], dtype=_R["dtype"], tol=_R["tol"], tol_window=_R["tol_window"],
-                 objective=_R["objective"], sampling=_R["sampling"], placement=_R["placement"], step=_R["step"],
-                 average=_R["average"], validation=_R["validation"], validation_every=_R["validation_every"],
+                 objective=_R["objective"], sampling=_R["sampling"], placement=_R["placement"], device=_R["device"],
+                 step=_R["step"], average=_R["average"], validation=_R["validation"],
+                 validation_every=_R["validation_every"],
                  patience=_R["patience"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
@@ -85,6 +86,7 @@ class PackSVR(_OffsetModel):
         self.objective = objective
         self.sampling = sampling
         self.placement = placement
+        self.device = device
         self.step = step
         self.average = average
         self.validation = validation
@@ -158,8 +160,8 @@ class PackOneClassSVM(_OffsetModel):
     def __init__(self, kernel=_O["kernel"], gamma=_O["gamma"], degree=_O["degree"], coef0=_O["coef0"], nu=_O["nu"],
                  epochs=_O["epochs"], iterations=_O["iterations"], pack=_O["pack"], seed=_O["seed"],
                  dtype=_O["dtype"], tol=_O["tol"], tol_window=_O["tol_window"], objective=_O["objective"],
-                 sampling=_O["sampling"], placement=_O["placement"], step=_O["step"], average=_O["average"],
-                 random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
+                 sampling=_O["sampling"], placement=_O["placement"], device=_O["device"], step=_O["step"],
+                 average=_O["average"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -175,6 +177,7 @@ class PackOneClassSVM(_OffsetModel):
         self.objective = objective
         self.sampling = sampling
         self.placement = placement
+        self.device = device
         self.step = step
         self.average = average
         self.random_state = random_state

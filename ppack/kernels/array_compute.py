@@ -1,0 +1,152 @@
+"""The kernel trainer's compute seam on an array library's device: the GPU path (CuPy), or
+numpy standing in for it in the tests.
+
+``ArrayCompute`` does what ``compute.KernelCompute`` does, with the same arguments, through
+an array module ``xp`` with numpy's interface. The rank's stored rows stay where the table
+keeps them (``StoredRows``, on the host: the table update, checkpoints and model files read
+them there); the device holds a copy of the rows and their norms, which grows by doubling
+and receives only the rows stored since the last pack (at most r a pack). Per pack the
+block's columns and norms and the coefficients go to the device and the (K, r) sums come
+back. The dot products are one GEMM per tile of stored rows in the rows' dtype (float32
+products in float32); the kernel formula and the coefficient products follow in float64, so
+the sums agree with the CPU kernels within the float32 bound (``cpu.gemm_partial_sums``), or
+to float64 rounding. Dense rows only.
+"""
+from collections import Counter
+
+import numpy as np
+
+from ..errors import PPackError
+from .compute import KernelCompute
+from .formulas import LAPLACIAN, LINEAR, POLY, RBF, SIGMOID
+
+GROWTH_ROWS = 1024  # the device copy's first capacity, in rows
+
+
+class ArrayCompute(KernelCompute):
+    """``KernelCompute`` on the device of array module ``xp``; ``sent`` counts the bytes each
+    kind of transfer moved ("rows", "block", "coef" to the device; "sums", "pairs" back)."""
+
+    def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=None, xp=np):
+        if sparse:
+            raise PPackError("--device gpu: CSR data has no GPU path yet; convert it with --storage dense "
+                             "(if it fits) or train with --device cpu")
+        super().__init__(spec, n_features, sparse, dtype, *(() if work_bytes is None else (work_bytes,)))
+        self.xp = xp
+        self.sent = Counter()
+        self._rows = self._norms = None
+        self._on_device = 0
+
+    @classmethod
+    def beside(cls, compute, xp):
+        """An ArrayCompute sharing ``compute``'s stored rows (a KernelCompute's, already holding rows)."""
+        device = cls(compute.spec, compute.stored.n_features, compute.stored.sparse, compute.stored.dtype,
+                     compute.work_bytes, xp)
+        device.stored = compute.stored
+        return device
+
+    def host(self):
+        """A KernelCompute of the CPU sharing these stored rows (what a model keeps after training)."""
+        compute = KernelCompute(self.spec, self.stored.n_features, self.stored.sparse, self.stored.dtype,
+                                self.work_bytes)
+        compute.stored = self.stored
+        return compute
+
+    def __getstate__(self):  # a pickled model carries no device arrays
+        return {**super().__getstate__(), "_rows": None, "_norms": None, "_on_device": 0}
+
+    def _to_device(self, kind, array, dtype=None):
+        array = np.ascontiguousarray(array, dtype=dtype)
+        self.sent[kind] += array.nbytes
+        return self.xp.asarray(array)
+
+    def _sync_rows(self):
+        """Bring the device copy up to the stored rows: copy the rows stored since the last call,
+        growing the copy (doubling, from GROWTH_ROWS) when they do not fit."""
+        n, xp = self.stored.n, self.xp
+        capacity = 0 if self._rows is None else self._rows.shape[0]
+        if n > capacity:
+            grown = max(n, 2 * capacity, GROWTH_ROWS)
+            rows = xp.empty((grown, self.stored.n_features), dtype=self.stored.dtype)
+            norms = xp.empty(grown, dtype=np.float64)
+            if self._on_device:
+                rows[:self._on_device] = self._rows[:self._on_device]
+                norms[:self._on_device] = self._norms[:self._on_device]
+            self._rows, self._norms = rows, norms
+        if n > self._on_device:
+            fresh = slice(self._on_device, n)
+            self._rows[fresh] = self._to_device("rows", self.stored.features[fresh])
+            self._norms[fresh] = self._to_device("rows", self.stored.norms[fresh])
+            self._on_device = n
+
+    def _values(self, dots, norms_a, norms_b):
+        """Kernel values (a, b) float64 (offset added) from the reductions ``dots`` (a, b) of rows
+        with norms (a,) and (b,) (for L1 kernels the reductions are the L1 distances)."""
+        xp, (kind, gamma, coef0, degree, offset) = self.xp, self._params
+        z = dots.astype(np.float64)
+        if kind == RBF:
+            z = xp.exp(-gamma * xp.maximum(norms_a[:, None] + norms_b[None, :] - 2.0 * z, 0.0))
+        elif kind == LAPLACIAN:
+            z = xp.exp(-gamma * z)
+        elif kind == POLY:
+            z = (gamma * z + coef0) ** degree
+        elif kind == SIGMOID:
+            z = xp.tanh(gamma * z + coef0)
+        elif kind != LINEAR:
+            raise PPackError(f"--device gpu: no array formula for the {self.spec.name} kernel")
+        return z + offset if offset else z
+
+    def _reductions(self, rows, columns):
+        """(a, b): rows (a, d) against columns (d, b): dot products (one GEMM), or for L1 kernels the
+        L1 distances, a few rows at a time within the work memory."""
+        if not self.spec.uses_l1:
+            return rows @ columns
+        xp = self.xp
+        out = xp.empty((rows.shape[0], columns.shape[1]), dtype=np.float64)
+        step = max(1, self.work_bytes // (8 * columns.size))
+        for a0 in range(0, rows.shape[0], step):
+            block = rows[a0:a0 + step, :, None].astype(np.float64) - columns[None, :, :]
+            out[a0:a0 + step] = xp.abs(block).sum(axis=1)
+        return out
+
+    def partial_sums(self, coef, block, block_norms, out):
+        """``KernelCompute.partial_sums`` on the device (same arguments and result)."""
+        coef = np.asarray(coef)
+        n, r = self.stored.n, block.n_rows
+        n_columns = 1 if coef.ndim == 1 else coef.shape[1]
+        out2 = out[None, :] if out.ndim == 1 else out
+        if coef.shape[0] != n or out2.shape != (n_columns, r):
+            raise ValueError(f"partial_sums: coef {coef.shape} and out {out.shape} for {n} stored rows and {r} "
+                             "block rows")
+        if n == 0 or n_columns == 0:
+            return
+        self._sync_rows()
+        columns = self._to_device("block", block.columns(), self.stored.dtype)
+        norms_b = self._to_device("block", block_norms, np.float64)
+        coefs = self._to_device("coef", coef.reshape(n, n_columns), np.float64)
+        tile = max(1, self.work_bytes // (8 * r * (2 + (block.n_features if self.spec.uses_l1 else 0))))
+        sums = self.xp.zeros((n_columns, r))
+        for a0 in range(0, n, tile):
+            a1 = min(n, a0 + tile)
+            values = self._values(self._reductions(self._rows[a0:a1], columns), self._norms[a0:a1], norms_b)
+            sums += coefs[a0:a1].T @ values
+        result = self._to_host(sums)
+        self.sent["sums"] += result.nbytes
+        out2 += result
+
+    def pair_kernels(self, block, block_norms, left, right, out):
+        """``KernelCompute.pair_kernels`` on the device: out[q] = K(row left[q], row right[q]) + offset."""
+        if len(left) == 0:
+            return
+        columns = self._to_device("block", block.columns(), self.stored.dtype)
+        norms = self._to_device("block", block_norms, np.float64)
+        lo, hi = int(min(left.min(), right.min())), int(max(left.max(), right.max())) + 1
+        rows = columns[:, lo:hi].T
+        values = self._values(self._reductions(rows, columns[:, lo:hi]), norms[lo:hi], norms[lo:hi])
+        picked = values[self.xp.asarray(left - lo), self.xp.asarray(right - lo)]
+        result = self._to_host(picked)
+        self.sent["pairs"] += result.nbytes
+        out[:] = result
+
+    def _to_host(self, array):
+        return array.get() if hasattr(array, "get") else np.asarray(array)

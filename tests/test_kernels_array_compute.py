@@ -1,0 +1,164 @@
+"""The compute seam on an array library's device (``kernels.array_compute``, the GPU path), with
+numpy standing in for CuPy: the same sums as the CPU kernels, what crosses the bus when, the
+device copy's growth, the errors; and the tests marked ``gpu`` that run it on a real GPU."""
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ppack import PackSVC
+from ppack.errors import PPackError
+from ppack.kernels import device as device_module
+from ppack.kernels.array_compute import GROWTH_ROWS, ArrayCompute
+from ppack.kernels.block import RowBlock
+from ppack.kernels.compute import KernelCompute
+from ppack.kernels.spec import KernelSpec
+from ppack.packsvm.loop import upper_pairs
+
+from helpers import make_multiclass, make_problem
+
+KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
+           ("sigmoid", {"coef0": -0.5}), ("rbf", {"offset": 1.0})]
+# against the CPU kernels: float64 to rounding; float32 storage within its dot products' bound
+RTOL = {np.float64: 1e-12, np.float32: 1e-5}
+
+
+def both_computes(name, params, dtype, xp=np, n_sv=300, d=20, work_bytes=1 << 16):
+    """(cpu, device) computes of the same kernel holding the same n_sv stored rows."""
+    spec = KernelSpec(name, gamma=0.05, **params)
+    X, _ = make_problem(n_sv, d, seed=3)
+    cpu = KernelCompute(spec, d, False, dtype, work_bytes)
+    cpu.store(X.astype(dtype))
+    return cpu, ArrayCompute.beside(cpu, xp)
+
+
+def a_block(d=20, r=37, seed=4, dtype=np.float64):
+    X, _ = make_problem(r, d, seed=seed)
+    return RowBlock.from_rows(X.astype(dtype), np.zeros(r), d)
+
+
+@pytest.mark.parametrize("name,params", KERNELS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_columns", [None, 3])
+def test_partial_sums_and_pair_kernels_match_the_cpu_kernels(name, params, dtype, n_columns):
+    cpu, device = both_computes(name, params, dtype)
+    block = a_block(dtype=dtype)
+    norms = cpu.row_norms(block)
+    rng = np.random.default_rng(2)
+    coef = rng.normal(size=cpu.stored.n if n_columns is None else (cpu.stored.n, n_columns))
+    start = rng.normal(size=(block.n_rows,) if n_columns is None else (n_columns, block.n_rows))
+    expected, got = start.copy(), start.copy()
+    cpu.partial_sums(coef, block, norms, expected)
+    device.partial_sums(coef, block, norms, got)
+    tol = RTOL[dtype]
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
+    left, right = upper_pairs(block.n_rows)
+    pairs_cpu, pairs_device = np.empty(len(left)), np.empty(len(left))
+    cpu.pair_kernels(block, norms, left, right, pairs_cpu)
+    device.pair_kernels(block, norms, left[40:300], right[40:300], pairs_device[40:300])  # a rank's share
+    np.testing.assert_allclose(pairs_device[40:300], pairs_cpu[40:300], rtol=tol, atol=tol * np.abs(pairs_cpu).max())
+
+
+def test_only_the_new_rows_cross_and_the_device_copy_grows_by_doubling():
+    """Per pack: the rows stored since the last pack (each row once), the block's columns and
+    norms, the coefficients; back: K x r sums. The copy keeps its rows when it grows."""
+    cpu, device = both_computes("rbf", {}, np.float32, n_sv=10)
+    d, r, K = 20, 37, 2
+    block = a_block(dtype=np.float32)
+    norms = cpu.row_norms(block)
+    row_bytes = d * 4 + 8
+    stored = 10
+    for pack, fresh in enumerate([0, 5, GROWTH_ROWS, 3]):
+        new, _ = make_problem(fresh, d, seed=10 + pack) if fresh else (np.empty((0, d)), None)
+        cpu.store(new.astype(np.float32))
+        stored += fresh
+        before = dict(device.sent)
+        out = np.zeros((K, r))
+        device.partial_sums(np.ones((stored, K)), block, norms, out)
+        sent = {k: device.sent[k] - before.get(k, 0) for k in device.sent}
+        assert sent["rows"] == (stored if pack == 0 else fresh) * row_bytes
+        assert sent["block"] == d * r * 4 + r * 8 and sent["coef"] == stored * K * 8 and sent["sums"] == K * r * 8
+        assert device._rows.shape[0] >= stored
+        np.testing.assert_array_equal(device._rows[:stored], cpu.stored.features)
+        np.testing.assert_array_equal(device._norms[:stored], cpu.stored.norms)
+        expected = np.zeros((K, r))
+        cpu.partial_sums(np.ones((stored, K)), block, norms, expected)
+        np.testing.assert_allclose(out, expected, rtol=1e-5)
+    assert device._rows.shape[0] == 2 * GROWTH_ROWS  # 1,018 rows, then 1,033: doubled once
+
+
+def test_csr_rows_and_a_missing_cupy_are_one_line_errors(monkeypatch):
+    with pytest.raises(PPackError, match="CSR data has no GPU path yet; convert it with --storage dense"):
+        ArrayCompute(KernelSpec("rbf"), 5, True)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails, as where it is not installed
+    X, y = make_problem(60, 4)
+    with pytest.raises(PPackError, match=r'--device gpu: CuPy is not installed; pip install "ppack\[gpu\]"') as info:
+        PackSVC(device="gpu", iterations=200, comm=MPI.COMM_SELF).fit(X, y)
+    assert "\n" not in str(info.value)
+    with pytest.raises(PPackError, match="--device gpu: CSR data"):
+        fitted_on_the_stand_in(monkeypatch, sp.csr_matrix(X), y)
+
+
+def fitted_on_the_stand_in(monkeypatch, X, y, comm=MPI.COMM_SELF, **params):
+    """PackSVC(device="gpu") with numpy standing in for CuPy (asked for once per fit)."""
+    asked = []
+    monkeypatch.setattr(device_module, "gpu_array_module", lambda comm: asked.append(comm) or np)
+    model = PackSVC(device="gpu", comm=comm, **params).fit(X, y)
+    assert asked == [comm]
+    return model
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_training_on_the_device_gives_the_cpu_model(monkeypatch, dtype):
+    """Ten-class-style one-vs-rest training through the device path: the same support vectors and
+    decisions as on the CPU (float64 to rounding, float32 within its bound); the model keeps a CPU
+    compute afterwards."""
+    X, y = make_multiclass(n=400, d=8, seed=5)
+    params = {"kernel": "rbf", "gamma": 0.3, "C": 5.0, "iterations": 1200, "pack": 100, "dtype": dtype}
+    cpu = PackSVC(comm=MPI.COMM_SELF, **params).fit(X, y)
+    device = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    assert type(device.table_.compute) is KernelCompute
+    np.testing.assert_array_equal(np.sort(device.table_.keys), np.sort(cpu.table_.keys))
+    expected = cpu.decision_function(X)
+    tol = 1e-9 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(device.decision_function(X), expected, rtol=tol, atol=tol * np.abs(expected).max())
+
+
+@pytest.mark.mpi(min_size=2)
+def test_all_ranks_on_the_device_give_the_one_rank_model(monkeypatch):
+    X, y = make_problem(500, 7, seed=8)
+    params = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1000, "pack": 100, "dtype": "float64"}
+    one = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    every = fitted_on_the_stand_in(monkeypatch, X, y, comm=MPI.COMM_WORLD, **params)
+    keys = np.sort(np.concatenate(MPI.COMM_WORLD.allgather(every.table_.keys)))
+    np.testing.assert_array_equal(keys, np.sort(one.table_.keys))
+    expected = one.decision_function(X)
+    np.testing.assert_allclose(every.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
+def cupy_on_a_gpu():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU visible")
+    except Exception as exc:  # noqa: BLE001 - CuPy's CUDA errors
+        pytest.skip(f"no GPU visible ({exc})")
+    return cupy
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,params", KERNELS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_gpu_matches_the_cpu_kernels(name, params, dtype):
+    cupy = cupy_on_a_gpu()
+    cpu, device = both_computes(name, params, dtype, xp=cupy, n_sv=3000, d=784)
+    block = a_block(d=784, r=100, dtype=dtype)
+    norms = cpu.row_norms(block)
+    coef = np.random.default_rng(2).normal(size=(cpu.stored.n, 10))
+    expected, got = np.zeros((10, 100)), np.zeros((10, 100))
+    cpu.partial_sums(coef, block, norms, expected)
+    device.partial_sums(coef, block, norms, got)
+    tol = RTOL[dtype]
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
