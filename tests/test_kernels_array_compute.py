@@ -17,7 +17,7 @@ from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.loop import upper_pairs
 
-from helpers import make_multiclass, make_problem
+from helpers import fails_with, make_multiclass, make_problem
 
 KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
            ("sigmoid", {"coef0": -0.5}), ("rbf", {"offset": 1.0})]
@@ -110,15 +110,41 @@ def fitted_on_the_stand_in(monkeypatch, X, y, comm=MPI.COMM_SELF, **params):
     return model
 
 
+def watch_the_mirror(monkeypatch):
+    """Wrap ArrayCompute.partial_sums: each call given the table's coefficients checks that the
+    device's mirror equals them bit for bit; returns the record of (packs checked, coef bytes sent)."""
+    record = {"checked": 0, "coef_bytes": 0, "whole": 0}
+    real = ArrayCompute.partial_sums
+
+    def checked(self, coef, block, block_norms, out, mirrored=False):
+        if mirrored and self._coef is not None and self._coef_rows == len(coef):
+            np.testing.assert_array_equal(self._coef[:len(coef)], coef)
+            record["checked"] += 1
+        elif mirrored and len(coef):
+            record["whole"] += 1
+        before = self.sent["coef"]
+        real(self, coef, block, block_norms, out, mirrored)
+        record["coef_bytes"] += self.sent["coef"] - before
+    monkeypatch.setattr(ArrayCompute, "partial_sums", checked)
+    return record
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_training_on_the_device_gives_the_cpu_model(monkeypatch, dtype):
-    """Ten-class-style one-vs-rest training through the device path: the same support vectors and
-    decisions as on the CPU (float64 to rounding, float32 within its bound); the model keeps a CPU
-    compute afterwards."""
+@pytest.mark.parametrize("average", [True, False])
+def test_training_on_the_device_gives_the_cpu_model(monkeypatch, dtype, average):
+    """Four-class one-vs-rest training through the device path: the same support vectors and
+    decisions as on the CPU (float64 to rounding, float32 within its bound). The coefficients
+    are sent whole once; after that the mirror, folded on the device and sent only the pack's
+    rows, equals the table's bit for bit before every pack. The model keeps a CPU compute."""
     X, y = make_multiclass(n=400, d=8, seed=5)
-    params = {"kernel": "rbf", "gamma": 0.3, "C": 5.0, "iterations": 1200, "pack": 100, "dtype": dtype}
+    params = {"kernel": "rbf", "gamma": 0.3, "C": 5.0, "iterations": 1200, "pack": 100, "dtype": dtype,
+              "average": average}
     cpu = PackSVC(comm=MPI.COMM_SELF, **params).fit(X, y)
+    record = watch_the_mirror(monkeypatch)
     device = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    packs, K = 12, 4
+    assert record["whole"] == 1 and record["checked"] == packs - 2  # pack 1: an empty table
+    assert record["coef_bytes"] <= 8 * K * (device.n_support_ + packs * 100)
     assert type(device.table_.compute) is KernelCompute
     np.testing.assert_array_equal(np.sort(device.table_.keys), np.sort(cpu.table_.keys))
     expected = cpu.decision_function(X)
@@ -162,3 +188,29 @@ def test_the_gpu_matches_the_cpu_kernels(name, params, dtype):
     device.partial_sums(coef, block, norms, got)
     tol = RTOL[dtype]
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
+
+
+def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, tmp_path, capsys):
+    """`predict --device gpu` (numpy standing in): the decisions of `predict` on the CPU, the
+    coefficients sent once for all the blocks; a linear model is refused in one line."""
+    from ppack.cli import main
+    from ppack.data.hdf5 import write_dataset
+
+    X, y = make_problem(3000, 6, seed=9)
+    write_dataset(tmp_path / "d.h5", X, y)
+    main(["train", "--data", str(tmp_path / "d.h5"), "--model", str(tmp_path / "m.h5"), "--iterations", "600",
+          "--dtype", "float64", "--quiet"], comm=MPI.COMM_SELF)
+    main(["predict", "--model", str(tmp_path / "m.h5"), "--data", str(tmp_path / "d.h5"), "--output",
+          str(tmp_path / "cpu.npy"), "--quiet"], comm=MPI.COMM_SELF)
+    record = watch_the_mirror(monkeypatch)
+    monkeypatch.setattr(device_module, "gpu_array_module", lambda comm: np)
+    main(["predict", "--model", str(tmp_path / "m.h5"), "--data", str(tmp_path / "d.h5"), "--output",
+          str(tmp_path / "gpu.npy"), "--device", "gpu", "--quiet"], comm=MPI.COMM_SELF)
+    cpu, gpu = np.load(tmp_path / "cpu.npy"), np.load(tmp_path / "gpu.npy")
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-12, atol=1e-12 * np.abs(cpu).max())
+    assert record["whole"] == 1 and record["checked"] >= 1  # 3,000 rows: two blocks or more
+    main(["train", "--data", str(tmp_path / "d.h5"), "--model", str(tmp_path / "lin.h5"), "--solver", "dcd",
+          "--quiet"], comm=MPI.COMM_SELF)
+    fails_with(capsys, ["predict", "--model", str(tmp_path / "lin.h5"), "--data", str(tmp_path / "d.h5"),
+                        "--device", "gpu", "--quiet"], "is a linear model; its predictions run on the CPU",
+               comm=MPI.COMM_SELF)

@@ -6,7 +6,8 @@ from mpi4py import MPI
 
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
-from ..registry import KERNEL_TABLE
+from ..kernels.device import on_device
+from ..registry import COMPUTE_DEVICES, KERNEL_TABLE
 from .common import (Report, add_common, check_outputs, describe_metrics, evaluate, peak_rss_bytes, rank_threads, ranks_and_threads,
                      read_shard, write_metrics)
 
@@ -22,6 +23,8 @@ def add_parser(sub):
     pr.add_argument("--output", help="decisions file: .h5, .npy (columns decision, label), or .txt/.csv")
     pr.add_argument("--proba", action="store_true",
                     help="add class probabilities to --output (a kernel model trained with --probability)")
+    pr.add_argument("--device", choices=COMPUTE_DEVICES, default="cpu",
+                    help="where a kernel model's kernel sums run: cpu (default) or gpu, one GPU per rank (CuPy)")
     add_common(pr)
 
 
@@ -36,6 +39,12 @@ def run(comm, args):
     if args.proba and getattr(model, "probability_", None) is None:
         raise PPackError(f"--proba: {args.model} has no probability sigmoids; train it with --probability "
                          "(kernel models only)", collective=True)
+    table = getattr(model, "table_", None)
+    if args.device != "cpu":
+        if table is None:
+            raise PPackError(f"--device {args.device}: {args.model} is a linear model; its predictions run on the "
+                             "CPU (leave out --device)", collective=True)
+        table.compute = on_device(table.compute, args.device, comm)
     shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
     decisions, labels, test_metrics, seconds = evaluate(comm, model, shard)
     peaks = peak_rss_bytes(comm)

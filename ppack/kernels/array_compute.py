@@ -5,9 +5,12 @@ numpy standing in for it in the tests.
 an array module ``xp`` with numpy's interface. The rank's stored rows stay where the table
 keeps them (``StoredRows``, on the host: the table update, checkpoints and model files read
 them there); the device holds a copy of the rows and their norms, which grows by doubling
-and receives only the rows stored since the last pack (at most r a pack). Per pack the
-block's columns and norms and the coefficients go to the device and the (K, r) sums come
-back. The dot products are one GEMM per tile of stored rows in the rows' dtype (float32
+and receives only the rows stored since the last pack (at most r a pack). It also mirrors
+the table's coefficients: after each pack (``after_pack``) it applies the pack's scale folds
+itself, with the operations the table used (so the copy stays bit-identical), and receives
+the coefficients of the pack's rows this rank holds (at most r x K). Per pack, then, the
+new rows, the block's columns and norms and those coefficients go to the device and the
+(K, r) sums come back. The dot products are one GEMM per tile of stored rows in the rows' dtype (float32
 products in float32); the kernel formula and the coefficient products follow in float64, so
 the sums agree with the CPU kernels within the float32 bound (``cpu.gemm_partial_sums``), or
 to float64 rounding. Dense rows only.
@@ -36,6 +39,8 @@ class ArrayCompute(KernelCompute):
         self.sent = Counter()
         self._rows = self._norms = None
         self._on_device = 0
+        self._coef = None  # the table's coefficients, mirrored (``after_pack``); None: not mirrored
+        self._coef_rows = 0
 
     @classmethod
     def beside(cls, compute, xp):
@@ -53,7 +58,8 @@ class ArrayCompute(KernelCompute):
         return compute
 
     def __getstate__(self):  # a pickled model carries no device arrays
-        return {**super().__getstate__(), "_rows": None, "_norms": None, "_on_device": 0}
+        return {**super().__getstate__(), "_rows": None, "_norms": None, "_on_device": 0, "_coef": None,
+                "_coef_rows": 0}
 
     def _to_device(self, kind, array, dtype=None):
         array = np.ascontiguousarray(array, dtype=dtype)
@@ -109,8 +115,42 @@ class ArrayCompute(KernelCompute):
             out[a0:a0 + step] = xp.abs(block).sum(axis=1)
         return out
 
-    def partial_sums(self, coef, block, block_norms, out):
-        """``KernelCompute.partial_sums`` on the device (same arguments and result)."""
+    def after_pack(self, table, ids, fold):
+        """Keep the coefficient mirror equal to ``table.coef`` after a pack of keys ``ids`` (r,)
+        whose scale folds were ``fold`` (K, 2): mantissa and exponent per column, or (0, 2)."""
+        if self._coef is None:
+            return
+        xp, old = self.xp, self._coef_rows
+        for c in range(fold.shape[0]):
+            if fold[c, 0] != 1.0 or fold[c, 1] != 0.0:  # as table.merge_pack folds the entries it held
+                exponent = int(min(max(fold[c, 1], -4000.0), 4000.0))
+                self._coef[:old, c] = xp.ldexp(self._coef[:old, c] * fold[c, 0], exponent)
+        if table.n > self._coef.shape[0]:
+            grown = xp.empty((max(table.n, 2 * self._coef.shape[0]), self._coef.shape[1]))
+            grown[:old] = self._coef[:old]
+            self._coef = grown
+        slots = table.key_slots.lookup(ids)
+        slots = np.unique(slots[slots >= 0])  # the pack's rows this rank holds: touched or new
+        if len(slots):
+            self._coef[xp.asarray(slots)] = self._to_device("coef", table.coef[slots])
+        self._coef_rows = table.n
+
+    def _coefficients(self, coef, mirrored):
+        """coef (n, K) on the device: the mirror, when the caller passes the table's coefficients
+        (``mirrored``) and the mirror holds them; else sent whole (and mirrored from then on)."""
+        n = coef.shape[0]
+        if mirrored and self._coef is not None and self._coef_rows == n:
+            return self._coef[:n]
+        whole = self._to_device("coef", coef, np.float64)
+        if mirrored:
+            self._coef = self.xp.empty((max(n, GROWTH_ROWS), coef.shape[1]))
+            self._coef[:n] = whole
+            self._coef_rows = n
+        return whole
+
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False):
+        """``KernelCompute.partial_sums`` on the device (same arguments and result); ``mirrored``:
+        coef is the table's, kept on the device by ``after_pack``."""
         coef = np.asarray(coef)
         n, r = self.stored.n, block.n_rows
         n_columns = 1 if coef.ndim == 1 else coef.shape[1]
@@ -123,7 +163,7 @@ class ArrayCompute(KernelCompute):
         self._sync_rows()
         columns = self._to_device("block", block.columns(), self.stored.dtype)
         norms_b = self._to_device("block", block_norms, np.float64)
-        coefs = self._to_device("coef", coef.reshape(n, n_columns), np.float64)
+        coefs = self._coefficients(coef.reshape(n, n_columns), mirrored)
         tile = max(1, self.work_bytes // (8 * r * (2 + (block.n_features if self.spec.uses_l1 else 0))))
         sums = self.xp.zeros((n_columns, r))
         for a0 in range(0, n, tile):

@@ -96,9 +96,14 @@ class KernelCompute:
         dense transposed group, 8 bytes per value, stays within ``work_bytes``."""
         return max(1, min(block.n_rows, self.work_bytes // (8 * block.n_features)))
 
-    def partial_sums(self, coef, block, block_norms, out):
+    def after_pack(self, table, ids, fold):
+        """Told after each pack what changed in the table's coefficients (a device keeps a copy:
+        ``array_compute``); the CPU reads the table's own."""
+
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False):
         """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
         with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).
+        ``mirrored``: coef is the table's (a device's copy may serve; the CPU ignores it).
 
         coef (n,) with out (r,), or coef (n, K) with out (K, r) (or (r,) when K is 1), n the
         stored rows; block: a RowBlock of r rows with block_norms (r,); out float64. The work is

@@ -217,7 +217,7 @@ class PackedSolver:
             norms = compute.row_norms(block)
             compute.prepare(block)  # the block's columns: serial work, timed apart from the products
             sums_start = MPI.Wtime()
-            compute.partial_sums(table.coef, block, norms, buf.predictions)
+            compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
             pairs_start = MPI.Wtime()
             compute.pair_kernels(block, norms, left, right, my_pairs)
             seconds["partial_sums"] += pairs_start - sums_start
@@ -249,6 +249,7 @@ class PackedSolver:
                                                           average, mean_loss, offsets, waited, row_memory)
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
+            compute.after_pack(table, ids, fold)
             stats.projections += projections
             if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
                 state.rho = offsets[:, 0].copy()
