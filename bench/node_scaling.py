@@ -13,9 +13,10 @@ with --placements, `cost`. Every run's metrics JSON is kept. From the digits' co
 writes a node profile (`plan --node-profile`): at each p the partial sums' parallel
 efficiency (p = 1's seconds over p times the median rank's), the jitter that explains the
 waiting seen (median waiting / (median local work x E[max of p standard normals])) and the
-collectives' own seconds per pack as a + b x bytes (a line through both workloads' buffers). `plan --from-run` of each workload's p = 1 run then
-predicts every p, with and without the profile: for the digits the profile comes from the
-same runs (a consistency check), for ijcnn1 it is a prediction. Results: bench/results/
+collectives' own seconds per pack as a + b x bytes (a line through both workloads'
+buffers). `plan --from-run` of each workload's p = 1 run then predicts every p, with and
+without the profile: for the digits the profile comes from the same runs (a consistency
+check), for ijcnn1 it is a prediction. Results: bench/results/
 node_scaling.json, node_profile.json and node_scaling.png (speed-up with the ideal line and
 plan's prediction); `--figure-only` redraws the figure from the JSON.
 """
@@ -191,7 +192,8 @@ def report(result):
             waiting = 100 * us["communication_median"] / us["total"]
             line = (f"  p={p:3d} count {base / count['seconds']:5.2f}x" +
                     (f"  cost {base / cost['seconds']:5.2f}x" if cost else "") +
-                    f"  plan {base / count['plan_seconds']:5.2f}x (no profile {base / count['plan_seconds_no_profile']:5.2f}x)"
+                    f"  plan {base / count['plan_seconds']:5.2f}x"
+                    f" (no profile {base / count['plan_seconds_no_profile']:5.2f}x)"
                     f"  waiting + communication {waiting:4.1f}% of a pack (median rank)")
             print(line)
 

@@ -21,7 +21,6 @@ import numpy as np
 
 from ..errors import PPackError
 from .compute import KernelCompute
-from .formulas import LAPLACIAN, LINEAR, POLY, RBF, SIGMOID
 
 GROWTH_ROWS = 1024  # the device copy's first capacity, in rows
 
@@ -88,19 +87,20 @@ class ArrayCompute(KernelCompute):
     def _values(self, dots, norms_a, norms_b):
         """Kernel values (a, b) float64 (offset added) from the reductions ``dots`` (a, b) of rows
         with norms (a,) and (b,) (for L1 kernels the reductions are the L1 distances)."""
-        xp, (kind, gamma, coef0, degree, offset) = self.xp, self._params
+        xp, spec = self.xp, self.spec
+        gamma, coef0 = spec.gamma, spec.coef0
         z = dots.astype(np.float64)
-        if kind == RBF:
+        if spec.name == "rbf":
             z = xp.exp(-gamma * xp.maximum(norms_a[:, None] + norms_b[None, :] - 2.0 * z, 0.0))
-        elif kind == LAPLACIAN:
+        elif spec.name == "laplacian":
             z = xp.exp(-gamma * z)
-        elif kind == POLY:
-            z = (gamma * z + coef0) ** degree
-        elif kind == SIGMOID:
+        elif spec.name == "poly":
+            z = (gamma * z + coef0) ** spec.degree
+        elif spec.name == "sigmoid":
             z = xp.tanh(gamma * z + coef0)
-        elif kind != LINEAR:
-            raise PPackError(f"--device gpu: no array formula for the {self.spec.name} kernel")
-        return z + offset if offset else z
+        elif spec.name != "linear":
+            raise PPackError(f"--device gpu: no array formula for the {spec.name} kernel")
+        return z + spec.offset if spec.offset else z
 
     def _reductions(self, rows, columns):
         """(a, b): rows (a, d) against columns (d, b): dot products (one GEMM), or for L1 kernels the

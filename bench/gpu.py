@@ -1,0 +1,214 @@
+"""The kernel sums on a GPU (`--device gpu`) beside the node's CPU ranks, and ten digits trained
+on one GPU. Prepared for a node with a GPU and CuPy; `--stand-in numpy` runs the same code
+with numpy in place of CuPy (on the CPU: a check of the script, never a GPU figure).
+
+Run from the repository root:
+
+    python3 bench/gpu.py sums                     # partial sums per pack against stored rows
+    python3 bench/gpu.py sums --cpu-ranks 16 --launcher "mpirun --bind-to core"
+    python3 bench/gpu.py train --rows 1000000     # ten digits, T = m, one GPU (data made here)
+    python3 bench/gpu.py train --rows 8100000 --gen-ranks 16 --launcher "mpirun --bind-to core"
+
+`sums`: d = 784 float32 rows (pixel-like values in [0, 1]), r = 100, K = 10 coefficient
+columns; for each stored-row count the median seconds per pack over --packs packs of
+`ArrayCompute.partial_sums` (the coefficients mirrored, so a pack sends the block and gets
+the sums back, as in training) and, with --cpu-ranks P, of `KernelCompute.partial_sums` on
+P CPU ranks each holding a P-th of the rows (the slowest rank's time per pack).
+`train`: `data mnist8m --rows N` (on --gen-ranks ranks) and the MNIST test set, then `train
+--device gpu` on one rank with gamma 0.02, sigma 1e-6, T = m, float32; prints and saves its
+time, accuracy, support vectors and time per pack by phase. Results: bench/results/gpu_*.json
+and gpu_sums.png.
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from ppack.kernels.array_compute import ArrayCompute  # noqa: E402
+from ppack.kernels.block import RowBlock  # noqa: E402
+from ppack.kernels.compute import KernelCompute  # noqa: E402
+from ppack.kernels.spec import KernelSpec  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+D, R, K = 784, 100, 10
+
+
+def array_module(stand_in):
+    if stand_in == "numpy":
+        return np, "numpy stand-in on the CPU (not a GPU figure)"
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
+    return cupy, (name.decode() if isinstance(name, bytes) else name)
+
+
+def pixel_rows(n, seed):
+    """(n, D) float32 rows like scaled pixels: about 19% nonzero, values k / 255."""
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((n, D), dtype=np.float32)
+    for a0 in range(0, n, 65536):
+        part = rng.integers(0, 256, size=(min(n, a0 + 65536) - a0, D)).astype(np.float32) / 255
+        part[rng.random(part.shape) > 0.19] = 0.0
+        rows[a0:a0 + len(part)] = part
+    return rows
+
+
+def time_packs(compute, n, packs, seed=1):
+    """Median seconds per pack of ``compute.partial_sums`` over ``packs`` packs (after one untimed)."""
+    rng = np.random.default_rng(seed)
+    coef = rng.normal(size=(n, K))
+    block = RowBlock.from_rows(pixel_rows(R, seed + 7), np.zeros(R), D)
+    norms = compute.row_norms(block)
+    out = np.zeros((K, R))
+    compute.partial_sums(coef, block, norms, out, mirrored=True)
+    seconds = []
+    for _ in range(packs):
+        start = time.perf_counter()
+        compute.partial_sums(coef, block, norms, out, mirrored=True)  # the sums come back: synchronised
+        seconds.append(time.perf_counter() - start)
+    return float(np.median(seconds))
+
+
+def stored_compute(n, seed=0, device=None):
+    spec = KernelSpec("rbf", gamma=0.02)
+    compute = KernelCompute(spec, D, False, np.float32)
+    compute.store(pixel_rows(n, seed))
+    return compute if device is None else ArrayCompute.beside(compute, device)
+
+
+def sums(args):
+    xp, device_name = array_module(args.stand_in)
+    result = {"device": device_name, "d": D, "r": R, "K": K, "rows": {}}
+    for n in args.stored:
+        gpu = time_packs(stored_compute(n, device=xp), n, args.packs)
+        entry = {"gpu_seconds_per_pack": gpu}
+        if args.cpu_ranks:
+            entry["cpu_seconds_per_pack"] = cpu_ranks(args, n)
+            entry["cpu_ranks"] = args.cpu_ranks
+        result["rows"][n] = entry
+        cpu = f", {args.cpu_ranks} CPU ranks {1e6 * entry['cpu_seconds_per_pack']:9.0f} us" if args.cpu_ranks else ""
+        print(f"{n:9d} stored rows: {device_name} {1e6 * gpu:9.0f} us per pack{cpu}", flush=True)
+    save("gpu_sums.json", result)
+    plot_sums(result)
+
+
+def cpu_ranks(args, n):
+    """The slowest of ``args.cpu_ranks`` CPU ranks' median seconds per pack, each holding n / P rows."""
+    cmd = launcher(args) + ["-n", str(args.cpu_ranks), sys.executable, __file__, "cpu-share", "--rows", str(n),
+                            "--packs", str(args.packs)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=child_env())
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def cpu_share(args):
+    """Under MPI: this rank's share of the rows, timed with the others (one numba thread each)."""
+    from mpi4py import MPI
+
+    from ppack.kernels.threads import configure_threads
+
+    comm = MPI.COMM_WORLD
+    configure_threads(comm, threads=1)
+    n = args.rows // comm.Get_size() + (comm.Get_rank() < args.rows % comm.Get_size())
+    seconds = time_packs(stored_compute(n, seed=comm.Get_rank()), n, args.packs)
+    slowest = comm.allreduce(seconds, op=MPI.MAX)
+    if comm.Get_rank() == 0:
+        print(slowest)
+
+
+def train(args):
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    data = work / f"m{args.rows}.h5"
+    source = Path(args.data_dir) / "mnist"
+    if not data.exists():
+        ppack(args, args.gen_ranks, ["data", "mnist8m", data, "--rows", args.rows, "--source", source,
+                                     "--compression", "none"])
+    test = work / "mnist.t.h5"
+    if not test.exists():
+        ppack(args, 1, ["data", "mnist", work / "mnist.h5", test, "--source", source])
+    metrics = work / f"train-{args.rows}-{args.device}.json"
+    start = time.perf_counter()
+    ppack(args, 1, ["train", "--data", data, "--test", test, "--gamma", "0.02", "--sigma", "1e-6", "--epochs", "1",
+                    "--dtype", "float32", "--device", args.device, "--metrics-json", metrics, "--quiet"])
+    m = json.loads(metrics.read_text())
+    n = m["packs"]
+    summary = {"rows": args.rows, "device": args.device, "wall": time.perf_counter() - start,
+               "train_seconds": m["seconds"]["total"], "accuracy": m["test_accuracy"],
+               "support_vectors": m["support_vectors"],
+               "per_pack_us": {k: 1e6 * m["seconds"][k] / n for k in ("partial_sums", "pair_kernels", "communication",
+                                                                      "sequential_updates", "delivery", "serial")}}
+    print(json.dumps(summary, indent=1))
+    save(f"gpu_train_{args.rows}_{args.device}.json", summary)
+
+
+def launcher(args):
+    if args.launcher:
+        return shlex.split(args.launcher)
+    beside = Path(sys.executable).parent / "mpiexec"
+    return [str(beside) if beside.exists() else "mpiexec"]
+
+
+def child_env():
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def ppack(args, ranks, argv):
+    cmd = launcher(args) + ["-n", str(ranks), sys.executable, "-m", "ppack", *map(str, argv)]
+    subprocess.run(cmd, check=True, env=child_env())
+
+
+def save(name, result):
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / name).write_text(json.dumps(result, indent=1))
+
+
+def plot_sums(result):
+    from figures import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return
+    rows = sorted(int(n) for n in result["rows"])
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    ax.plot(rows, [1e3 * result["rows"][n]["gpu_seconds_per_pack"] for n in rows], "o-", label=result["device"])
+    if all("cpu_seconds_per_pack" in result["rows"][n] for n in rows):
+        ax.plot(rows, [1e3 * result["rows"][n]["cpu_seconds_per_pack"] for n in rows], "s-",
+                label=f"{result['rows'][rows[0]]['cpu_ranks']} CPU ranks")
+    ax.set(xscale="log", yscale="log", xlabel="stored support vectors", ylabel="partial sums per pack (ms)",
+           title=f"d = {D}, r = {R}, K = {K}, float32")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "gpu_sums.png", dpi=110)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["sums", "train", "cpu-share"])
+    ap.add_argument("--stand-in", choices=["numpy"], default=None, help="numpy in place of CuPy (a dry run)")
+    ap.add_argument("--stored", type=int, nargs="+", default=[20000, 60000, 300000, 1000000])
+    ap.add_argument("--packs", type=int, default=20)
+    ap.add_argument("--cpu-ranks", type=int, default=0, help="also time the sums on this many CPU ranks")
+    ap.add_argument("--rows", type=int, default=1000000, help="train: mnist8m-style rows; cpu-share: stored rows")
+    ap.add_argument("--device", default="gpu", choices=["cpu", "gpu"], help="train: where the kernel sums run")
+    ap.add_argument("--gen-ranks", type=int, default=1, help="train: ranks that generate the data")
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"), help="folder with mnist/")
+    ap.add_argument("--work-dir", default="/tmp/ppack-gpu")
+    ap.add_argument("--launcher", default=None, help='MPI launcher and options (default: mpiexec beside python)')
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    {"sums": sums, "train": train, "cpu-share": cpu_share}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
