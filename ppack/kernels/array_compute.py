@@ -10,17 +10,17 @@ the table's coefficients: after each pack (``after_pack``) it applies the pack's
 itself, with the operations the table used (so the copy stays bit-identical), and receives
 the coefficients of the pack's rows this rank holds (at most r x K). Per pack, then, the
 new rows, the block's columns and norms and those coefficients go to the device and the
-(K, r) sums come back. The dot products are one GEMM per tile of stored rows in the rows' dtype (float32
-products in float32); the kernel formula and the coefficient products follow in float64, so
-the sums agree with the CPU kernels within the float32 bound (``cpu.gemm_partial_sums``), or
-to float64 rounding. Dense rows only.
+(K, r) sums come back. The dot products are one GEMM per tile of stored rows in the rows'
+dtype (float32 products in float32); the kernel formula and the coefficient products
+follow in float64, so the sums agree with the CPU kernels within the float32 bound
+(``cpu.gemm_partial_sums``), or to float64 rounding. Dense rows only.
 """
 from collections import Counter
 
 import numpy as np
 
 from ..errors import PPackError
-from .compute import KernelCompute
+from .compute import DEFAULT_WORK_BYTES, KernelCompute
 
 GROWTH_ROWS = 1024  # the device copy's first capacity, in rows
 
@@ -29,11 +29,11 @@ class ArrayCompute(KernelCompute):
     """``KernelCompute`` on the device of array module ``xp``; ``sent`` counts the bytes each
     kind of transfer moved ("rows", "block", "coef" to the device; "sums", "pairs" back)."""
 
-    def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=None, xp=np):
+    def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES, xp=np):
         if sparse:
             raise PPackError("--device gpu: CSR data has no GPU path yet; convert it with --storage dense "
                              "(if it fits) or train with --device cpu")
-        super().__init__(spec, n_features, sparse, dtype, *(() if work_bytes is None else (work_bytes,)))
+        super().__init__(spec, n_features, sparse, dtype, work_bytes)
         self.xp = xp
         self.sent = Counter()
         self._rows = self._norms = None
