@@ -89,9 +89,9 @@ def slowed_partial_sums(monkeypatch):
         return
     real = KernelCompute.partial_sums
 
-    def slow(self, coef, block, norms, out):
+    def slow(self, coef, block, norms, out, **options):
         time.sleep(SLOW_SECONDS_PER_ROW * self.stored.n)
-        return real(self, coef, block, norms, out)
+        return real(self, coef, block, norms, out, **options)
     monkeypatch.setattr(KernelCompute, "partial_sums", slow)
 
 
