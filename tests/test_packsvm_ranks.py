@@ -17,9 +17,9 @@ WORLD = MPI.COMM_WORLD
 PARAMS = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 2400, "pack": 100, "seed": 5, "dtype": "float64"}
 
 
-def account_reference(timings, rank, occupancy, row_seconds, memory):
+def account_reference(timings, rank, occupancy, spent, row_seconds, memory):
     """account_timings in plain numpy: (waited (2,), row_seconds (p,))."""
-    waited = timings[:, :2].max(axis=0) - timings[rank, :2]
+    waited = np.minimum(timings[:, :2].max(axis=0) - timings[rank, :2], spent)
     updated = row_seconds.copy()
     if memory > 0:
         for k in range(len(occupancy)):
@@ -38,10 +38,11 @@ def test_account_timings_matches_the_numpy_reference(memory):
         timings[-1, 2] = 0.0  # below the clock's resolution: nothing learnt
         occupancy = rng.integers(0, 3 * MEASURED_FROM_ROWS, size=p)
         row_seconds = np.where(rng.random(p) < 0.5, 0.0, rng.uniform(1e-8, 1e-6, size=p))
+        spent = rng.uniform(0.0, 1e-3, size=2)  # some below the estimate: the cap
         for rank in range(p):
             waited, got = np.array([0.25, 0.5]), row_seconds.copy()
-            account_timings(timings, rank, occupancy, waited, got, memory)
-            expected_wait, expected = account_reference(timings, rank, occupancy, row_seconds, memory)
+            account_timings(timings, rank, occupancy, spent, waited, got, memory)
+            expected_wait, expected = account_reference(timings, rank, occupancy, spent, row_seconds, memory)
             np.testing.assert_allclose(waited, [0.25, 0.5] + expected_wait, rtol=1e-15)
             np.testing.assert_array_equal(got, expected)
             assert waited.min() >= 0.25

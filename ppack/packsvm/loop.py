@@ -174,6 +174,7 @@ class PackedSolver:
         waited_before = seconds["wait_collective1"], seconds["wait_collective2"]
         gc_before, collections_before = seconds["garbage_collection"], stats.gc_collections
         waited = np.zeros(2)  # this run's waiting in collectives 1 and 2 (pack_update.account_timings)
+        spent = np.zeros(2)  # this pack's seconds in collectives 1 and 2
         collective2_end = run_start  # of the previous pack; the first pack counts from here
         checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
         collectives = Collectives(comm)
@@ -198,6 +199,7 @@ class PackedSolver:
             seconds["communication"] += collectives.last_seconds
             sent["collective1"] += collectives.last_bytes
             collective1_end = collectives.last_start + collectives.last_seconds
+            spent[0] = collectives.last_seconds
             serial = collectives.last_start - collective2_end
             t1 = MPI.Wtime()
             seconds["delivery"] += t1 - t0 - collectives.last_seconds
@@ -236,6 +238,7 @@ class PackedSolver:
 
             collectives.sum(buf.data)  # collective 2
             collective2_end = collectives.last_start + collectives.last_seconds
+            spent[1] = collectives.last_seconds
             seconds["communication"] += collectives.last_seconds
             sent["collective2"] += collectives.last_bytes
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
@@ -246,7 +249,7 @@ class PackedSolver:
             # rank's new rows into the table: one numba call
             status, projections, work = update_after_pack(buf, block, ids, norms, rank, state, table, self.sigma,
                                                           loss_rule, self.step, max_weight, coef, loss, fold,
-                                                          average, mean_loss, offsets, waited, row_memory)
+                                                          average, mean_loss, offsets, spent, waited, row_memory)
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
             compute.after_pack(table, ids, fold)

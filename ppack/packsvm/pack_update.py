@@ -22,14 +22,15 @@ MEASURED_FROM_ROWS = 64
 
 
 def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_rule, step, max_weight, coef, loss,
-                      fold, average, mean_loss, offsets, waited, row_memory):
+                      fold, average, mean_loss, offsets, spent, waited, row_memory):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
     RowBlock, with its norms): check the replicas' agreement, replay the K problems from
     ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
     the pack into ``table``. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
     (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s;
-    max_weight: the projection's bound (inf: none); waited (2,): this rank's seconds of waiting
-    in collectives 1 and 2, added to (``account_timings``); row_memory: the weight of this
+    max_weight: the projection's bound (inf: none); spent (2,): this rank's seconds in this
+    pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
+    (``account_timings``); row_memory: the weight of this
     pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured).
     Returns (status, projections, work):
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
@@ -41,7 +42,8 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
         sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
         step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step, ids,
-        rank, state.occupancy, buf.timings, waited, state.row_seconds, row_memory, *entries, *rows, norms, *store)
+        rank, state.occupancy, buf.timings, spent, waited, state.row_seconds, row_memory, *entries, *rows, norms,
+        *store)
     table.added(added)
     return status, projections, work
 
@@ -49,9 +51,9 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
 @njit(cache=True)
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, ids, rank, occupancy, timings, waited, row_seconds, row_memory, map_keys, map_slots,
-                      entry_keys, table_coef, table_avg, table_since, clock, n, dense, indptr, indices, values, norms,
-                      n_stored, out_features, out_indptr, out_indices, out_values, out_norms):
+                      rho_step, ids, rank, occupancy, timings, spent, waited, row_seconds, row_memory, map_keys,
+                      map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, dense, indptr, indices,
+                      values, norms, n_stored, out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
@@ -61,7 +63,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     rows) are done."""
     if not all_equal(digests):
         return DISAGREE, 0, 0
-    account_timings(timings, rank, occupancy, waited, row_seconds, row_memory)
+    account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                                          rho_step)
@@ -77,24 +79,27 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
 
 
 @njit(cache=True)
-def account_timings(timings, rank, occupancy, waited, row_seconds, row_memory):
+def account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory):
     """From every rank's ``timings`` (p, 3) of this pack (``pack_buffer``'s columns): add to
     ``waited`` (2,) how long this rank waited in collective 1 and in collective 2 for the last
-    rank to arrive, and, when ``row_memory`` > 0, fold each rank's partial-sum seconds per
+    rank to arrive (at most the ``spent`` (2,) seconds it was in each), and, when ``row_memory``
+    > 0, fold each rank's partial-sum seconds per
     stored row (``occupancy`` (p,) before the pack's new entries) into ``row_seconds`` (p,),
     a moving average with that weight (its first measurement taken as is).
 
     Each collective starts when its last rank arrives. Collective 2 (and the previous pack's,
     before collective 1) ends at nearly the same time on every rank, so rank k arrives at the
     next one after its own stretch of work: it waits (the longest stretch) - (its stretch).
+    A rank held up on its way out of a collective (descheduled on a busy node) starts its
+    stretch late, which this cannot see; the cap keeps its waiting within its time there.
     The same numbers reach every rank, so ``row_seconds`` stays identical everywhere.
     """
     serial_max, local_max = timings[0, SERIAL], timings[0, LOCAL]
     for k in range(1, timings.shape[0]):
         serial_max = max(serial_max, timings[k, SERIAL])
         local_max = max(local_max, timings[k, LOCAL])
-    waited[0] += serial_max - timings[rank, SERIAL]
-    waited[1] += local_max - timings[rank, LOCAL]
+    waited[0] += min(serial_max - timings[rank, SERIAL], spent[0])
+    waited[1] += min(local_max - timings[rank, LOCAL], spent[1])
     if row_memory > 0.0:
         for k in range(timings.shape[0]):
             if occupancy[k] >= MEASURED_FROM_ROWS:
