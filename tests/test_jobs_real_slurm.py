@@ -346,7 +346,7 @@ def test_two_node_example_real_slurm_matches_mpiexec(slurm):
     # and the same decisions on the test set
     from mpi4py import MPI
 
-    from ppack.base import load_model
+    from ppack import load_model  # the public one: it registers the model types itself
     from ppack.data.hdf5 import read_rows
 
     X, _ = read_rows(folder / "test.h5", 0, 2000)
