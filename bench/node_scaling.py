@@ -189,12 +189,12 @@ def report(result):
             count = by_placement["count"][p]
             cost = by_placement.get("cost", {}).get(p)
             us = count["per_pack_us"]
-            waiting = 100 * us["communication_median"] / us["total"]
+            share = 100 * us["communication_median"] / us["total"]  # the waiting is part of it
             line = (f"  p={p:3d} count {base / count['seconds']:5.2f}x" +
                     (f"  cost {base / cost['seconds']:5.2f}x" if cost else "") +
                     f"  plan {base / count['plan_seconds']:5.2f}x"
                     f" (no profile {base / count['plan_seconds_no_profile']:5.2f}x)"
-                    f"  waiting + communication {waiting:4.1f}% of a pack (median rank)")
+                    f"  waiting + communication {share:4.1f}% of a pack (median rank)")
             print(line)
 
 

@@ -40,6 +40,7 @@ class ArrayCompute(KernelCompute):
         self._on_device = 0
         self._coef = None  # the table's coefficients, mirrored (``after_pack``); None: not mirrored
         self._coef_rows = 0
+        self._block = None  # (block, norms, their device copies) partial_sums sent, for pair_kernels
 
     @classmethod
     def beside(cls, compute, xp):
@@ -58,7 +59,7 @@ class ArrayCompute(KernelCompute):
 
     def __getstate__(self):  # a pickled model carries no device arrays
         return {**super().__getstate__(), "_rows": None, "_norms": None, "_on_device": 0, "_coef": None,
-                "_coef_rows": 0}
+                "_coef_rows": 0, "_block": None}
 
     def _to_device(self, kind, array, dtype=None):
         array = np.ascontiguousarray(array, dtype=dtype)
@@ -161,8 +162,8 @@ class ArrayCompute(KernelCompute):
         if n == 0 or n_columns == 0:
             return
         self._sync_rows()
-        columns = self._to_device("block", block.columns(), self.stored.dtype)
-        norms_b = self._to_device("block", block_norms, np.float64)
+        columns, norms_b = self._block_on_device(block, block_norms)
+        self._block = (block, block_norms, columns, norms_b)  # for this pack's pair kernels
         coefs = self._coefficients(coef.reshape(n, n_columns), mirrored)
         tile = max(1, self.work_bytes // (8 * r * (2 + (block.n_features if self.spec.uses_l1 else 0))))
         sums = self.xp.zeros((n_columns, r))
@@ -178,8 +179,11 @@ class ArrayCompute(KernelCompute):
         """``KernelCompute.pair_kernels`` on the device: out[q] = K(row left[q], row right[q]) + offset."""
         if len(left) == 0:
             return
-        columns = self._to_device("block", block.columns(), self.stored.dtype)
-        norms = self._to_device("block", block_norms, np.float64)
+        kept, self._block = self._block, None  # the block partial_sums sent, if it is this one
+        if kept is not None and kept[0] is block and kept[1] is block_norms:
+            columns, norms = kept[2:]
+        else:
+            columns, norms = self._block_on_device(block, block_norms)
         lo, hi = int(min(left.min(), right.min())), int(max(left.max(), right.max())) + 1
         rows = columns[:, lo:hi].T
         values = self._values(self._reductions(rows, columns[:, lo:hi]), norms[lo:hi], norms[lo:hi])
@@ -187,6 +191,11 @@ class ArrayCompute(KernelCompute):
         result = self._to_host(picked)
         self.sent["pairs"] += result.nbytes
         out[:] = result
+
+    def _block_on_device(self, block, block_norms):
+        """The block's columns (d, r) and norms (r,) sent to the device."""
+        return (self._to_device("block", block.columns(), self.stored.dtype),
+                self._to_device("block", block_norms, np.float64))
 
     def _to_host(self, array):
         return array.get() if hasattr(array, "get") else np.asarray(array)

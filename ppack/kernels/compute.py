@@ -96,6 +96,10 @@ class KernelCompute:
         dense transposed group, 8 bytes per value, stays within ``work_bytes``."""
         return max(1, min(block.n_rows, self.work_bytes // (8 * block.n_features)))
 
+    def host(self):
+        """The compute a model keeps on the CPU: this one (a device's gives its CPU twin)."""
+        return self
+
     def after_pack(self, table, ids, fold):
         """Told after each pack what changed in the table's coefficients (a device keeps a copy:
         ``array_compute``); the CPU reads the table's own."""

@@ -144,8 +144,7 @@ class PackedSolver:
         with single_threaded_blas(), GcClock() as gc_clock:  # once for all the packs' kernel sums
             table, state, stats, stopped = self._run_packs(shard, labels, checkpointing, resume, stop_after_packs,
                                                            weights, gc_clock)
-        if hasattr(table.compute, "host"):  # back from the device: the model computes on the CPU
-            table.compute = table.compute.host()
+        table.compute = table.compute.host()  # back from a device: the model computes on the CPU
         return table, state, stats, stopped
 
     def _run_packs(self, shard, labels, checkpointing, resume, stop_after_packs, weights, gc_clock):
@@ -171,9 +170,9 @@ class PackedSolver:
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)
         run_start, total_before = MPI.Wtime(), seconds["total"]  # a resumed run adds to its past
-        waited_before = seconds["wait_collective1"], seconds["wait_collective2"]
         gc_before, collections_before = seconds["garbage_collection"], stats.gc_collections
-        waited = np.zeros(2)  # this run's waiting in collectives 1 and 2 (pack_update.account_timings)
+        # the waiting in collectives 1 and 2 so far (pack_update.account_timings adds each pack's)
+        waited = np.array([seconds["wait_collective1"], seconds["wait_collective2"]])
         spent = np.zeros(2)  # this pack's seconds in collectives 1 and 2
         collective2_end = run_start  # of the previous pack; the first pack counts from here
         checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
@@ -277,8 +276,7 @@ class PackedSolver:
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             stop = buf.stop
             seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
-            seconds["wait_collective1"] = waited_before[0] + waited[0]
-            seconds["wait_collective2"] = waited_before[1] + waited[1]
+            seconds["wait_collective1"], seconds["wait_collective2"] = waited
             seconds["garbage_collection"] = gc_before + gc_clock.seconds
             stats.gc_collections = collections_before + gc_clock.collections
             if checkpointing is not None and (stop or buf.checkpoint_due or (

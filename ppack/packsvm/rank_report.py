@@ -24,8 +24,12 @@ def rank_phases(seconds):
 
 def summarise(per_rank):
     """{phase: {"min", "median", "max"}} over the ranks' phase dicts (a list)."""
-    return {phase: {"min": float(np.min(values)), "median": float(np.median(values)), "max": float(np.max(values))}
-            for phase in per_rank[0] for values in [[ranked[phase] for ranked in per_rank]]}
+    summary = {}
+    for phase in per_rank[0]:
+        values = [ranked[phase] for ranked in per_rank]
+        summary[phase] = {"min": float(np.min(values)), "median": float(np.median(values)),
+                          "max": float(np.max(values))}
+    return summary
 
 
 def over_ranks(comm, stats, occupancy):

@@ -306,10 +306,14 @@ def place_new(occupancy, row_seconds, n):
             by_cost = False
     owners = np.empty(n, dtype=np.int64)
     for i in range(n):
-        if by_cost:
-            owner = np.argmin((occupancy + 1) * row_seconds)
-        else:
-            owner = np.argmin(occupancy)
+        owner = 0
+        for k in range(1, occupancy.shape[0]):  # the first of the least: the lowest rank on ties
+            if by_cost:
+                better = (occupancy[k] + 1) * row_seconds[k] < (occupancy[owner] + 1) * row_seconds[owner]
+            else:
+                better = occupancy[k] < occupancy[owner]
+            if better:
+                owner = k
         occupancy[owner] += 1
         owners[i] = owner
     return owners
