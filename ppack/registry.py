@@ -69,6 +69,7 @@ DTYPES = {"float32": np.float32, "float64": np.float64}
 # the value types a ppack HDF5 data file stores (data.hdf5; convert --dtype)
 STORED_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "uint8": np.uint8}
 AVERAGING = ("iterative", "oneshot")
+GAMMAS = ("scale", "auto")  # the kernel widths gamma takes from the data (packsvm.estimator.resolve_gamma)
 CALIBRATIONS = ("slice", "training")  # the rows --probability's sigmoids are fitted on (packsvm.calibration)
 
 _TRUE = ("true", "yes", "on", "1")
@@ -264,7 +265,9 @@ THREADS = Param(count(), None, "numba/BLAS threads per rank (default: NUMBA_NUM_
 PACKSVM_PARAMS = {
     "kernel": Param(Rule("choice", choices=KERNELS), "rbf",
                     ", ".join(f"{k.name} {k.formula}" for k in KERNEL_TABLE) + " (default rbf)"),
-    "gamma": Param(positive(none=True), None, "kernel width (default 1 / n_features)"),
+    "gamma": Param(real(0.0, low_open=True, none=True, choices=GAMMAS), "auto",
+                   "kernel width: a number > 0, scale (1 / (n_features * X.var()), the variance of every value of "
+                   "the training data) or auto (1 / n_features; default), as scikit-learn's SVC"),
     "degree": Param(count(), 3, "poly degree (default 3)"),
     "coef0": Param(real(), 0.0, "poly and sigmoid constant (default 0)"),
     "bias": Param(BOOL, False, "learn a bias term, regularised with w (kernel K + 1; paper section V)"),

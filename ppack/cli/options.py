@@ -4,6 +4,8 @@ Every option defaults to None on the command line, so a command knows what the u
 gave: the trainer's own defaults (the registry's) apply to the rest, and an option that
 does not apply to the chosen trainer is an error instead of being ignored.
 """
+import argparse
+
 from ..errors import PPackError
 from ..registry import (EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, NOT_FOR_SVM_TYPE, PACKSVM_PARAMS,
                         SVM_TYPE_PARAMS)
@@ -28,10 +30,24 @@ def _argument(group, flag, dest, param, negate=False):
     elif rule.kind == "choice":
         kwargs.update(choices=rule.choices)
     elif rule.kind in ("int", "real"):
-        kwargs.update(type=int if rule.kind == "int" else float, metavar=flag.lstrip("-").upper().replace("-", "_"))
+        number = int if rule.kind == "int" else float
+        kwargs.update(type=_number_or(number, rule.choices) if rule.choices else number,
+                      metavar=flag.lstrip("-").upper().replace("-", "_"))
     else:
         kwargs.update(metavar=flag.lstrip("-").upper().replace("-", "_"))
     group.add_argument(flag, **kwargs)
+
+
+def _number_or(number, words):
+    """An option's type: a number, or one of ``words`` (--gamma scale)."""
+    def parse(text):
+        if text in words:
+            return text
+        try:
+            return number(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or one of {', '.join(words)}, got {text!r}") from None
+    return parse
 
 
 def add_packsvm_options(p):

@@ -161,3 +161,30 @@ def check_finite(shard):
         row = int(np.flatnonzero(~np.isfinite(shard.y))[0])
         raise InputError(f"y: row {shard.start + row} holds NaN or infinity; expected a finite label",
                          shard.path)
+
+
+def value_variance(comm, shard):
+    """Collective: the variance of every value of the whole data set's X (n_samples *
+    n_features values, a sparse matrix's zeros included), as numpy's ``X.var()``: two passes
+    over the rows, each summed in float64 on every rank and over the ranks."""
+    count = shard.n_samples * shard.n_features
+    total = 0.0
+    for values, _ in _value_chunks(shard):
+        total += float(np.sum(values, dtype=np.float64))
+    mean = comm.allreduce(total) / count
+    squares = 0.0
+    for values, zeros in _value_chunks(shard):
+        deviations = values.astype(np.float64) - mean
+        squares += float(np.dot(deviations, deviations)) + zeros * mean * mean
+    return comm.allreduce(squares) / count
+
+
+def _value_chunks(shard):
+    """The shard's feature values, CHECK_ROWS rows at a time: (values (k,), how many zeros a
+    sparse chunk leaves out)."""
+    for start in range(0, shard.stop - shard.start, CHECK_ROWS):
+        rows = shard.float_rows(start, start + CHECK_ROWS)
+        if sp.issparse(rows):
+            yield rows.data, rows.shape[0] * shard.n_features - rows.nnz
+        else:
+            yield rows.ravel(), 0

@@ -3,7 +3,7 @@ id and scalars the numba cores take."""
 from dataclasses import dataclass
 
 from ..errors import PPackError
-from ..registry import KERNEL_FACTS, KERNELS, PACKSVM_PARAMS
+from ..registry import KERNEL_FACTS, KERNELS, PACKSVM_PARAMS, positive
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class KernelSpec:
         if self.name not in KERNELS:
             raise PPackError(f"kernel: unknown kernel {self.name!r}; expected one of {', '.join(KERNELS)}")
         if self.name != "linear":
-            PACKSVM_PARAMS["gamma"].rule.check("gamma", self.gamma)
+            positive().check("gamma", self.gamma)  # a number: the estimator resolves "scale" and "auto"
         PACKSVM_PARAMS["degree"].rule.check("degree", self.degree)
         if not self.offset >= 0:
             raise PPackError(f"kernel offset: must be >= 0, got {self.offset}")

@@ -6,6 +6,7 @@ from ..base import BaseSVC, available_if
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.precision import read_dtype, resolve_dtype
 from ..kernels.spec import KernelSpec
+from ..data.shard import value_variance
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
 from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
 from ..errors import PPackError
@@ -40,8 +41,9 @@ class PackSVC(BaseSVC):
     in one pass (each pack's rows, kernel values and support vectors shared by the classes).
 
     Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
-    (None: 1 / n_features), degree, coef0, C or sigma (tied by C = 1 / (n_samples *
-    sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
+    (a number, "auto": 1 / n_features, the default, None alike, or "scale": 1 / (n_features *
+    X.var()), ``resolve_gamma``; ``spec_.gamma`` is the number used), degree, coef0, C or
+    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
     c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
     "uniform": with replacement), placement of new support vectors ("count", "cost": by each
     rank's measured seconds per stored row, ``table.place_new``), device of the kernel sums
@@ -122,7 +124,7 @@ class PackSVC(BaseSVC):
         p = self.validate_params()
         self.class_weight_ = p.get("class_weight")
         shard = self._as_shard(X, y, sample_weight, fitting=True)
-        gamma = 1.0 / shard.n_features if p["gamma"] is None else p["gamma"]
+        gamma = resolve_gamma(self._comm(), p["gamma"], shard)
         self.spec_ = KernelSpec(p["kernel"], gamma, p["degree"], p["coef0"], 1.0 if p.get("bias") else 0.0)
         return shard
 
@@ -405,6 +407,18 @@ class PackSVC(BaseSVC):
         else:
             predicted = values[np.argmax(decisions, axis=1)]
         return float(np.mean(predicted == labels))
+
+
+def resolve_gamma(comm, gamma, shard):
+    """Collective: the kernel width ``gamma`` gives on the training ``shard``, as scikit-learn's
+    SVC: a number as it is; "auto" (or None, as older scripts and model files say) 1 /
+    n_features; "scale" 1 / (n_features * X.var()) over every rank's rows (1 for constant X)."""
+    if gamma == "scale":
+        variance = value_variance(comm, shard)
+        return 1.0 / (shard.n_features * variance) if variance > 0 else 1.0
+    if gamma in (None, "auto"):
+        return 1.0 / shard.n_features
+    return float(gamma)
 
 
 def _read_table_slice(path, header, rank, size, work_bytes):

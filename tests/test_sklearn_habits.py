@@ -1,0 +1,50 @@
+"""Habits of scikit-learn and LIBSVM that the estimators keep: gamma's words, labels in y's own
+type, predict_proba only with probability=True, verbose progress, errors naming the Python
+parameters."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ppack import PackOneClassSVM, PackSVC, PackSVR, load_model
+from ppack.errors import PPackError
+
+from helpers import make_multiclass, make_problem
+
+SELF = MPI.COMM_SELF
+WORLD = MPI.COMM_WORLD
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gamma_scale_and_auto_as_scikit_learns_svc(sparse, tmp_path):
+    """gamma="scale" is 1 / (n_features X.var()) and "auto" (or None) 1 / n_features, as
+    SVC's; the model file holds the number."""
+    from sklearn.svm import SVC
+
+    X, y = make_problem(200, 5, sparse=sparse, seed=81)
+    X = X * 3.0 + (0 if sparse else 2.0)
+    for word in ("scale", "auto"):
+        ours = PackSVC(gamma=word, iterations=100, comm=SELF).fit(X, y)
+        assert ours.gamma == word  # a parameter stays as given
+        assert ours.spec_.gamma == pytest.approx(SVC(gamma=word).fit(X, y)._gamma, rel=1e-12)
+    assert PackSVC(gamma=None, iterations=100, comm=SELF).fit(X, y).spec_.gamma == 1 / 5
+    model = PackSVR(gamma="scale", iterations=100, comm=SELF).fit(X, y)
+    model.save(tmp_path / "m.h5")
+    assert load_model(tmp_path / "m.h5", SELF).gamma == model.spec_.gamma != 1 / 5
+    with pytest.raises(PPackError, match="gamma: must be a finite number > 0 or 'scale' or 'auto' or None, "
+                                         "got 'wide'"):
+        PackOneClassSVM(gamma="wide", comm=SELF).fit(X)
+
+
+def test_gamma_scale_of_a_constant_x_is_one():
+    X = np.ones((20, 3))
+    assert PackOneClassSVM(gamma="scale", iterations=20, comm=SELF).fit(X).spec_.gamma == 1.0
+
+
+@pytest.mark.mpi
+def test_gamma_scale_takes_the_variance_of_every_ranks_rows():
+    """Each rank holds a slice of the rows; the variance is the whole data set's."""
+    X, y = make_problem(301, 4, seed=82)
+    X[:150] *= 10.0  # rank 0's rows vary more than the others'
+    model = PackSVC(gamma="scale", iterations=100, comm=WORLD).fit(X, y)
+    assert model.spec_.gamma == pytest.approx(1.0 / (4 * X.var()), rel=1e-12)
