@@ -68,6 +68,7 @@ class BaseSVC:
     not_fitted_error = NotFittedError
     conversion_warning = DataConversionWarning
     _label_names = None  # the labels given to fit, when they are not numbers (strings)
+    _label_dtype = None  # the numeric type of the labels given to fit, which classes_ keeps
 
     def validate_params(self):
         """Check every parameter against the registry's table; returns them normalised.
@@ -112,6 +113,8 @@ class BaseSVC:
         ``y`` and optional ``sample_weight`` (n,)). In-memory data is checked as scikit-learn
         checks it (2-D, finite, numeric, as many labels as rows; the same messages); when not
         ``fitting``, its width must be the model's."""
+        if fitting:  # a file's labels are float64, whatever the previous fit's were
+            self._label_names = self._label_dtype = None
         if isinstance(X, Shard):
             if sample_weight is not None:
                 raise PPackError("sample_weight: a Shard carries its row weights (the file's 'w' dataset); "
@@ -132,7 +135,7 @@ class BaseSVC:
             raise PPackError(f"X has {X.shape[1]} features, but {name} is expecting {self.n_features_in_} "
                              "features as input")
         if y is not None:
-            self._label_names = None
+            self._label_dtype = y.dtype if y.dtype.kind in "biuf" else None
             if y.dtype.kind not in "biuf":  # strings or objects: train on their codes, keep the names
                 self._label_names, y = np.unique(y, return_inverse=True)
                 y = y.astype(np.float64)
@@ -160,7 +163,10 @@ class BaseSVC:
         values = find_classes(self._comm(), shard, MAX_CLASSES if self.MULTICLASS else 2)
         self._class_values = values
         names = self._label_names
-        self.classes_ = values if names is None or len(names) != len(values) else names[values.astype(np.int64)]
+        if names is not None and len(names) == len(values):
+            self.classes_ = names[values.astype(np.int64)]
+        else:  # in y's own type: integer labels give integer classes and predictions
+            self.classes_ = values if self._label_dtype is None else values.astype(self._label_dtype, copy=False)
         if len(values) == 2:
             return np.where(shard.y == values[1], 1.0, -1.0)
         return np.searchsorted(values, shard.y).astype(np.float64)

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
+from sklearn.base import clone
 
-from ppack import PackOneClassSVM, PackSVC, PackSVR, load_model
+from ppack import BlockAveragedSVC, PackOneClassSVM, PackSVC, PackSVR, load_model
 from ppack.errors import PPackError
 
 from helpers import make_multiclass, make_problem
@@ -48,3 +49,25 @@ def test_gamma_scale_takes_the_variance_of_every_ranks_rows():
     X[:150] *= 10.0  # rank 0's rows vary more than the others'
     model = PackSVC(gamma="scale", iterations=100, comm=WORLD).fit(X, y)
     assert model.spec_.gamma == pytest.approx(1.0 / (4 * X.var()), rel=1e-12)
+
+
+@pytest.mark.parametrize("estimator", [PackSVC(iterations=200, comm=SELF), BlockAveragedSVC(comm=SELF)],
+                         ids=["PackSVC", "BlockAveragedSVC"])
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_labels_come_back_in_the_type_of_y(estimator, multiclass, tmp_path):
+    """Integer (or bool) y gives classes_ and predictions of its type, also after a save and
+    load (as int64); float y floats."""
+    X, y = make_multiclass(200, 4, seed=83) if multiclass else make_problem(200, 4, seed=83)
+    kinds = [np.int64, np.int32, np.float32] + ([] if multiclass else [bool])
+    for kind in kinds:
+        labels = y.astype(kind) if kind is not bool else y > 0
+        model = clone(estimator).fit(X, labels)
+        assert model.classes_.dtype == labels.dtype
+        np.testing.assert_array_equal(model.classes_, np.unique(labels))
+        predicted = model.predict(X)
+        assert predicted.dtype == labels.dtype and np.mean(predicted == labels) > 0.6
+    model = clone(estimator).fit(X, y.astype(np.int32))
+    model.save(tmp_path / "m.h5")
+    loaded = load_model(tmp_path / "m.h5", SELF)
+    assert loaded.classes_.dtype == np.int64 and loaded.predict(X).dtype == np.int64
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))

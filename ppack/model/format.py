@@ -27,19 +27,20 @@ def header_attributes(model_type, training, **attributes):
 
 
 def write_classes(f, classes):
-    """The dataset ``classes``: the label values, float64, or UTF-8 text when they are not numbers."""
+    """The dataset ``classes``: the label values, float64 (int64 for integer or bool labels),
+    or UTF-8 text when they are not numbers."""
     classes = np.asarray(classes)
     if classes.dtype.kind in "biuf":
-        f.create_dataset("classes", data=classes.astype(np.float64))
+        f.create_dataset("classes", data=classes.astype(np.float64 if classes.dtype.kind == "f" else np.int64))
     else:
         f.create_dataset("classes", data=[str(c) for c in classes], dtype=h5py.string_dtype())
 
 
 def read_classes(f):
-    """The label values ``write_classes`` stored: float64 (K,), or str (K,)."""
+    """The label values ``write_classes`` stored: float64 or int64 (K,), or str (K,)."""
     ds = f["classes"]
     if ds.dtype.kind in "biuf":
-        return ds[()].astype(np.float64)
+        return ds[()].astype(np.float64 if ds.dtype.kind == "f" else np.int64)
     return np.array(ds.asstr()[()], dtype=str)
 
 

@@ -4,8 +4,8 @@ Layout (format "ppack-model", format_version 1, model_type "kernel"):
   root attributes  format, format_version, model_type, kernel (name), gamma, degree, coef0,
                    kernel_offset (1.0 when the bias term is on), C, sigma, scale,
                    n_features, n_support, storage ("dense" or "csr"), training (JSON text)
-  classes          (K,) float64 (or UTF-8 text): the label values, sorted; for K = 2 the
-                   first is mapped to -1 and the second to +1
+  classes          (K,) float64 (int64 for integer labels, or UTF-8 text): the label values,
+                   sorted; for K = 2 the first is mapped to -1 and the second to +1
   support_keys     (n_support,) int64: training row ids of the support vectors
   coef             (n_support,) float64: beta_j; for K > 2 classes (n_support, K), one
                    column per one-vs-rest problem, and ``scale`` is then (K,)

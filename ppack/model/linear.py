@@ -4,7 +4,8 @@ Layout (format "ppack-model", format_version 1, model_type "linear"):
   root attributes  format, format_version, model_type, solver, C, loss, p, bias,
                    features (feature map name, "identity" when none), n_features,
                    training (JSON text)
-  classes          (K,) float64 (or text), sorted; for K = 2 the first is -1, the second +1
+  classes          (K,) float64 (int64 for integer labels, or text), sorted; for K = 2 the first
+                   is -1, the second +1
   w                (width,) float64 for two classes, (width, K) for K > 2 (one column per
                    class, against the rest); width: n_features, or the feature map's output size
   b                scalar float64 for two classes, (K,) for K > 2
