@@ -37,10 +37,11 @@ class DataConversionWarning(UserWarning):
 
 class available_if:
     """Decorator: the method exists only where ``check(self)`` holds (``hasattr`` is False
-    elsewhere), as scikit-learn's ``available_if``."""
+    elsewhere), as scikit-learn's ``available_if``; ``why`` ends the AttributeError's message."""
 
-    def __init__(self, check):
+    def __init__(self, check, why=None):
         self.check = check
+        self.why = why
 
     def __call__(self, method):
         self.method = method
@@ -50,7 +51,8 @@ class available_if:
         if obj is None:
             return self.method
         if not self.check(obj):
-            raise AttributeError(f"{type(obj).__name__!r} object has no attribute {self.method.__name__!r}")
+            message = f"{type(obj).__name__!r} object has no attribute {self.method.__name__!r}"
+            raise AttributeError(message if self.why is None else f"{message}: {self.why}")
         return MethodType(self.method, obj)
 
 

@@ -71,3 +71,19 @@ def test_labels_come_back_in_the_type_of_y(estimator, multiclass, tmp_path):
     loaded = load_model(tmp_path / "m.h5", SELF)
     assert loaded.classes_.dtype == np.int64 and loaded.predict(X).dtype == np.int64
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_predict_proba_is_there_only_with_probability_true():
+    """As SVC's: without probability=True the model has no predict_proba, and the error says
+    what it needs."""
+    X, y = make_problem(300, 4, seed=84)
+    model = PackSVC(iterations=300, comm=SELF).fit(X, y)
+    assert not hasattr(model, "predict_proba")
+    with pytest.raises(AttributeError, match=r"'predict_proba': class probabilities need a model fitted with "
+                                             r"probability=True"):
+        model.predict_proba(X)
+    model.set_params(probability=True)  # after the fit: the method is there, the sigmoids are not
+    with pytest.raises(PPackError, match=r"class probabilities need a model trained with probability=True"):
+        model.predict_proba(X)
+    proba = PackSVC(iterations=300, probability=True, calibration="training", comm=SELF).fit(X, y).predict_proba(X)
+    assert proba.shape == (300, 2) and np.allclose(proba.sum(axis=1), 1.0)

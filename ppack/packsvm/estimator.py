@@ -304,7 +304,8 @@ class PackSVC(BaseSVC):
         fitted = Collectives(comm).broadcast(fitted)
         return fitted[0], fitted[1], float(fitted[2, 0]), fitted_on, len(ids)
 
-    @available_if(lambda self: bool(self.probability) or getattr(self, "probability_", None) is not None)
+    @available_if(lambda self: bool(self.probability) or getattr(self, "probability_", None) is not None,
+                  why="class probabilities need a model fitted with probability=True")
     def predict_proba(self, X):
         """Class probabilities (n, K) of data every rank holds, columns in ``classes_`` order
         (only for ``probability=True``)."""
