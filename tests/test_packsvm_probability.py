@@ -181,7 +181,7 @@ def test_probability_refuses_to_spend_more_than_half_the_rows_or_fit_on_too_few(
         PackSVC(comm=SELF, probability=True).fit(X, y)
     assert PackSVC(comm=SELF, probability=True, calibration="training").fit(X, y).training_["held_out"] is None
     X, y = make_problem(1000, 4, seed=54)
-    with pytest.raises(PPackError, match=r"--validation 0.05 holds out \d+ rows, fewer than the 200"):
+    with pytest.raises(PPackError, match=r"validation=0.05 holds out \d+ rows, fewer than the 200"):
         PackSVC(comm=SELF, probability=True, validation=0.05).fit(X, y)
     model = PackSVC(comm=SELF, probability=True, validation=0.3).fit(X, y)  # the validation rows calibrate
     held = model.training_["held_out"]

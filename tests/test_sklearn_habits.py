@@ -87,3 +87,34 @@ def test_predict_proba_is_there_only_with_probability_true():
         model.predict_proba(X)
     proba = PackSVC(iterations=300, probability=True, calibration="training", comm=SELF).fit(X, y).predict_proba(X)
     assert proba.shape == (300, 2) and np.allclose(proba.sum(axis=1), 1.0)
+
+
+def test_errors_name_the_python_parameters_and_the_command_line_its_flags(tmp_path, monkeypatch, capsys):
+    """The same problems, met from Python and from `train`: each names what its caller wrote."""
+    from ppack.cli import main
+
+    from helpers import write_libsvm
+
+    X, y = make_problem(390, 4, seed=85)
+    with pytest.raises(PPackError) as info:
+        PackSVC(probability=True, comm=SELF).fit(X, y)
+    assert str(info.value) == ("probability=True holds out 200 calibration rows, more than half of the 390 training "
+                               "rows: give validation a fraction, or calibration='training' to fit the sigmoids on "
+                               "the training rows (overconfident)")
+    (tmp_path / "notes.h5").write_text("not a checkpoint")
+    with pytest.raises(PPackError, match=r"; checkpoint must name a ppack checkpoint") as info:
+        PackSVC(iterations=100, comm=SELF).fit(X, y, checkpoint=tmp_path / "notes.h5", resume=True)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)  # import cupy fails
+    with pytest.raises(PPackError, match=r"^device='gpu': CuPy is not installed; .* or train with device='cpu'$"):
+        PackSVC(device="gpu", iterations=100, comm=SELF).fit(X, y)
+
+    write_libsvm(tmp_path / "small.txt", X, y, comm=SELF)
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(tmp_path / "small.txt"), "--probability"], comm=SELF)
+    assert ("ppack: error: --probability holds out 200 calibration rows, more than half of the 390 training rows: "
+            "give --validation a fraction, or --calibration training to fit the sigmoids") in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(tmp_path / "small.txt"), "--device", "gpu"], comm=SELF)
+    assert "--device gpu: CuPy is not installed; " in capsys.readouterr().err
+    with pytest.raises(PPackError, match=r"^validation=0.05 holds out \d+ rows, fewer than the 200 probability=True"):
+        PackSVC(probability=True, validation=0.05, comm=SELF).fit(*make_problem(1000, 4, seed=85))

@@ -31,9 +31,12 @@ def main(argv=None, comm=None):
     that run it) to every rank of the job."""
     from mpi4py import MPI
 
+    from ..errors import naming_flags
     from ..mpi.comm import abort_on_exception
+    from .options import PARAMETER_FLAGS
 
     comm = MPI.COMM_WORLD if comm is None else comm
     Parser.rank = comm.Get_rank()
     args = build_parser().parse_args(argv)
-    abort_on_exception(comm, COMMANDS[args.command].run, comm, args)
+    with naming_flags(PARAMETER_FLAGS):  # errors from the trainers name the flags, not the Python parameters
+        abort_on_exception(comm, COMMANDS[args.command].run, comm, args)

@@ -20,6 +20,8 @@ LINEAR_FLAGS = {"loss": "--loss", "p": "--p", "averaging": "--averaging", "round
                 "rounds_tol": "--rounds-tol", "features": "--features", "bias": "--no-bias"}
 # options of `train` that only the kernel trainer reads: its checkpoints
 CHECKPOINT_FLAGS = {"checkpoint": "--checkpoint", "checkpoint_every": "--checkpoint-every", "resume": "--resume"}
+# the flags the trainers' error messages name (``errors.given``) while a command runs
+PARAMETER_FLAGS = {**PACKSVM_FLAGS, **CHECKPOINT_FLAGS}
 
 
 def _argument(group, flag, dest, param, negate=False):

@@ -19,7 +19,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..errors import PPackError
+from ..errors import PPackError, given
 from .compute import DEFAULT_WORK_BYTES, KernelCompute
 
 GROWTH_ROWS = 1024  # the device copy's first capacity, in rows
@@ -31,8 +31,8 @@ class ArrayCompute(KernelCompute):
 
     def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES, xp=np):
         if sparse:
-            raise PPackError("--device gpu: CSR data has no GPU path yet; convert it with --storage dense "
-                             "(if it fits) or train with --device cpu")
+            raise PPackError(f"{given('device', 'gpu')}: CSR data has no GPU path yet; give dense rows (convert a "
+                             f"file with --storage dense, if it fits) or train with {given('device', 'cpu')}")
         super().__init__(spec, n_features, sparse, dtype, work_bytes)
         self.xp = xp
         self.sent = Counter()
@@ -100,7 +100,7 @@ class ArrayCompute(KernelCompute):
         elif spec.name == "sigmoid":
             z = xp.tanh(gamma * z + coef0)
         elif spec.name != "linear":
-            raise PPackError(f"--device gpu: no array formula for the {spec.name} kernel")
+            raise PPackError(f"{given('device', 'gpu')}: no array formula for the {spec.name} kernel")
         return z + spec.offset if spec.offset else z
 
     def _reductions(self, rows, columns):

@@ -8,7 +8,7 @@ may share one; ``CUDA_VISIBLE_DEVICES`` narrows what it sees, as CuPy reads it.
 """
 from mpi4py import MPI
 
-from ..errors import PPackError
+from ..errors import PPackError, given
 from ..mpi.comm import run_collectively
 from ..registry import COMPUTE_DEVICES
 
@@ -18,15 +18,17 @@ def _cupy_on_a_gpu(node_rank):
     try:
         import cupy
     except ImportError:
-        raise PPackError('--device gpu: CuPy is not installed; pip install "ppack[gpu]" (or cupy-cuda12x / '
-                         'cupy-cuda13x for your CUDA), or train with --device cpu') from None
+        raise PPackError(f'{given("device", "gpu")}: CuPy is not installed; pip install "ppack[gpu]" (or '
+                         f'cupy-cuda12x / cupy-cuda13x for your CUDA), or train with {given("device", "cpu")}') \
+            from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # noqa: BLE001 - CuPy raises its own CUDA errors here
-        raise PPackError(f"--device gpu: no GPU visible to CuPy ({exc}); check CUDA_VISIBLE_DEVICES and the "
-                         "driver, or train with --device cpu") from None
+        raise PPackError(f"{given('device', 'gpu')}: no GPU visible to CuPy ({exc}); check CUDA_VISIBLE_DEVICES "
+                         f"and the driver, or train with {given('device', 'cpu')}") from None
     if count < 1:
-        raise PPackError("--device gpu: no GPU visible (CUDA_VISIBLE_DEVICES?); train with --device cpu")
+        raise PPackError(f"{given('device', 'gpu')}: no GPU visible (CUDA_VISIBLE_DEVICES?); train with "
+                         f"{given('device', 'cpu')}")
     cupy.cuda.Device(node_rank % count).use()
     return cupy
 
@@ -47,7 +49,7 @@ def on_device(compute, device, comm):
     if device == "cpu":
         return compute
     if device != "gpu":
-        raise PPackError(f"--device: expected one of {', '.join(COMPUTE_DEVICES)}, got {device!r}")
+        raise PPackError(f"{given('device')}: expected one of {', '.join(COMPUTE_DEVICES)}, got {device!r}")
     from .array_compute import ArrayCompute
 
     return ArrayCompute.beside(compute, gpu_array_module(comm))

@@ -13,7 +13,7 @@ does not depend on the number of ranks.
 import numpy as np
 
 from ..data.sampler import row_hashes
-from ..errors import PPackError
+from ..errors import PPackError, given
 from ..mpi.collectives import Collectives
 from .probability import MIN_ROWS
 
@@ -31,9 +31,10 @@ def check_room(n_samples):
     """Raise the one-line error for a data set too small to spare a calibration slice (the
     slice would be more than half the rows)."""
     if 2 * slice_rows(n_samples) > n_samples:
-        raise PPackError(f"--probability holds out {slice_rows(n_samples)} calibration rows, more than half of the "
-                         f"{n_samples} training rows: give --validation a fraction, or --calibration training to fit "
-                         f"the sigmoids on the training rows (overconfident)")
+        raise PPackError(f"{given('probability', True)} holds out {slice_rows(n_samples)} calibration rows, more "
+                         f"than half of the {n_samples} training rows: give {given('validation')} a fraction, or "
+                         f"{given('calibration', 'training')} to fit the sigmoids on the training rows "
+                         "(overconfident)")
 
 
 def calibration_holdout(comm, start, stop, n_samples, seed):

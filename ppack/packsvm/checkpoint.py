@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from ..collective_write import Part, collective_h5_write
 from ..data.sampler import sampler_from_state
-from ..errors import InputError
+from ..errors import InputError, given
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..mpi.comm import chunk, run_collectively
 from .state import LossWindows, SolverState, SolverStats
@@ -229,15 +229,15 @@ def check_checkpoint_file(path, params=None):
         with h5py.File(path, "r") as f:
             _check_header(path, f.attrs, params)
     except OSError as exc:
-        raise InputError(f"not a readable HDF5 file ({exc}); --checkpoint must name a ppack checkpoint "
+        raise InputError(f"not a readable HDF5 file ({exc}); {given('checkpoint')} must name a ppack checkpoint "
                          "or a file that does not exist yet", path) from None
     return True
 
 
 def _check_header(path, attrs, params):
     if attrs.get("format") != FORMAT:
-        raise InputError(f"attribute 'format': expected {FORMAT!r}, got {attrs.get('format')!r}; --checkpoint must "
-                         "name a ppack checkpoint or a file that does not exist yet", path)
+        raise InputError(f"attribute 'format': expected {FORMAT!r}, got {attrs.get('format')!r}; "
+                         f"{given('checkpoint')} must name a ppack checkpoint or a file that does not exist yet", path)
     if not attrs.get("complete", False):
         raise InputError("attribute 'complete' is not set: the checkpoint was not written to the end", path)
     if params is None:
@@ -247,4 +247,5 @@ def _check_header(path, attrs, params):
     for name, value in params.items():
         if name != "iterations" and saved.get(name) != value:
             raise InputError(f"checkpoint was made with {name}={saved.get(name)!r}, this run has "
-                             f"{name}={value!r}; resume with the same settings (or another --checkpoint)", path)
+                             f"{name}={value!r}; resume with the same settings (or another "
+                             f"{given('checkpoint')})", path)

@@ -9,7 +9,7 @@ from ..kernels.spec import KernelSpec
 from ..data.shard import value_variance
 from ..model.kernel import KernelModelHeader, read_kernel_header, read_support_vectors, write_kernel_model_by_rank
 from ..model.libsvm_file import read_libsvm_model_header, read_libsvm_model_rows
-from ..errors import PPackError
+from ..errors import PPackError, given
 from ..mpi.collectives import Collectives
 from ..kernels.threads import ensure_threads
 from ..mpi.comm import chunk, on_rank0, run_collectively
@@ -198,9 +198,10 @@ class PackSVC(BaseSVC):
             validation = Validation(comm, self, shard, self.validation, seed, every, self.patience)
             rows = len(validation.ids)
             if self._probability_slice() and rows < MIN_ROWS:
-                raise PPackError(f"--validation {self.validation:g} holds out {rows} rows, fewer than the {MIN_ROWS} "
-                                 f"--probability fits its sigmoids on: give a larger fraction, or --calibration "
-                                 f"training to fit them on the training rows (overconfident)")
+                raise PPackError(f"{given('validation', float(self.validation))} holds out {rows} rows, fewer than the "
+                                 f"{MIN_ROWS} {given('probability', True)} fits its sigmoids on: give a larger "
+                                 f"fraction, or {given('calibration', 'training')} to fit them on the training rows "
+                                 "(overconfident)")
             return validation, {"holdout": validation.holdout, "rows": rows, "for": "validation"}
         if not self._probability_slice():
             return None, None
@@ -314,7 +315,7 @@ class PackSVC(BaseSVC):
     def probabilities_of(self, decisions):
         """Class probabilities (n, K) for decision values (n,) or (n, K) of this model."""
         if getattr(self, "probability_", None) is None:
-            raise PPackError("class probabilities need a model trained with probability=True (train --probability)")
+            raise PPackError(f"class probabilities need a model trained with {given('probability', True)}")
         return probabilities(decisions, *self.probability_)
 
     def _decisions(self, shard):
