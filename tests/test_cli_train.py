@@ -206,3 +206,47 @@ def test_the_log_and_metrics_say_how_checkpoints_and_the_model_were_written(rank
         assert f"{said} sequential file open(s)" in out
         assert f"model written to {d / 'm.h5'} in " in out
     polite_barrier(WORLD)
+
+
+def test_inputs_are_checked_before_training_and_a_failing_test_set_leaves_the_model(mpi_tmp_path, capsys):
+    """A missing, truncated or other-width HDF5 --test fails before the first pack (no
+    'trained in' line, no model); a test set that fails only when read (a bad line of LIBSVM
+    text) fails after the model is written, which stays."""
+    from ppack.data.hdf5 import write_dataset
+
+    d = mpi_tmp_path
+    X, y = make_problem(200, 6, seed=50)
+    write_libsvm(d / "train.txt", X, y)
+    if WORLD.Get_rank() == 0:
+        for name, width in (("wide.h5", 9), ("narrow.h5", 4)):
+            write_dataset(d / name, *make_problem(40, width, seed=51))
+        write_dataset(d / "whole.h5", X, y)
+        (d / "truncated.h5").write_bytes((d / "whole.h5").read_bytes()[:2000])
+        (d / "malformed.txt").write_text("1 1:0.5 2:0.25\n-1 1:0.5\n1 1:0.5 two:3\n")
+    polite_barrier(WORLD)
+    model = d / "m.h5"
+    train = ["train", "--data", str(d / "train.txt"), "--model", str(model), *TRAIN[:-1]]
+    for test, message in (("missing.h5", "No such file"), ("truncated.h5", "cannot open HDF5 file"),
+                          ("wide.h5", "the data has 9 features but the training data"),
+                          ("narrow.h5", "the data has 4 features but the training data")):
+        with pytest.raises(SystemExit) as info:
+            main([*train, "--test", str(d / test)])
+        out, err = capsys.readouterr()
+        assert info.value.code == 1
+        assert "trained in" not in out and not model.exists(), out
+        if WORLD.Get_rank() == 0:
+            assert err.count(f"--test {d / test}: {message}") == 1, err
+        polite_barrier(WORLD)
+    with pytest.raises(SystemExit) as info:
+        main([*train, "--test", str(d / "malformed.txt")])
+    out, err = capsys.readouterr()
+    assert info.value.code == 1 and "Traceback" not in err
+    if WORLD.Get_rank() == 0:
+        assert "trained in" in out and f"model written to {model}" in out, out
+        assert err.count("malformed.txt: line 3") == 1, err
+    polite_barrier(WORLD)
+    assert load_model(model, WORLD).n_features_in_ == 6
+    fails_with(capsys, ["predict", "--model", str(d / "none.h5"), "--data", str(d / "train.txt")],
+               f"--model {d / 'none.h5'}: No such file")
+    fails_with(capsys, ["predict", "--model", str(model), "--data", str(d / "truncated.h5")],
+               f"--data {d / 'truncated.h5'}: cannot open HDF5 file")

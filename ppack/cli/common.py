@@ -73,6 +73,36 @@ def check_outputs(comm, outputs):
     on_rank0(comm, check)
 
 
+def check_inputs(comm, inputs, data=()):
+    """Collective: rank 0 checks that every input file exists and can be read, and reads the
+    layout of each HDF5 data set whose flag is in ``data`` (attributes and shapes, no rows),
+    so a typo or a truncated file fails before any work instead of after it. ``inputs``:
+    {flag: path or None}. Returns, on every rank, {flag: width} for those HDF5 data sets
+    (a LIBSVM text's width is known only once it is read)."""
+    def check():
+        from ..data.hdf5 import is_hdf5, peek_header
+
+        widths = {}
+        for flag, path in inputs.items():
+            if path is None:
+                continue
+            path = Path(path)
+            if not path.exists():
+                raise PPackError(f"{flag} {path}: No such file")
+            if path.is_dir():
+                raise PPackError(f"{flag} {path}: is a folder; expected a file to read")
+            if not os.access(path, os.R_OK):
+                raise PPackError(f"{flag} {path}: not readable (permission denied)")
+            if flag in data and is_hdf5(path):
+                try:
+                    widths[flag] = peek_header(path).n_features
+                except PPackError as exc:
+                    raise PPackError(f"{flag} {exc}") from None
+        return widths
+
+    return comm.bcast(on_rank0(comm, check), root=0)
+
+
 def peak_rss_bytes(comm):
     """Collective: every rank's peak resident memory so far (bytes), as a list on rank 0."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

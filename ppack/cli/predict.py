@@ -8,8 +8,8 @@ from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from ..kernels.device import on_device
 from ..registry import COMPUTE_DEVICES, KERNEL_TABLE
-from .common import (Report, add_common, check_outputs, describe_metrics, evaluate, peak_rss_bytes, rank_threads, ranks_and_threads,
-                     read_shard, write_metrics)
+from .common import (Report, add_common, check_inputs, check_outputs, describe_metrics, evaluate, peak_rss_bytes,
+                     rank_threads, ranks_and_threads, read_shard, write_metrics)
 
 OUTPUT_FORMATS = {".h5": "h5", ".hdf5": "h5", ".npy": "npy", ".txt": "txt", ".csv": "txt", ".tsv": "txt"}
 
@@ -35,6 +35,7 @@ def run(comm, args):
         raise PPackError(f"--output: unknown file type {Path(args.output).suffix!r}; expected one of "
                          f"{', '.join(OUTPUT_FORMATS)}", collective=True)
     check_outputs(comm, {"--output": args.output, "--metrics-json": args.metrics_json})
+    check_inputs(comm, {"--model": args.model, "--data": args.data}, data=("--data",))
     model, model_seconds = _timed_load(comm, args.model)
     if args.proba and getattr(model, "probability_", None) is None:
         raise PPackError(f"--proba: {args.model} has no probability sigmoids; train it with --probability "

@@ -10,8 +10,8 @@ from mpi4py import MPI
 from ..errors import PPackError
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import KERNEL_SOLVER, SOLVERS
-from .common import (Report, add_common, check_outputs, describe_metrics, describe_run, evaluate, peak_rss_bytes, process_age_seconds,
-                     rank_threads, read_shard, training_data, write_metrics)
+from .common import (Report, add_common, check_inputs, check_outputs, describe_metrics, describe_run, evaluate,
+                     peak_rss_bytes, process_age_seconds, rank_threads, read_shard, training_data, write_metrics)
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
                       refuse_other_trainers_options, svm_type_of)
 from .progress import Progress
@@ -69,7 +69,11 @@ def run(comm, args):
         on_rank0(comm, check_checkpoint_file, args.checkpoint)
     threads = rank_threads(comm, args.threads)
     data, test = training_data(args, say)
+    widths = check_inputs(comm, {"--data": data, "--test": test}, data=("--data", "--test"))
     shard, read_seconds = read_shard(comm, data, model.feature_dtype)
+    if widths.get("--test", shard.n_features) != shard.n_features:
+        raise PPackError(f"--test {test}: the data has {widths['--test']} features but the training data "
+                         f"{data} has {shard.n_features}; expected {shard.n_features}", collective=True)
     say(describe_run(comm, data, shard, threads))
     peaks = {"after_read": peak_rss_bytes(comm)}
     metrics = (_fit_packsvm if kernel else _fit_linear)(args, model, shard, say, read_seconds)
@@ -217,16 +221,8 @@ def _label_text(label):
 
 
 def _evaluate_and_save(comm, args, model, test, metrics, say):
-    """Test accuracy (with a test set), the model file and the metrics file of a finished run."""
-    if test is not None:
-        test_shard, test_read = read_shard(comm, test, model.feature_dtype)
-        _, _, test_metrics, seconds = evaluate(comm, model, test_shard)
-        metrics["seconds"]["read"] += test_read
-        metrics["seconds"]["evaluate"] = seconds
-        metrics.update(test_data=test, test_samples=test_shard.n_samples, **test_metrics)
-        described = describe_metrics(test_metrics)
-        if described is not None:
-            say(f"test {described} on {test} ({test_shard.n_samples} rows), evaluated in {seconds:.2f} s")
+    """The model file, then the test accuracy (with a test set) and the metrics file of a
+    finished run: a test set that fails to read leaves the trained model written."""
     if args.model:
         start = MPI.Wtime()
         model.save(args.model)
@@ -238,6 +234,15 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
                                                              "sequential_opens": written.opens}
         how = "" if written is None else ", " + describe_write(metrics["file_writes"]["save"])
         say(f"model written to {args.model} in {metrics['seconds']['save']:.2f} s{how}")
+    if test is not None:
+        test_shard, test_read = read_shard(comm, test, model.feature_dtype)
+        _, _, test_metrics, seconds = evaluate(comm, model, test_shard)
+        metrics["seconds"]["read"] += test_read
+        metrics["seconds"]["evaluate"] = seconds
+        metrics.update(test_data=test, test_samples=test_shard.n_samples, **test_metrics)
+        described = describe_metrics(test_metrics)
+        if described is not None:
+            say(f"test {described} on {test} ({test_shard.n_samples} rows), evaluated in {seconds:.2f} s")
     if comm.Get_rank() == 0:
         peaks = metrics["memory"]["peak_rss_bytes"]
         say("peak memory per rank (max over ranks): " + ", ".join(

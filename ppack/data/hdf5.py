@@ -458,6 +458,13 @@ def read_header(path, check_indices=True):
     return header
 
 
+def peek_header(path):
+    """The H5Header from the attributes and dataset shapes alone (no rows read): a cheap
+    check of a file that is read later."""
+    with _open(path) as f:
+        return _layout(f, path)[0]
+
+
 def read_rows(path, start, stop, dtype=None):
     """Read rows [start, stop) of a ppack HDF5 file; only those rows are read.
 
