@@ -1,6 +1,7 @@
 """`train`, in process on every rank of the test run and as real mpiexec jobs: both trainers, every
 bad option or input ending every rank with one clear message and no model file."""
 import json
+import re
 
 import h5py
 import numpy as np
@@ -250,3 +251,44 @@ def test_inputs_are_checked_before_training_and_a_failing_test_set_leaves_the_mo
                f"--model {d / 'none.h5'}: No such file")
     fails_with(capsys, ["predict", "--model", str(model), "--data", str(d / "truncated.h5")],
                f"--data {d / 'truncated.h5'}: cannot open HDF5 file")
+
+
+@pytest.mark.job
+def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
+    """SIGINT to mpiexec (Ctrl-C; hydra forwards it to the ranks) stops the run as SIGTERM
+    does: a complete checkpoint at the iteration it names, one line saying how to resume, no
+    traceback or MPI abort; the status is the shell's 130. The run is endless, so the signal is
+    its only way out; it is sent once the first periodic checkpoint shows training under way."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ppack.data.hdf5 import write_dataset
+
+    from helpers import clean_mpi_env, mpiexec
+
+    write_dataset(tmp_path / "train.h5", *make_problem(2000, 10, seed=52))
+    state = tmp_path / "state.h5"
+    args = ["train", "--data", tmp_path / "train.h5", "--iterations", 10 ** 12, "--pack", "20", "--checkpoint", state,
+            "--checkpoint-every", "5p", "--model", tmp_path / "m.h5"]
+    job = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "ppack", *map(str, args)], env=clean_mpi_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not state.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state.exists() and job.poll() is None, "no periodic checkpoint within 240 s"
+        job.send_signal(signal.SIGINT)
+        out, err = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 130, err
+    assert "Traceback" not in err and "Abort(" not in err + out, err
+    stop = re.search(rf"stopped at iteration (\d+) of 1000000000000 \(SIGINT\); state saved to {re.escape(str(state))}; "
+                     r"run the same command with --resume to continue", out)
+    assert stop, out
+    with h5py.File(state, "r") as f:
+        assert f.attrs["complete"] and int(f.attrs["iteration"]) == int(stop[1]) > 0
+    assert not (tmp_path / "m.h5").exists()

@@ -1,8 +1,6 @@
 """`train`: the kernel trainer (P-packSVM, the default) or a linear solver under block averaging."""
 import argparse
 import re
-import signal
-import threading
 
 import numpy as np
 from mpi4py import MPI
@@ -15,6 +13,7 @@ from .common import (Report, add_common, check_inputs, check_outputs, describe_m
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
                       refuse_other_trainers_options, svm_type_of)
 from .progress import Progress
+from .stop import EXIT_STATUS, StopRequest
 
 
 def add_parser(sub):
@@ -90,17 +89,21 @@ def run(comm, args):
 
 
 def _fit_packsvm(args, model, shard, say, read_seconds):
-    """Train the kernel model; its metrics, or None when SIGTERM stopped the run."""
+    """Train the kernel model; its metrics, or None when SIGTERM stopped the run (SIGINT
+    stops it too, then exits with status 130)."""
     every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
-    stop = _stop_on_sigterm()
+    stop = StopRequest().install()
     ready = {}
 
     def kernels_ready(seconds):  # the packs start next: how long the process took to get here
         ready["age"] = process_age_seconds()
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
-    model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
-              checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set,
-              on_kernels_ready=kernels_ready)
+    try:
+        model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
+                  checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set,
+                  on_kernels_ready=kernels_ready)
+    finally:
+        stop.uninstall()
     if model.progress is not None:
         model.progress.close()
     if model.resumed_from_ is not None:
@@ -111,9 +114,16 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         say(f"{checkpoints['written']} checkpoint(s) written to {args.checkpoint} in "
             f"{info['seconds']['checkpoint']:.2f} s, {describe_write(checkpoints)}")
     if model.stopped_:
-        say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} "
-            f"(SIGTERM); state saved to {args.checkpoint or 'nowhere (no --checkpoint)'}; "
-            "run the same command with --resume to continue")
+        # the signal may have reached some ranks only: every rank takes the first one's
+        name = next(filter(None, model._comm().allgather(stop.signal_name)), "SIGTERM")
+        if args.checkpoint:
+            say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} ({name}); state saved "
+                f"to {args.checkpoint}; run the same command with --resume to continue")
+        else:
+            say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} ({name}); nothing saved "
+                "(no --checkpoint): run with --checkpoint PATH to be able to resume")
+        if EXIT_STATUS[name]:
+            raise SystemExit(EXIT_STATUS[name])
         return None
     problem = "" if model.SVM_TYPE == "c_svc" else f"{model.SVM_TYPE} (rho={model.rho_:.6g}), "
     say(f"{problem}kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
@@ -248,14 +258,6 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
         say("peak memory per rank (max over ranks): " + ", ".join(
             f"{phase.replace('_', ' ')} {max(values) / 2**20:.0f} MB" for phase, values in peaks.items()))
     write_metrics(comm, args.metrics_json, metrics)
-
-
-def _stop_on_sigterm():
-    """An event set by SIGTERM (what SLURM sends at the time limit): the solver then stops
-    after its current pack on every rank and writes its checkpoint."""
-    event = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: event.set())
-    return event
 
 
 def _progress(log_every):
