@@ -1,9 +1,10 @@
 """`info`: what a data, model or checkpoint file (or LIBSVM text) holds."""
+import pytest
 from mpi4py import MPI
 
 from ppack.cli import main
 
-from helpers import TRAIN, fails_with, make_problem, write_libsvm
+from helpers import TRAIN, fails_with, make_problem, run_ppack, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 
@@ -23,3 +24,18 @@ def test_info_describes_data_model_and_checkpoint(mpi_tmp_path, capsys):
         if WORLD.Get_rank() == 0:
             assert expected in out, out
     fails_with(capsys, ["info", str(d / "missing.h5")], "missing.h5: No such file")
+
+
+@pytest.mark.job
+def test_a_truncated_file_is_one_line(tmp_path):
+    """A data set or model cut short: one line naming the file, status 1, as train and predict
+    say it (no traceback, no MPI abort)."""
+    from ppack.data.hdf5 import write_dataset
+
+    write_dataset(tmp_path / "whole.h5", *make_problem(300, 6, seed=39))
+    (tmp_path / "cut.h5").write_bytes((tmp_path / "whole.h5").read_bytes()[:3000])
+    done = run_ppack(["info", tmp_path / "cut.h5"], ranks=2)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ppack: error: {tmp_path / 'cut.h5'}: cannot open HDF5 file: "), \
+        done.stderr

@@ -32,14 +32,17 @@ def describe(path):
         return [f"{path}: LIBSVM model", f"  {read_libsvm_model_header(path).describe()}"]
     if not is_hdf5(path):
         return _describe_text(path)
-    with h5py.File(path, "r") as f:
-        kind = f.attrs.get("format")
-        if kind == "ppack-data":
-            return _describe_data(path, f)
-        if kind == "ppack-model":
-            return _describe_model(path, f)
-        if kind == "ppack-checkpoint":
-            return _describe_checkpoint(path, f)
+    try:
+        with h5py.File(path, "r") as f:
+            kind = f.attrs.get("format")
+            if kind == "ppack-data":
+                return _describe_data(path, f)
+            if kind == "ppack-model":
+                return _describe_model(path, f)
+            if kind == "ppack-checkpoint":
+                return _describe_checkpoint(path, f)
+    except OSError as exc:  # a truncated or damaged file, as train and predict say it
+        raise InputError(f"cannot open HDF5 file: {exc}", path) from None
     raise InputError(f"attribute 'format': not a ppack file (found {kind!r}; expected ppack-data, "
                      "ppack-model or ppack-checkpoint)", path)
 
