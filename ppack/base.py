@@ -24,7 +24,8 @@ from .errors import PPackError
 from .mpi.comm import run_collectively
 from .model.format import model_type
 from .mpi.collectives import Collectives
-from .registry import EXCLUSIVE, MODEL_TYPES, check_params
+from .progress import Console
+from .registry import EXCLUSIVE, MODEL_TYPES, VERBOSE, check_params
 
 
 class NotFittedError(PPackError, AttributeError):
@@ -81,6 +82,8 @@ class BaseSVC:
         for pair in EXCLUSIVE:
             if all(name in values and values[name] != self.PARAMS[name].default for name in pair):
                 raise PPackError(f"{pair[0]} and {pair[1]}: give one or the other, not both")
+        verbose = getattr(self, "verbose", 0)
+        VERBOSE.rule.check("verbose", int(verbose) if isinstance(verbose, (bool, np.bool_)) else verbose)
         return values
 
     @property
@@ -100,6 +103,10 @@ class BaseSVC:
 
     def _comm(self):
         return MPI.COMM_WORLD if self.comm is None else self.comm
+
+    def _console(self):
+        """The ``verbose`` lines' ``progress.Console`` (rank 0's stderr)."""
+        return Console(type(self).__name__, getattr(self, "verbose", 0), self._comm().Get_rank())
 
     @property
     def feature_dtype(self):

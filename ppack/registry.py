@@ -261,6 +261,12 @@ THREADS = Param(count(), None, "numba/BLAS threads per rank (default: NUMBA_NUM_
                 "OMP_NUM_THREADS if set, else this node's cores divided by its ranks)")
 
 
+# The estimators' progress lines on rank 0's stderr (``progress.Console``; the command line has
+# --quiet and --log-every instead). True and False are 1 and 0, as scikit-learn's verbose.
+VERBOSE = Param(integer(0), 0, "0: silent (default); 1: the first use's compile, a progress line every 10 s and a "
+                "summary; 2 or more: a progress line every second")
+
+
 # The P-packSVM trainer (PackSVC and `train --solver packsvm`).
 PACKSVM_PARAMS = {
     "kernel": Param(Rule("choice", choices=KERNELS), "rbf",

@@ -118,3 +118,71 @@ def test_errors_name_the_python_parameters_and_the_command_line_its_flags(tmp_pa
     assert "--device gpu: CuPy is not installed; " in capsys.readouterr().err
     with pytest.raises(PPackError, match=r"^validation=0.05 holds out \d+ rows, fewer than the 200 probability=True"):
         PackSVC(probability=True, validation=0.05, comm=SELF).fit(*make_problem(1000, 4, seed=85))
+
+
+class _Clock:
+    """A monotonic clock ten seconds further on at every reading (``progress.Progress`` then
+    prints at every pack)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        self.now += 10.0
+        return self.now
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: PackSVC(iterations=300, pack=50, **kw), lambda **kw: PackSVR(iterations=300, pack=50, **kw),
+    lambda **kw: PackOneClassSVM(iterations=300, pack=50, **kw), lambda **kw: BlockAveragedSVC(**kw)],
+    ids=["PackSVC", "PackSVR", "PackOneClassSVM", "BlockAveragedSVC"])
+def test_verbose_progress_lines_on_stderr_and_silence_by_default(make, monkeypatch, capsys):
+    """verbose=0 (the default) prints nothing; verbose=1 the first use's compile (once in a
+    process), progress lines and a summary on stderr, after the estimator's name."""
+    import ppack.progress
+    from ppack.packsvm import warmup
+
+    X, y = make_problem(300, 4, seed=86)
+    monkeypatch.setattr(warmup, "_USED", set())  # as in a fresh process
+    model = make(comm=SELF).fit(X, y)
+    model.predict(X)
+    assert capsys.readouterr() == ("", "")
+    monkeypatch.setattr(warmup, "_USED", set())
+    monkeypatch.setattr(ppack.progress, "time", _Clock())
+    name = type(model).__name__
+    make(comm=SELF, verbose=True).fit(X, y).predict(X)
+    out, err = capsys.readouterr()
+    assert out == "" and all(line.startswith((f"{name}: ", "  ")) for line in err.splitlines())
+    assert f"{name}: trained in " in err
+    if name == "BlockAveragedSVC":
+        assert f"{name}: round 1: primal objective " in err
+    else:
+        assert err.count("numba kernels ready in") == 1 and "first prediction" not in err
+        assert err.count(" it (") == 6 and "/300 it (100%)" in err  # a line per pack
+        make(comm=SELF, verbose=1).fit(X, y)
+        assert "numba kernels" not in capsys.readouterr().err  # once in a process
+
+
+def test_verbose_tells_of_the_first_prediction_compile(monkeypatch, capsys):
+    from ppack.packsvm import warmup
+
+    X, y = make_problem(200, 4, seed=87)
+    model = PackSVC(iterations=200, comm=SELF).fit(X, y)
+    monkeypatch.setattr(warmup, "_USED", set())  # a model loaded in a fresh process, say
+    model.set_params(verbose=1).predict(X)
+    model.predict(X)
+    err = capsys.readouterr().err
+    assert err.count("PackSVC: first prediction of this process: its numba kernels compile") == 1
+    assert err.count("PackSVC: predicted in ") == 1
+    with pytest.raises(PPackError, match="verbose: must be an integer >= 0, got -1"):
+        PackSVC(verbose=-1, comm=SELF).fit(X, y)
+
+
+@pytest.mark.mpi
+def test_verbose_lines_come_from_rank_0_alone(capsys):
+    X, y = make_problem(200, 4, seed=88)
+    PackSVC(iterations=200, verbose=1, comm=WORLD).fit(X, y).predict(X)
+    err = capsys.readouterr().err
+    assert ("PackSVC: trained in " in err) == (WORLD.Get_rank() == 0)
+    if WORLD.Get_rank():
+        assert err == ""

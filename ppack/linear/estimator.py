@@ -14,7 +14,7 @@ from ..errors import PPackError
 from ..model.linear import LinearModelFile, read_linear_model, save_linear_model
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
-from ..registry import LINEAR_PARAMS, LINEAR_SOLVER_ENTRIES, check_solver_options, register_model_type
+from ..registry import LINEAR_PARAMS, LINEAR_SOLVER_ENTRIES, VERBOSE, check_solver_options, register_model_type
 from . import alm, dcd, llsvm, pegasos, stream
 from .averaging import AveragingReport, block_averaged, classes_dict
 from .blocks import random_blocks
@@ -41,7 +41,8 @@ class BlockAveragedSVC(BaseSVC):
     the solver's ``registry.LINEAR_SOLVER_TABLE`` entry, passed to the solver), shuffle (deal the rows out to the
     ranks at random before solving, so each block is a random sample even of a sorted
     file), seed, class_weight (None, "balanced" or {label: weight}: weights on each class's
-    loss, times the rows' own weights: a Shard's ``w`` or fit's ``sample_weight``), comm.
+    loss, times the rows' own weights: a Shard's ``w`` or fit's ``sample_weight``), comm,
+    verbose (1 or more: rank 0 tells each round's objective and a summary on stderr).
 
     K > 2 classes train one-vs-rest: the rows are dealt out once, then every class k solves
     "k against the rest" (+1 for its rows, -1 for the others) on the same blocks, with the
@@ -60,7 +61,7 @@ class BlockAveragedSVC(BaseSVC):
     def __init__(self, solver=_D["solver"], C=_D["C"], loss=_D["loss"], p=_D["p"], bias=_D["bias"],
                  averaging=_D["averaging"], rounds=_D["rounds"], rounds_tol=_D["rounds_tol"], features=_D["features"],
                  solver_options=None, shuffle=_D["shuffle"], seed=_D["seed"], class_weight=_D["class_weight"],
-                 random_state=None, comm=None):
+                 random_state=None, comm=None, verbose=VERBOSE.default):
         self.solver = solver
         self.class_weight = class_weight
         self.C = C
@@ -76,6 +77,7 @@ class BlockAveragedSVC(BaseSVC):
         self.seed = seed
         self.random_state = random_state
         self.comm = comm
+        self.verbose = verbose
 
     def validate_params(self):
         """The registry's checks, plus what depends on the solver: p only for alm, the
@@ -112,6 +114,9 @@ class BlockAveragedSVC(BaseSVC):
         classes, ``report.label`` names the class being trained against the rest)."""
         comm = self._comm()
         values = run_collectively(comm, self.validate_params)
+        console = self._console()
+        if on_round is None and console.on:
+            on_round = _round_line(console)
         shard = self._as_shard(X, y, sample_weight, fitting=True)
         labels = self._fit_classes(shard)
         weights = self._row_weights(shard, values["class_weight"])
@@ -144,6 +149,9 @@ class BlockAveragedSVC(BaseSVC):
         summary = self.report_.as_dict() if K == 2 else classes_dict(self.report_, self.classes_)
         self.training_ = {"n_samples": shard.n_samples, "ranks": comm.Get_size(), "data": shard.path,
                           "seconds": comm.allreduce(MPI.Wtime() - start, op=MPI.MAX), **summary}
+        rounds = summary["rounds"]
+        console(f"trained in {self.training_['seconds']:.2f} s: {rounds} averaging round{'s' * (rounds != 1)}, "
+                f"primal objective {summary['primal_objective']:.6g}")
         return self
 
     def _fit_binary(self, comm, kind, shard, block, labels, weights, options, on_round):
@@ -231,6 +239,15 @@ class BlockAveragedSVC(BaseSVC):
         model.w_, model.b_, model.classes_ = m.w, m.b, m.classes
         model.n_features_in_, model.training_ = m.n_features, m.training
         return model
+
+
+def _round_line(console):
+    """The ``on_round`` callback of ``verbose``: a line per averaging round."""
+    def show(report):
+        gap = f", duality gap {report.gap:.6g}" if report.dual else ""
+        against = "" if report.label is None else f"class {report.label} against the rest, "
+        console(f"{against}round {report.rounds}: primal objective {report.primal[-1]:.6g}{gap}")
+    return show
 
 
 register_model_type("linear", BlockAveragedSVC)

@@ -13,7 +13,7 @@ from ..errors import PPackError, given
 from ..mpi.collectives import Collectives
 from ..kernels.threads import ensure_threads
 from ..mpi.comm import chunk, on_rank0, run_collectively
-from ..registry import DTYPES, PACKSVM_PARAMS, register_model_type
+from ..registry import DTYPES, PACKSVM_PARAMS, VERBOSE, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
@@ -26,7 +26,7 @@ from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, shard_parts
 from .rank_report import over_ranks
 from .state import serial_seconds
-from .warmup import warm_kernels
+from .warmup import first_use, warm_kernels
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
 
@@ -54,7 +54,9 @@ class PackSVC(BaseSVC):
     windowed mean hinge loss is stable; paper section V), probability and calibration
     ("slice": hold out a calibration slice for Platt's sigmoids, ``calibration.py``;
     "training": fit them on the training rows); comm, work_bytes (kernel-sum
-    working memory) and progress (rank 0's callback after every pack).
+    working memory), progress (rank 0's callback after every pack) and verbose (0: silent; 1:
+    rank 0 tells on stderr the first use's numba compile, a progress line every 10 s and a
+    summary; 2: a progress line every second; ``progress.Console``).
     Fitted attributes: ``classes_`` (the sorted label values; for two, negative then
     positive), ``table_`` (this rank's support vectors), ``scale_`` (a float, or (K,) for K > 2
     classes), ``sigma_``, ``C_``, ``n_features_in_``, ``n_support_`` (distinct support
@@ -78,7 +80,7 @@ class PackSVC(BaseSVC):
                  average=_D["average"], validation=_D["validation"], validation_every=_D["validation_every"],
                  patience=_D["patience"],
                  calibration=_D["calibration"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES,
-                 progress=None):
+                 progress=None, verbose=VERBOSE.default):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -109,6 +111,7 @@ class PackSVC(BaseSVC):
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
+        self.verbose = verbose
 
     @property
     def feature_dtype(self):
@@ -159,8 +162,11 @@ class PackSVC(BaseSVC):
         self.C_ = 1.0 / (m * self.sigma_)
         T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         self.loss_ = self._loss(comm, shard, labels, weights)
+        console = self._console()
+        bar = None if self.progress is not None else console.progress()
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, seed,
-                              self.work_bytes, self.progress, should_stop=should_stop, tol=self.tol,
+                              self.work_bytes, self.progress if bar is None else _pack_progress(bar),
+                              should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=n_columns, validation=validation,
                               average=self.average, step=self.step, sampling=self.sampling, loss=self.loss_,
                               placement=self.placement, device=self.device,
@@ -181,12 +187,24 @@ class PackSVC(BaseSVC):
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
                                        self.work_bytes)
         self.resumed_from_ = None if previous is None else previous[1].iteration
+        first = first_use("training", shard.dtype, shard.sparse)
+        if first:
+            console("preparing the numba kernels (compiled on a machine's first use, then loaded from numba's "
+                    "cache)")
         compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse, shard.X.dtype)
+        if first:
+            console(f"numba kernels ready in {compile_seconds:.1f} s")
         if on_kernels_ready is not None:
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs, weights)
+        if bar is not None:
+            bar.close()
         self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
+        info = self.training_
+        console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
+                f"{info['packs']} packs, {self.n_support_} support vectors"
+                + ("; converged (tol)" if info["converged"] else "") + ("; stopped" if self.stopped_ else ""))
         return self
 
     def _held_out_rows(self, comm, shard, seed):
@@ -321,7 +339,16 @@ class PackSVC(BaseSVC):
     def _decisions(self, shard):
         comm = self._comm()
         ensure_threads(comm)
-        return distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_)
+        console = self._console()
+        first = first_use("prediction", self.table_.dtype, self.table_.sparse)
+        if first:
+            console("first prediction of this process: its numba kernels compile on a machine's first use, then "
+                    "load from numba's cache")
+        start = MPI.Wtime()
+        decisions = distributed_decisions(comm, self.table_, self.scale_, shard, self.n_features_in_)
+        if first:
+            console(f"predicted in {MPI.Wtime() - start:.1f} s, the kernels' compile or load included")
+        return decisions
 
     # -- model file ------------------------------------------------------------------
     def save(self, path):
@@ -409,6 +436,13 @@ class PackSVC(BaseSVC):
         else:
             predicted = values[np.argmax(decisions, axis=1)]
         return float(np.mean(predicted == labels))
+
+
+def _pack_progress(bar):
+    """The solver's progress callback that updates ``bar`` (a ``progress.Progress``)."""
+    def show(state, stats, n_support, total):
+        bar.update(state.iteration, total, n_support, stats.hinge_moving_average)
+    return show
 
 
 def resolve_gamma(comm, gamma, shard):

@@ -10,7 +10,7 @@ from ..base import available_if
 from ..errors import PPackError
 from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..mpi.collectives import Collectives
-from ..registry import SVM_TYPE_PARAMS, svm_type_params
+from ..registry import SVM_TYPE_PARAMS, VERBOSE, svm_type_params
 from .estimator import SVM_TYPE_CLASSES, PackSVC
 from .losses import largest_weight, one_class_loss, svr_loss
 
@@ -68,7 +68,8 @@ class PackSVR(_OffsetModel):
                  objective=_R["objective"], sampling=_R["sampling"], placement=_R["placement"], device=_R["device"],
                  step=_R["step"], average=_R["average"], validation=_R["validation"],
                  validation_every=_R["validation_every"],
-                 patience=_R["patience"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
+                 patience=_R["patience"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None,
+                 verbose=VERBOSE.default):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -96,6 +97,7 @@ class PackSVR(_OffsetModel):
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
+        self.verbose = verbose
 
     @available_if(lambda self: False)
     def decision_function(self, X):
@@ -161,7 +163,8 @@ class PackOneClassSVM(_OffsetModel):
                  epochs=_O["epochs"], iterations=_O["iterations"], pack=_O["pack"], seed=_O["seed"],
                  dtype=_O["dtype"], tol=_O["tol"], tol_window=_O["tol_window"], objective=_O["objective"],
                  sampling=_O["sampling"], placement=_O["placement"], device=_O["device"], step=_O["step"],
-                 average=_O["average"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None):
+                 average=_O["average"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None,
+                 verbose=VERBOSE.default):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -184,6 +187,7 @@ class PackOneClassSVM(_OffsetModel):
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
+        self.verbose = verbose
 
     validation = None  # the trainer reads these; one-class has no held-out rows
     sigma = C = None

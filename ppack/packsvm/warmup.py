@@ -30,6 +30,18 @@ from .table import SupportVectorTable
 
 # rows and features of the tiny problem the kernels are run on
 _ROWS, _FEATURES = 4, 3
+# ("training" or "prediction", dtype name, sparse): the kernels this process has run (``first_use``)
+_USED = set()
+
+
+def first_use(what, dtype, sparse):
+    """Whether this process runs ``what``'s kernels ("training", which warms prediction's too,
+    or "prediction") for rows of ``dtype``, dense or ``sparse``, for the first time: the time
+    numba takes to compile them, or to load them from its cache. Marks them as run."""
+    rows = (np.dtype(dtype).name, bool(sparse))
+    first = (what, *rows) not in _USED
+    _USED.update((kind, *rows) for kind in ((what, "prediction") if what == "training" else (what,)))
+    return first
 
 
 def warm_kernels(comm, spec, dtype, sparse, stored=None):
