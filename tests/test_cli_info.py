@@ -39,3 +39,31 @@ def test_a_truncated_file_is_one_line(tmp_path):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"ppack: error: {tmp_path / 'cut.h5'}: cannot open HDF5 file: "), \
         done.stderr
+
+
+@pytest.mark.job
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_output_into_a_closed_pipe_exits_quietly(ranks, tmp_path):
+    """`info FILE | head -3` once head has left, run alone or under mpiexec: status 141 (a
+    shell's 128 + SIGPIPE; under mpiexec, mpiexec's own process meets the closed pipe and
+    dies of SIGPIPE) and nothing on stderr. (`--help` is quiet already: argparse ignores the
+    failed write.)"""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from ppack.data.hdf5 import write_dataset
+
+    from helpers import clean_mpi_env, mpiexec
+
+    write_dataset(tmp_path / "d.h5", *make_problem(50, 4, seed=40))
+    launcher = [] if ranks is None else [mpiexec(), "-n", str(ranks)]
+    read, write = os.pipe()
+    os.close(read)  # the reader has left before the first line
+    try:
+        done = subprocess.run([*launcher, sys.executable, "-m", "ppack", "info", str(tmp_path / "d.h5")],
+                              stdout=write, stderr=subprocess.PIPE, text=True, env=clean_mpi_env(), timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode in (141, -signal.SIGPIPE) and done.stderr == "", (done.returncode, done.stderr)

@@ -10,6 +10,9 @@ Building the parser loads only the registry: each command imports the machinery 
 commands use the trainers' own classes, never the public estimators (``ppack.estimators``),
 so no command imports scikit-learn (tests/test_startup.py holds this).
 """
+import os
+import sys
+
 from . import convert, data, export, info, plan, predict, train
 from .common import Parser
 
@@ -32,11 +35,17 @@ def main(argv=None, comm=None):
     from mpi4py import MPI
 
     from ..errors import naming_flags
-    from ..mpi.comm import abort_on_exception
+    from ..mpi.comm import BROKEN_PIPE_STATUS, abort_on_exception
     from .options import PARAMETER_FLAGS
 
     comm = MPI.COMM_WORLD if comm is None else comm
     Parser.rank = comm.Get_rank()
-    args = build_parser().parse_args(argv)
-    with naming_flags(PARAMETER_FLAGS):  # errors from the trainers name the flags, not the Python parameters
-        abort_on_exception(comm, COMMANDS[args.command].run, comm, args)
+    try:
+        args = build_parser().parse_args(argv)
+        with naming_flags(PARAMETER_FLAGS):  # errors from the trainers name the flags, not the Python parameters
+            abort_on_exception(comm, COMMANDS[args.command].run, comm, args)
+    except BrokenPipeError:
+        # stdout's reader left (`info m.h5 | head -3`): exit quietly, as command-line tools do;
+        # stdout goes to devnull so that flushing it at exit raises nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(BROKEN_PIPE_STATUS)

@@ -15,6 +15,8 @@ from ..errors import PPackError
 
 # Seconds a failing rank waits, after printing its traceback, before it aborts the job.
 ABORT_GRACE_SECONDS = 0.5
+# The status of a command whose output's reader left: a shell's 128 + SIGPIPE.
+BROKEN_PIPE_STATUS = 141
 
 
 def chunk(n, rank, size):
@@ -115,7 +117,8 @@ def launcher_local_size():
 
 
 def abort_on_exception(comm, func, *args, **kwargs):
-    """Run ``func``; a user error exits every rank with status 1, anything else aborts the job.
+    """Run ``func``; a user error exits every rank with status 1, anything else aborts the job
+    (a BrokenPipeError that every rank raised is raised again, for the caller to exit quietly).
 
     An error raised on every rank at once (see ``agree``) is printed by rank 0 and all
     ranks exit 1. Any other exception may be local to one rank while the others wait in
@@ -134,6 +137,12 @@ def abort_on_exception(comm, func, *args, **kwargs):
         comm.Abort(1)
     except KeyboardInterrupt:
         comm.Abort(130)
+    except BrokenPipeError as exc:
+        # stdout's reader left (`info m.h5 | head -3`): the caller exits quietly where every
+        # rank knows it; one rank alone would leave the others waiting, so it ends the job
+        if getattr(exc, "collective", False) or comm.Get_size() == 1:
+            raise
+        comm.Abort(BROKEN_PIPE_STATUS)
     except SystemExit:
         raise
     except BaseException:  # noqa: BLE001
