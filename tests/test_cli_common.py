@@ -15,3 +15,19 @@ def test_help_of_every_command(capsys):
     out = capsys.readouterr().out
     if WORLD.Get_rank() == 0:
         assert "--pack" in out and "--metrics-json" in out and "--n-features" in out
+
+
+@pytest.mark.parametrize("argv,error", [
+    (["train", "--kernel", "rbff"], "argument --kernel: invalid choice: 'rbff' (choose from 'rbf', 'linear', 'poly', "
+                                    "'laplacian', 'sigmoid')"),
+    (["predict"], "the following arguments are required: --model, --data"),
+    (["info"], "the following arguments are required: file"),
+])
+def test_a_bad_argument_is_the_usage_line_and_one_error_line(argv, error, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    prog = f"python -m ppack {argv[0]}"
+    assert lines[1:] == [f"{prog}: error: {error}"], lines
+    assert lines[0] in (f"usage: {prog} [options] (see {prog} --help)", f"usage: {prog} [-h] file"), lines

@@ -24,6 +24,15 @@ class Parser(argparse.ArgumentParser):
         if Parser.rank == 0:
             super()._print_message(message, file)
 
+    def error(self, message):
+        """Status 2 after the usage line and the error (an invalid choice's names the choices);
+        a usage of several lines (train's) is cut to one that points to --help."""
+        usage = self.format_usage().strip()
+        if "\n" in usage:
+            usage = f"usage: {self.prog} [options] (see {self.prog} --help)"
+        self._print_message(f"{usage}\n{self.prog}: error: {message}\n", sys.stderr)
+        self.exit(2)
+
 
 class Report:
     """Rank 0's console output (nothing with --quiet)."""
