@@ -90,6 +90,11 @@ BAD_OPTIONS = [
     (["--solver", "alm", "--p", "2.5"], "p: must be a finite number >= 1 and <= 2 or None, got 2.5"),
     (["--solver", "dcd", "--rounds", "0"], "rounds: must be an integer >= 1, got 0"),
     (["--solver", "dcd", "--C", "0"], "C: must be a finite number > 0, got 0.0"),
+    # given options whose value is False or zero: given all the same
+    (["--no-bias"], "--no-bias: applies to the linear solvers"),
+    (["--solver", "dcd", "--no-average"], "--no-average: applies to the kernel trainer"),
+    (["--solver", "dcd", "--coef0", "0"], "--coef0: applies to the kernel trainer"),
+    (["--epsilon", "0"], "--epsilon: does not apply to --svm-type c_svc"),
 ]
 
 

@@ -89,7 +89,7 @@ def svm_type_of(args):
     PPackError naming the option, the type and why)."""
     svm_type = SVM_TYPE_PARAMS["svm_type"].default if args.svm_type is None else args.svm_type
     for name, why in NOT_FOR_SVM_TYPE[svm_type].items():
-        if getattr(args, name, None) not in (None, False):
+        if getattr(args, name, None) is not None:
             raise PPackError(f"{PACKSVM_FLAGS[name]}: does not apply to --svm-type {svm_type} ({why})",
                              collective=True)
     return svm_type
@@ -114,7 +114,7 @@ def refuse_other_trainers_options(args):
         foreign = {**{n: f for n, f in PACKSVM_FLAGS.items() if n not in SHARED}, **CHECKPOINT_FLAGS}
         owner = f"the kernel trainer (--solver {KERNEL_SOLVER})"
     for dest, flag in foreign.items():
-        if getattr(args, dest, None) not in (None, False):
+        if getattr(args, dest, None) is not None:  # given, whatever its value: --no-bias stores False, --coef0 0 zero
             raise PPackError(f"{flag}: applies to {owner}, not to --solver {args.solver}", collective=True)
 
 

@@ -29,7 +29,7 @@ def add_parser(sub):
     ck.add_argument("--checkpoint", help="state file: written atomically every --checkpoint-every, and on SIGTERM")
     ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
                     help="seconds (600 or 600s) or packs (50p) between checkpoints (default: only on SIGTERM)")
-    ck.add_argument("--resume", action="store_true",
+    ck.add_argument("--resume", action="store_true", default=None,  # None: not given (options.py)
                     help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
     add_linear_options(t)
     add_common(t)
@@ -100,7 +100,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
         model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
-                  checkpoint_every_packs=every.get("packs"), resume=args.resume, should_stop=stop.is_set,
+                  checkpoint_every_packs=every.get("packs"), resume=bool(args.resume), should_stop=stop.is_set,
                   on_kernels_ready=kernels_ready)
     finally:
         stop.uninstall()
