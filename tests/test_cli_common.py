@@ -31,3 +31,12 @@ def test_a_bad_argument_is_the_usage_line_and_one_error_line(argv, error, capsys
     prog = f"python -m ppack {argv[0]}"
     assert lines[1:] == [f"{prog}: error: {error}"], lines
     assert lines[0] in (f"usage: {prog} [options] (see {prog} --help)", f"usage: {prog} [-h] file"), lines
+
+
+def test_the_help_of_a_flag_that_turns_a_default_off_says_what_the_flag_does_first(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    if WORLD.Get_rank() == 0:
+        assert "--no-average keep the last iterate w_T as the model instead of the averaged iterate" in helped
+        assert "--no-bias train without a bias term" in helped

@@ -24,9 +24,18 @@ CHECKPOINT_FLAGS = {"checkpoint": "--checkpoint", "checkpoint_every": "--checkpo
 PARAMETER_FLAGS = {**PACKSVM_FLAGS, **CHECKPOINT_FLAGS}
 
 
+# what a flag that turns a default off does, said first (the registry's help describes the parameter)
+NEGATED_HELP = {
+    "--no-average": "keep the last iterate w_T as the model instead of the averaged iterate "
+                    "sum_t a_t w_t / sum_t a_t, a_t = t (t+1) (t+2), which is the default",
+    "--no-bias": "train without a bias term (liblinear -B -1); by default the linear solvers learn a "
+                 "regularised bias, like liblinear -B 1",
+}
+
+
 def _argument(group, flag, dest, param, negate=False):
     rule = param.rule
-    kwargs = {"dest": dest, "default": None, "help": param.help}
+    kwargs = {"dest": dest, "default": None, "help": NEGATED_HELP[flag] if negate else param.help}
     if rule.kind == "bool":
         kwargs.update(action="store_const", const=not negate)
     elif rule.kind == "choice":
