@@ -66,16 +66,17 @@ def spack_reference(X, y, sigma, ids, name, gamma=1.0, degree=3, coef0=0.0, offs
 
 
 def offset_reference(X, y, sigma, ids, svm_type, name="rbf", gamma=1.0, epsilon=0.1, rho=0.0, rho_step=0.0,
-                     radius2=np.inf, weights=None, average=False, step=1.0):
+                     radius2=np.inf, weights=None, average=False, step=1.0, rho_box=(-np.inf, np.inf)):
     """epsilon-SVR or one-class SGD with w kept as plain coefficients, as ``spack_reference``.
 
     Every iteration predicts p = <w, phi(x_i)> from scratch and tests the loss on f = p - rho:
     epsilon_svr steps when |y_i - f| > epsilon, by sign(y_i - f) weight_i / (sigma t) on w and
     rho_step / t times -sign(y_i - f) weight_i on rho; one_class steps when p < rho, by
     weight_i / (sigma t) on w, and moves rho by -rho_step / t (weight_i 1[p < rho] - sigma)
-    (t: t + c - 1 with the step c). Then w is projected onto the ball of squared radius
-    ``radius2`` by ||w||^2 recomputed from the kernel matrix. Returns (alpha by row id, rho),
-    the averaged ones (a_t = t (t + 1) (t + 2)) with ``average``.
+    (t: t + c - 1 with the step c); rho is then clipped to ``rho_box`` (low, high). Then w is
+    projected onto the ball of squared radius ``radius2`` by ||w||^2 recomputed from the
+    kernel matrix. Returns (alpha by row id, rho), the averaged ones (a_t = t (t + 1) (t + 2))
+    with ``average``.
     """
     n = X.shape[0]
     weights = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
@@ -98,6 +99,7 @@ def offset_reference(X, y, sigma, ids, svm_type, name="rbf", gamma=1.0, epsilon=
             if stepped:
                 alpha[i] += eta * weights[i]
             rho -= kappa * ((weights[i] if stepped else 0.0) - sigma)
+        rho = min(max(rho, rho_box[0]), rho_box[1])
         norm = alpha @ K @ alpha
         if norm > radius2:
             alpha *= np.sqrt(radius2 / norm)

@@ -81,11 +81,19 @@ def test_one_class_packed_equals_unpacked_reference(sparse, average, step):
     model = PackOneClassSVM(comm=SELF, nu=0.3, average=average, step=step, **SMALL).fit(X)
     ids = make_sampler(model.sampling, X.shape[0], SMALL["seed"]).take(SMALL["iterations"])
     assert model.loss_.bound == 0.3 * 1.0  # sigma = nu times max K(x, x) = 1 for rbf
+    assert (model.loss_.rho_low, model.loss_.rho_high) == (0.0, 1.0)  # rho* in [0, max K(x, x)]
     expected, rho = offset_reference(X, None, 0.3, ids, "one_class", gamma=0.3, rho_step=1 / 0.3, radius2=1.0,
-                                     average=average, step=step)
+                                     average=average, step=step, rho_box=(0.0, 1.0))
     assert_same_expansion(coefficients(model), expected)
-    np.testing.assert_allclose(model.rho_, rho, rtol=1e-9)
+    np.testing.assert_allclose(model.training_["rho_sgd"], rho, rtol=1e-9)
+    unboxed, _ = offset_reference(X, None, 0.3, ids, "one_class", gamma=0.3, rho_step=1 / 0.3, radius2=1.0,
+                                  average=average, step=step)
+    assert set(unboxed) != set(expected), "the test must exercise rho's interval"
     assert model.stats_.projections > 0, "the test must exercise the projection"
+    # the model's rho: the ceil(nu m)-th smallest training score of the expansion
+    keys = sorted(expected)
+    scores = kernel_matrix(X, X[keys], "rbf", 0.3) @ np.array([expected[k] for k in keys])
+    np.testing.assert_allclose(model.rho_, np.sort(scores)[math.ceil(0.3 * X.shape[0]) - 1], rtol=1e-9)
     assert model.rho_ > 0
 
 

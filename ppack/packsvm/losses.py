@@ -9,9 +9,9 @@ step, the scale, the norm, the packing and the two Allreduce calls are C-SVC's:
   ``svr_loss`` for why and for the radius).
 - one_class: Schoelkopf's nu problem, min 1/2 ||w||^2 + 1/(nu m) sum max(0, rho - <w, phi>) -
   rho, times nu: sigma = nu, so C = 1 / (nu m). rho is learned in the replay with w's own
-  step c / (sigma (t + c - 1)) on its sub-gradient weight 1[f < rho] - sigma (plain SGD on
-  the jointly convex objective, as scikit-learn's SGDOneClassSVM does); the radius is in
-  ``one_class_loss``.
+  step c / (sigma (t + c - 1)) on its sub-gradient weight 1[f < rho] - sigma (projected SGD
+  on the jointly convex objective), kept in the interval that holds the optimum's rho (see
+  ``one_class_loss``); the model's rho is set after training (``objective.nu_quantile``).
 """
 import math
 from dataclasses import dataclass
@@ -28,7 +28,8 @@ MODES = {"c_svc": HINGE, "epsilon_svr": EPSILON_INSENSITIVE, "one_class": ONE_CL
 @dataclass(frozen=True)
 class Loss:
     """The replay's loss arguments: ``mode``, ``epsilon``, ``rho`` at t = 0, ``rho_step`` (0:
-    rho stays), and ``bound``: sigma times the squared projection radius (the replay's
+    rho stays), ``rho_low`` and ``rho_high``: the interval a learned rho is projected onto
+    after each step, and ``bound``: sigma times the squared projection radius (the replay's
     ``max_weight``; inf: no projection)."""
 
     mode: int = HINGE
@@ -36,6 +37,8 @@ class Loss:
     rho: float = 0.0
     rho_step: float = 0.0
     bound: float = 1.0
+    rho_low: float = -math.inf
+    rho_high: float = math.inf
 
 
 def hinge_loss(max_weight):
@@ -73,9 +76,16 @@ def one_class_loss(comm, shard, spec, sigma):
 
     The radius: at the optimum w* = 1/(nu m) sum_i alpha_i weight_i phi(x_i) with alpha_i in
     [0, 1] and sum_i alpha_i weight_i = nu m (the conditions on w and on rho), a convex
-    combination of the rows' images, so ||w*||^2 <= max_i K(x_i, x_i): 1 + offset for rbf and
-    laplacian, from the largest row norm N for linear (N) and poly (max(|gamma N + coef0|,
-    |coef0|)^degree, an upper bound); no projection for sigmoid (not positive semi-definite).
+    combination of the rows' images, so ||w*||^2 <= max_i K(x_i, x_i) <= R^2: 1 + offset for
+    rbf and laplacian, from the largest row norm N for linear (N) and poly (max(|gamma N +
+    coef0|, |coef0|)^degree, an upper bound); no projection for sigmoid (not positive
+    semi-definite).
+
+    rho's interval [0, R^2]: strong duality gives rho* = ||w*||^2 + 1/(nu m) sum_i weight_i
+    xi_i >= 0, and rho* is a row's score <w*, phi(x_j)> <= ||w*|| sqrt(K(x_j, x_j)) <= R^2.
+    Without it the early steps, 1 / (nu t) large, throw rho far below every score (about
+    -30 at nu = 0.01), where it climbs back by only c / t an iteration and no row is stepped
+    on: one support vector. Sigmoid keeps an unbounded rho (no duality argument).
     """
     facts = spec.facts
     if not facts.psd:
@@ -87,7 +97,8 @@ def one_class_loss(comm, shard, spec, sigma):
         if spec.name == "poly":
             largest = max(abs(spec.gamma * largest + spec.coef0), abs(spec.coef0)) ** spec.degree
         radius2 = largest + spec.offset
-    return Loss(ONE_CLASS, rho=0.0, rho_step=1.0 / sigma, bound=sigma * radius2)
+    low, high = (0.0, radius2) if math.isfinite(radius2) else (-math.inf, math.inf)
+    return Loss(ONE_CLASS, rho=0.0, rho_step=1.0 / sigma, bound=sigma * radius2, rho_low=low, rho_high=high)
 
 
 def largest_weight(comm, weights):

@@ -5,6 +5,7 @@ offset) - rho (LIBSVM's sign of rho); their model files say which problem (``svm
 hold rho. Everything else (packs, table, checkpoints, prediction) is PackSVC's.
 """
 import numpy as np
+from mpi4py import MPI
 
 from ..base import available_if
 from ..errors import PPackError
@@ -13,6 +14,7 @@ from ..mpi.collectives import Collectives
 from ..registry import SVM_TYPE_PARAMS, VERBOSE, svm_type_params
 from .estimator import SVM_TYPE_CLASSES, PackSVC
 from .losses import largest_weight, one_class_loss, svr_loss
+from .objective import nu_quantile, objective_at, objective_rows, training_scores
 
 _R = {name: param.default for name, param in svm_type_params("epsilon_svr").items()}
 _O = {name: param.default for name, param in svm_type_params("one_class").items()}
@@ -147,7 +149,8 @@ class PackSVR(_OffsetModel):
 class PackOneClassSVM(_OffsetModel):
     """One-class SVM (Schoelkopf's nu form) trained by P-packSVM: min nu/2 ||w||^2 + 1/m sum_i
     weight_i max(0, rho - <w, phi(x_i)>) - nu rho, so sigma = nu and C = 1 / (nu m); rho is
-    learned beside w (``losses.one_class_loss``). Labels are ignored.
+    learned beside w (``losses.one_class_loss``), and after training set to the rho that
+    minimises the objective for the returned w (``objective.nu_quantile``). Labels are ignored.
 
     Parameters as PackSVC's (``registry.svm_type_params("one_class")``), with ``nu`` and without
     C, sigma, class_weight, probability, bias and validation. As scikit-learn's OneClassSVM:
@@ -212,6 +215,24 @@ class PackOneClassSVM(_OffsetModel):
 
     def _loss(self, comm, shard, labels, weights):
         return one_class_loss(comm, shard, self.spec_, self.sigma_)
+
+    def _finish(self, comm, shard, state, stats, weights, *args):
+        """Collective: PackSVC's, then (a finished run) rho from one prediction pass over the
+        training rows (``objective.nu_quantile``), the objective taken at it;
+        ``training_["rho_sgd"]`` keeps the replay's."""
+        super()._finish(comm, shard, state, stats, weights, *args)
+        if self.stopped_:  # the checkpointed state, which a resumed run continues
+            return
+        start = MPI.Wtime()
+        scores, row_weights = training_scores(comm, self, shard, weights)
+        result = None
+        if comm.Get_rank() == 0:
+            rho = nu_quantile(scores, row_weights, self.sigma_, shard.n_samples)
+            ids = objective_rows(shard.n_samples, self.training_["seed"], exact=bool(self.objective))
+            result = rho, objective_at(self.training_["objective"], scores, row_weights, ids, rho, self.sigma_)
+        rho, self.training_["objective"] = comm.bcast(result, root=0)
+        self.training_["rho_sgd"], self.rho_ = self.rho_, rho
+        self.training_["seconds"]["offset"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
     def row_losses(self, f, y):
         """(1, n) the losses max(0, rho - f) for the raw values f = <w, phi(x)> (1, n) (y ignored)."""

@@ -41,9 +41,9 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
     status, projections, added = _update_after_pack(
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
         sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
-        step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step, ids,
-        rank, state.occupancy, buf.timings, spent, waited, state.row_seconds, row_memory, *entries, *rows, norms,
-        *store)
+        step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
+        loss_rule.rho_low, loss_rule.rho_high, ids, rank, state.occupancy, buf.timings, spent, waited,
+        state.row_seconds, row_memory, *entries, *rows, norms, *store)
     table.added(added)
     return status, projections, work
 
@@ -51,9 +51,10 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
 @njit(cache=True)
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, ids, rank, occupancy, timings, spent, waited, row_seconds, row_memory, map_keys,
-                      map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, dense, indptr, indices,
-                      values, norms, n_stored, out_features, out_indptr, out_indices, out_values, out_norms):
+                      rho_step, rho_low, rho_high, ids, rank, occupancy, timings, spent, waited, row_seconds,
+                      row_memory, map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, dense,
+                      indptr, indices, values, norms, n_stored, out_features, out_indptr, out_indices, out_values,
+                      out_norms):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
@@ -66,7 +67,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                                         rho_step)
+                                         rho_step, rho_low, rho_high)
     if failed >= 0:
         return failed, projections, 0
     for c in range(fold.shape[0]):

@@ -21,7 +21,8 @@ each): HINGE (C-SVC), EPSILON_INSENSITIVE (epsilon-SVR: a step on row k when
 |y_k - f_k| > epsilon, with the residual's sign) and ONE_CLASS (Schoelkopf's nu form: a step
 when f_k < rho). The decision value is f = <w, phi(x)> - rho (LIBSVM's sign), with rho a
 replicated scalar that the replay keeps beside s and norm: fixed (rho_step 0) or moved by
-its own sub-gradient step rho_step * c / (t + c - 1) (unregularised, so not scaled by a).
+its own sub-gradient step rho_step * c / (t + c - 1) (unregularised, so not scaled by a),
+then projected onto [rho_low, rho_high].
 """
 import functools
 import math
@@ -57,7 +58,8 @@ class NonFinite(ArithmeticError):
 
 
 def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=None, weight=None, max_weight=1.0,
-                average_out=None, step=1.0, project=True, mode=HINGE, epsilon=0.0, offset=None, rho_step=0.0):
+                average_out=None, step=1.0, project=True, mode=HINGE, epsilon=0.0, offset=None, rho_step=0.0,
+                rho_box=(-math.inf, math.inf)):
     """Run iterations t0+1 .. t0+r of Pegasos on w = s * v; return (s, norm, projections).
 
     y (r,) labels in {-1, +1}; pred (r,) the predictions <w_t0, phi(x_k)> on entry, used
@@ -88,7 +90,7 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     then sigma times the loss's squared projection radius (``losses.Loss.bound``).
     offset (2,), if given: [rho, anything] on entry; on exit [rho after the pack, sum_t a_t
     rho_t over the pack] (the second only when averaging). rho moves by rho_step c / (t + c - 1)
-    times its sub-gradient (0: fixed).
+    times its sub-gradient (0: fixed), then is clipped to ``rho_box`` (low, high).
     """
     offset = np.zeros(2) if offset is None else offset
     info = np.zeros(4)
@@ -98,7 +100,7 @@ def replay_pack(y, pred, pair, t0, s, norm, sigma, coef_out, loss_out, fold_out=
     pairs = np.ascontiguousarray(pair[np.triu_indices(len(y))], dtype=np.float64)  # the triangle, row by row
     s, norm, projections = _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight,
                                    float(max_weight) if project else math.inf, average_out, float(step), int(mode),
-                                   float(epsilon), offset, float(rho_step))
+                                   float(epsilon), offset, float(rho_step), float(rho_box[0]), float(rho_box[1]))
     if info[2] != 0.0:
         raise non_finite(info, t0, pred, norm, coef_out, s)
     if fold_out is not None:
@@ -115,11 +117,12 @@ def non_finite(info, t0, pred, norm, coef, s):
 
 @njit(cache=True)
 def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight, max_weight, average_out, step,
-            mode, epsilon, offset, rho_step):
+            mode, epsilon, offset, rho_step, rho_low, rho_high):
     """The kernel of ``replay_pack``; pairs: the pack's pair kernels, the upper triangle with
     its diagonal row by row (r (r + 1) / 2); info (4,) receives the fold's mantissa and
     exponent, and (k + 1, code) of the first non-finite value (0, 0 if none); average_out:
-    (r + 1,) or empty; offset (2,): rho in, then (rho, the pack's sum of a_t rho_t) out."""
+    (r + 1,) or empty; offset (2,): rho in, then (rho, the pack's sum of a_t rho_t) out;
+    rho_low, rho_high: the interval rho is kept in after each of its steps."""
     averaging = average_out.shape[0] > 0
     for k in range(average_out.shape[0]):
         average_out[k] = 0.0
@@ -190,6 +193,7 @@ def _replay(y, pred, pairs, t0, s, norm, sigma, coef_out, loss_out, info, weight
             rho -= rho_step * step / (t + step - 1.0) * sign * weight[k]
         elif mode == ONE_CLASS:  # d/d rho of weight max(0, rho - f) - sigma rho
             rho -= rho_step * step / (t + step - 1.0) * ((weight[k] if loss > 0.0 else 0.0) - sigma)
+        rho = min(max(rho, rho_low), rho_high)
         row += r - k
         if not (s > 0.0 and math.isfinite(s)):
             info[2], info[3] = k + 1, 4
@@ -239,7 +243,7 @@ def replay_work_arrays(K, r):
 
 @njit(cache=True)
 def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
-                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step):
+                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step, rho_low, rho_high):
     """``replay_pack`` for the K binary problems of a pack in one numba call; returns (the
     first problem that met a non-finite value or -1, the projections of all of them).
 
@@ -250,9 +254,9 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
     code is c); coef_out, loss_out (K, r), average (K, r + 1) or (K, 0) (not averaging):
     ``replay_pack``'s outputs, one row per problem; info (K, 4): each problem's ``_replay``
     info (``non_finite`` reads a failure from it, with ``pred``); weight (r,) and the
-    scalars as ``replay_pack``'s (max_weight inf: no projection; mode, epsilon, rho_step:
-    K = 1 for the regression and one-class losses, whose labels are the targets or
-    ignored); offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred
+    scalars as ``replay_pack``'s (max_weight inf: no projection; mode, epsilon, rho_step,
+    rho_low, rho_high: K = 1 for the regression and one-class losses, whose labels are the
+    targets or ignored); offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred
     and sign (r,) are work arrays (``replay_work_arrays``); mean_loss (r,) gets the losses'
     mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
     K, r = predictions.shape
@@ -264,7 +268,7 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
             sign[k] = labels[k] if K == 1 else (1.0 if labels[k] == c else -1.0)
         scale[c], norm[c], done = _replay(sign, pred, pairs, t0, scale[c], norm[c], sigma, coef_out[c], loss_out[c],
                                           info[c], weight, max_weight, average[c], step, mode, epsilon, offsets[c],
-                                          rho_step)
+                                          rho_step, rho_low, rho_high)
         projections += done
         if info[c, 2] != 0.0:
             return c, projections
