@@ -8,7 +8,6 @@ from importlib import import_module
 
 from .errors import InputError, PPackError
 
-__version__ = "0.1.0"
 __all__ = ["PackSVC", "PackSVR", "PackOneClassSVM", "BlockAveragedSVC", "load_model", "Shard", "load_shard",
            "PPackError", "InputError", "__version__"]
 
@@ -18,12 +17,15 @@ _LAZY = {"PackSVC": ".estimators", "PackSVR": ".estimators", "PackOneClassSVM": 
 
 
 def __getattr__(name):
-    if name not in _LAZY:
+    if name == "__version__":
+        value = import_module(".version", __name__).version()
+    elif name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+    else:
         raise AttributeError(f"module 'ppack' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name], __name__), name)
     globals()[name] = value  # the next look-up finds it directly
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})

@@ -40,3 +40,30 @@ def test_the_help_of_a_flag_that_turns_a_default_off_says_what_the_flag_does_fir
     if WORLD.Get_rank() == 0:
         assert "--no-average keep the last iterate w_T as the model instead of the averaged iterate" in helped
         assert "--no-bias train without a bias term" in helped
+
+
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    if WORLD.Get_rank() == 0:
+        assert capsys.readouterr().out == f"ppack {version('ppack')}\n"
+
+
+def test_version_without_an_installed_distribution_is_the_pyprojects(monkeypatch):
+    import importlib.metadata
+    import re
+    from pathlib import Path
+
+    import ppack
+    from ppack.version import version
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    assert ppack.__version__ == version() == importlib.metadata.version("ppack")
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    pyproject = (Path(ppack.__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert version() == re.search(r'^version = "([^"]+)"', pyproject, re.M)[1]

@@ -14,7 +14,7 @@ import os
 import sys
 
 from . import convert, data, export, info, plan, predict, train
-from .common import Parser
+from .common import Parser, Version
 
 COMMANDS = {"convert": convert, "data": data, "plan": plan, "train": train, "info": info, "predict": predict,
             "export": export}
@@ -23,6 +23,7 @@ COMMANDS = {"convert": convert, "data": data, "plan": plan, "train": train, "inf
 def build_parser():
     p = Parser(prog="python -m ppack", description="P-packSVM: distributed kernel SVM training "
                "(run under mpiexec -n P or srun for P ranks).")
+    p.add_argument("--version", action=Version)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in COMMANDS.values():
         command.add_parser(sub)

@@ -34,6 +34,19 @@ class Parser(argparse.ArgumentParser):
         self.exit(2)
 
 
+class Version(argparse.Action):
+    """``--version``: prints ``ppack VERSION`` and exits (the version is looked up only then)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help="print ppack's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..version import version
+
+        parser._print_message(f"ppack {version()}\n", sys.stdout)
+        parser.exit()
+
+
 class Report:
     """Rank 0's console output (nothing with --quiet)."""
 
