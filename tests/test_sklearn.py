@@ -27,32 +27,63 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_failures():
-    """The checks each estimator fails, as the README's table ("scikit-learn") lists them."""
+    """The checks each estimator is expected to fail and why, as the README's table
+    ("scikit-learn") lists them: {estimator: {check: why}}."""
     table = README.read_text().split("| estimator | failing check | why |\n|---|---|---|\n", 1)[1]
     failures = {}
     for line in table.splitlines():
         if not line.startswith("|"):
             break
-        estimators, checks = (cell.strip() for cell in line.split("|")[1:3])
+        estimators, checks, why = (cell.strip() for cell in line.split("|")[1:4])
         for estimator in estimators.split(", "):  # a row may name several
-            failures.setdefault(estimator, set()).update(re.findall(r"`(check_\w+)`", checks))
+            failures.setdefault(estimator, {}).update(dict.fromkeys(re.findall(r"`(check_\w+)`", checks), why))
     return failures
 
 
+# As the README says, the checks run with gamma="scale" (their data are not standardised) and
+# in float64 (dtype "auto" would take these rbf kernels in float32: see the subset test below).
+CHECKED = {"iterations": 200, "gamma": "scale", "dtype": "float64", "comm": SELF}
+
+
 @pytest.mark.parametrize("estimator", [
-    pytest.param(PackSVC(iterations=200, comm=SELF), id="PackSVC"),
+    pytest.param(PackSVC(**CHECKED), id="PackSVC"),
     pytest.param(BlockAveragedSVC(comm=SELF), id="BlockAveragedSVC"),
     # the other svm_types' checks take 10 s each: the second tier holds them to the table
-    pytest.param(PackSVR(iterations=200, comm=SELF), id="PackSVR", marks=pytest.mark.second_tier),
-    pytest.param(PackOneClassSVM(iterations=200, comm=SELF), id="PackOneClassSVM", marks=pytest.mark.second_tier)])
+    pytest.param(PackSVR(**CHECKED), id="PackSVR", marks=pytest.mark.second_tier),
+    pytest.param(PackOneClassSVM(**CHECKED), id="PackOneClassSVM", marks=pytest.mark.second_tier)])
 def test_estimator_checks_fail_exactly_the_listed_ones(estimator):
-    """check_estimator fails exactly the checks the README's table lists for the estimator."""
+    """check_estimator passes but for the checks the README's table lists for the estimator,
+    passed to it as expected failures with the table's reasons: each of those does fail."""
+    expected = readme_failures()[type(estimator).__name__]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = check_estimator(estimator, on_fail=None)
-    failed = {r["check_name"] for r in results if r["status"] == "failed"}
+        results = check_estimator(estimator, expected_failed_checks=expected, on_fail=None)
     assert len(results) > 50
-    assert failed == readme_failures()[type(estimator).__name__]
+    assert [r["check_name"] for r in results if r["status"] == "failed"] == []
+    assert {r["check_name"] for r in results if r["status"] == "xfail"} == set(expected)
+
+
+@pytest.mark.parametrize("estimator", [PackSVC, PackSVR])
+def test_float32_decisions_move_with_their_batch_by_float32_rounding_only(estimator):
+    """In float32 (dtype "auto" here) BLAS's GEMM rounds a row's dot products differently in
+    batches of other sizes: check_methods_subset_invariance fails, as the README says, by at
+    most the README's bound, 3e-6 of the largest decision value (measured: 5e-7 on the check's
+    own data, 7e-7 on breast cancer); in float64 the same rows move by about 1e-15."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.utils.estimator_checks import check_methods_subset_invariance
+
+    model = estimator(iterations=200, gamma="scale", comm=SELF)
+    with pytest.raises(AssertionError, match="is not invariant when applied to a subset"):
+        check_methods_subset_invariance(estimator.__name__, model)
+    rows = 3 * np.random.RandomState(0).uniform(size=(20, 3))  # the check's data
+    X, y = load_breast_cancer(return_X_y=True)
+    for X, y in ((rows, rows[:, 0].astype(int)), (StandardScaler().fit_transform(X), y)):
+        for dtype, bound in (("float32", 3e-6), ("float64", 1e-13)):
+            fitted = estimator(gamma="scale", dtype=dtype, random_state=1, comm=SELF).fit(X, y)
+            f = fitted.decision_function if estimator is PackSVC else fitted.predict
+            whole = f(X[:100])
+            alone = np.concatenate([f(X[i:i + 1]) for i in range(len(whole))])
+            assert np.abs(alone - whole).max() <= bound * np.abs(whole).max()
 
 
 @pytest.mark.parametrize("multiclass", [False, True])
