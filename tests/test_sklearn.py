@@ -63,6 +63,18 @@ def test_estimator_checks_fail_exactly_the_listed_ones(estimator):
     assert {r["check_name"] for r in results if r["status"] == "xfail"} == set(expected)
 
 
+def test_class_weights_pass_their_check_with_a_wide_enough_kernel_or_a_bias():
+    """The README's reason for check_class_weight_classifiers with the defaults: on its
+    unscaled std-20 blobs gamma = 1/n_features leaves far rows to their nearest support
+    vector; gamma="scale" or bias=True lets the class weights decide."""
+    from sklearn.utils.estimator_checks import check_class_weight_classifiers
+
+    with pytest.raises(AssertionError):
+        check_class_weight_classifiers("PackSVC", PackSVC(iterations=200, comm=SELF))
+    check_class_weight_classifiers("PackSVC", PackSVC(iterations=200, gamma="scale", comm=SELF))
+    check_class_weight_classifiers("PackSVC", PackSVC(iterations=200, bias=True, comm=SELF))
+
+
 @pytest.mark.parametrize("estimator", [PackSVC, PackSVR])
 def test_float32_decisions_move_with_their_batch_by_float32_rounding_only(estimator):
     """In float32 (dtype "auto" here) BLAS's GEMM rounds a row's dot products differently in
