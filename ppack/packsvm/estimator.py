@@ -43,8 +43,8 @@ class PackSVC(BaseSVC):
     Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
     (a number, "auto": 1 / n_features, the default, None alike, or "scale": 1 / (n_features *
     X.var()), ``resolve_gamma``; ``spec_.gamma`` is the number used), degree, coef0, C or
-    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T), pack (r), seed, step (c of the SGD step
-    c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
+    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T), pack (r), seed,
+    step (c of the SGD step c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
     "uniform": with replacement), placement of new support vectors ("count", "cost": by each
     rank's measured seconds per stored row, ``table.place_new``), device of the kernel sums
     ("cpu", "gpu": ``kernels.device``), dtype of stored features and
@@ -216,10 +216,10 @@ class PackSVC(BaseSVC):
             validation = Validation(comm, self, shard, self.validation, seed, every, self.patience)
             rows = len(validation.ids)
             if self._probability_slice() and rows < MIN_ROWS:
-                raise PPackError(f"{given('validation', float(self.validation))} holds out {rows} rows, fewer than the "
-                                 f"{MIN_ROWS} {given('probability', True)} fits its sigmoids on: give a larger "
-                                 f"fraction, or {given('calibration', 'training')} to fit them on the training rows "
-                                 "(overconfident)")
+                raise PPackError(f"{given('validation', float(self.validation))} holds out {rows} rows, fewer "
+                                 f"than the {MIN_ROWS} {given('probability', True)} fits its sigmoids on: give a "
+                                 f"larger fraction, or {given('calibration', 'training')} to fit them on the training "
+                                 "rows (overconfident)")
             return validation, {"holdout": validation.holdout, "rows": rows, "for": "validation"}
         if not self._probability_slice():
             return None, None
