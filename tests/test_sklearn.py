@@ -75,6 +75,21 @@ def test_class_weights_pass_their_check_with_a_wide_enough_kernel_or_a_bias():
     check_class_weight_classifiers("PackSVC", PackSVC(iterations=200, bias=True, comm=SELF))
 
 
+@pytest.mark.parametrize("kernel, sparse", [("rbf", True), ("laplacian", False)])
+def test_decisions_of_numba_reductions_do_not_depend_on_their_batch(kernel, sparse):
+    """CSR rows and the kernels without a GEMM form take ppack's own reductions, each row's
+    in a fixed order: a row's decision value is the same bit for bit in any batch, float32
+    too."""
+    X, y = make_problem(200, 8, sparse=sparse, seed=74)
+    for dtype in ("float32", "float64"):
+        model = PackSVC(kernel=kernel, gamma="scale", dtype=dtype, iterations=400, comm=SELF).fit(X, y)
+        whole = model.decision_function(X)
+        np.testing.assert_array_equal(np.concatenate([model.decision_function(X[i:i + 1]) for i in range(200)]),
+                                      whole)
+        np.testing.assert_array_equal(np.concatenate([model.decision_function(X[:77]),
+                                                      model.decision_function(X[77:])]), whole)
+
+
 @pytest.mark.parametrize("estimator", [PackSVC, PackSVR])
 def test_float32_decisions_move_with_their_batch_by_float32_rounding_only(estimator):
     """In float32 (dtype "auto" here) BLAS's GEMM rounds a row's dot products differently in
