@@ -221,11 +221,13 @@ class BaseSVC:
 
     def decision_function_shard(self, shard):
         """Collective: ``(decisions, raw labels)`` for every row of the shard's data set, on rank 0
-        (``(None, None)`` elsewhere). A data set with fewer features than the model is padded."""
-        if shard.n_features > self.n_features_in_:
-            raise PPackError(f"{shard.path}: the data has {shard.n_features} features but the model "
-                             f"was trained with {self.n_features_in_}; expected at most {self.n_features_in_}",
-                             collective=True)
+        (``(None, None)`` elsewhere). The data has the model's width; LIBSVM text may be narrower
+        (its last features absent, taken for zeros), as LIBSVM reads it."""
+        d, m = shard.n_features, self.n_features_in_
+        if d > m or (d < m and not shard.text):
+            expected = f"at most {m}" if shard.text else f"{m} (only LIBSVM text may leave out the last features)"
+            raise PPackError(f"{shard.path}: the data has {d} features but the model was trained with {m}; "
+                             f"expected {expected}", collective=True)
         return self._decisions(shard)
 
     def decision_function(self, X):

@@ -134,3 +134,39 @@ def test_proba_of_a_model_without_probabilities_is_refused(mpi_tmp_path, capsys)
     fails_with(capsys, ["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt"), "--output",
                         str(d / "p.npy"), "--proba"], "has no probability sigmoids; train it with --probability")
     assert not (d / "p.npy").exists()
+
+
+def test_data_of_another_width_is_refused_unless_libsvm_text_leaves_out_the_last_features(mpi_tmp_path, capsys):
+    """The model's width, or narrower LIBSVM text (LIBSVM's convention: the last features
+    may be absent); an HDF5 data set narrower or wider, or wider text, is one line naming the
+    file and both widths. In Python, an array of another width is refused as scikit-learn does."""
+    from ppack.base import load_model
+    from ppack.data.hdf5 import write_dataset
+
+    from helpers import fails_with
+
+    X, y = make_problem(200, 8, seed=44)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    write_libsvm(d / "narrow.txt", X[:, :5], y)
+    write_libsvm(d / "wide.txt", *make_problem(50, 11, seed=45))
+    if WORLD.Get_rank() == 0:
+        write_dataset(d / "narrow.h5", X[:, :5], y)
+        write_dataset(d / "wide.h5", *make_problem(50, 11, seed=45))
+    polite_barrier(WORLD)
+    model = str(d / "m.h5")
+    main(["train", "--data", str(d / "train.txt"), "--model", model, *TRAIN])
+    for name, width, expected in (("narrow.h5", 5, "8 (only LIBSVM text may leave out the last features)"),
+                                  ("wide.h5", 11, "8 (only LIBSVM text may leave out the last features)"),
+                                  ("wide.txt", 11, "at most 8")):
+        fails_with(capsys, ["predict", "--model", model, "--data", str(d / name), "--output", str(d / "out.npy")],
+                   f"{d / name}: the data has {width} features but the model was trained with 8; expected {expected}")
+        assert not (d / "out.npy").exists()
+    main(["predict", "--model", model, "--data", str(d / "narrow.txt"), "--output", str(d / "out.npy"), "--quiet"])
+    fitted = load_model(model, WORLD)
+    expected = fitted.decision_function(np.column_stack([X[:, :5], np.zeros((200, 3))]))
+    if WORLD.Get_rank() == 0:
+        np.testing.assert_allclose(np.load(d / "out.npy")[:, 0], expected, rtol=1e-12)
+    polite_barrier(WORLD)
+    with pytest.raises(ValueError, match="X has 5 features, but PackSVC is expecting 8 features as input"):
+        fitted.decision_function(X[:, :5])

@@ -26,6 +26,8 @@ class Shard:
     whole data set (n_features when dense). ``dtype``: the float type rows are computed in
     (X's own type unless X is compact); compact rows are converted a few at a time
     (``float_rows``), never the whole shard. ``w``: (stop-start,) row weights > 0, or None.
+    ``text``: read from LIBSVM text, whose rows may leave out the last features (its width is
+    the highest index found), so a model may be wider than it.
     """
 
     path: str
@@ -39,6 +41,7 @@ class Shard:
     value_scale: float = 1.0
     dtype: np.dtype = None
     w: np.ndarray = None
+    text: bool = False
 
     def __post_init__(self):
         if self.dtype is None:
@@ -132,7 +135,7 @@ def _read_shard(path, rank, size, dtype, n_features):
     _, _, info = read_libsvm(path, n_features=n_features, row_range=(0, 0), dtype=dtype)
     start, stop = chunk(info.n_samples, rank, size)
     X, y, info = read_libsvm(path, n_features=info.n_features, row_range=(start, stop), dtype=dtype)
-    return Shard(path, info.n_samples, info.n_features, start, stop, X, y, max(info.max_row_nnz, 1))
+    return Shard(path, info.n_samples, info.n_features, start, stop, X, y, max(info.max_row_nnz, 1), text=True)
 
 
 CHECK_ROWS = 4096  # rows tested for NaN at a time: no shard-sized temporary
