@@ -26,9 +26,11 @@ def add_parser(sub):
                         "rank's block and average the models")
     add_packsvm_options(t)
     ck = t.add_argument_group("checkpoints (packsvm)")
-    ck.add_argument("--checkpoint", help="state file: written atomically every --checkpoint-every, and on SIGTERM")
+    ck.add_argument("--checkpoint",
+                    help="state file: written atomically every --checkpoint-every, and on SIGTERM or Ctrl-C")
     ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
-                    help="seconds (600 or 600s) or packs (50p) between checkpoints (default: only on SIGTERM)")
+                    help="seconds (600 or 600s) or packs (50p) between checkpoints "
+                         "(default: only on SIGTERM or Ctrl-C)")
     ck.add_argument("--resume", action="store_true", default=None,  # None: not given (options.py)
                     help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
     add_linear_options(t)
