@@ -1,13 +1,15 @@
 """What rank 0 tells the user while it works, without any communication: the progress of a
 long training run (``Progress``) and an estimator's verbose lines (``Console``).
 
-Progress on a terminal: one status line redrawn in place (bar, iterations, rate, ETA,
-support vectors, moving hinge loss). Elsewhere (SLURM logs, pipes, notebooks): a plain line
-every ``log_every`` seconds. The command line (`train`) and the estimators' ``verbose`` share
-it.
+Progress on a terminal: one status line redrawn in place (bar, iterations, recent rate, ETA
+from ``eta.EtaEstimator``, support vectors, moving hinge loss). Elsewhere (SLURM logs, pipes,
+notebooks): a plain line at the first update, then every ``log_every`` seconds. The command
+line (`train`) and the estimators' ``verbose`` share it.
 """
 import sys
 import time
+
+from .eta import EtaEstimator
 
 BAR_WIDTH = 24
 
@@ -20,21 +22,18 @@ class Progress:
         self.interactive = self.stream.isatty() if interactive is None else interactive
         self.interval = 0.2 if self.interactive else float(log_every)
         self.start = time.monotonic()
-        self.last = self.start
-        self.first_iteration = None
+        self.last = None  # the first update shows at once (a log's first line came after log_every)
+        self.estimate = EtaEstimator()
         self.drawn = False
 
     def update(self, iteration, total, support_vectors, hinge):
         now = time.monotonic()
-        if self.first_iteration is None:
-            self.first_iteration = iteration  # a resumed run starts past 0
-        if now - self.last < self.interval:
+        self.estimate.add(now, iteration, support_vectors)
+        if self.last is not None and now - self.last < self.interval:
             return
         self.last = now
         elapsed = now - self.start
-        done = iteration - self.first_iteration
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (total - iteration) / rate if rate > 0 else float("inf")
+        rate, eta = self.estimate.rate(), self.estimate.remaining(total)
         status = (f"{iteration}/{total} it ({100 * iteration / total:.0f}%), {_si(rate)} it/s, "
                   f"ETA {_duration(eta)}, {support_vectors} SVs, hinge {hinge:.4f}")
         if self.interactive:
@@ -75,6 +74,8 @@ class Console:
 
 
 def _si(value):
+    if value is None:
+        return "?"
     for unit, scale in (("M", 1e6), ("k", 1e3)):
         if value >= scale:
             return f"{value / scale:.1f}{unit}"
@@ -82,7 +83,7 @@ def _si(value):
 
 
 def _duration(seconds):
-    if seconds == float("inf"):
+    if seconds is None or seconds == float("inf"):
         return "?"
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)

@@ -64,7 +64,8 @@ def add_common(p):
     p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS.help)
     p.add_argument("--quiet", action="store_true", help="print only errors")
     p.add_argument("--log-every", type=float, default=30.0,
-                   help="seconds between progress lines when not on a terminal (default 30)")
+                   help="seconds between progress lines when not on a terminal (default 30; the first "
+                        "comes at the first pack)")
 
 
 def rank_threads(comm, threads):
