@@ -149,9 +149,12 @@ def test_no_module_but_collectives_calls_a_buffer_collective():
 # in the comment). A new call fails the test below until it is read and listed here.
 SMALL_LOWERCASE_CALLS = {
     "ppack/base.py": {"allreduce": 1, "allgather": 1},  # class counts (K,), each rank's distinct labels
-    "ppack/cli/common.py": {"gather": 1, "allreduce": 2, "bcast": 1},  # peak memory, seconds, accuracy
+    "ppack/cli/common.py": {"gather": 1, "allreduce": 2, "bcast": 2},  # peak memory, seconds, accuracy, the
+    #   input files' widths
     "ppack/cli/predict.py": {"allreduce": 1},  # seconds
-    "ppack/cli/train.py": {"gather": 2, "allgather": 1, "allreduce": 1},  # shard/table bytes, start-up, seconds
+    "ppack/cli/train.py": {"gather": 2, "allgather": 2, "allreduce": 1},  # shard/table bytes, start-up, the
+    #   stopping signal's name, seconds
+    "ppack/data/shard.py": {"allreduce": 2},  # gamma="scale": the values' sum and squared deviations
     "ppack/collective_write.py": {"bcast": 1, "allreduce": 1, "recv": 1, "send": 1},  # file name, open count,
     #   each rank's list of (dataset, offset, shape, dtype) headers (its rows go as buffers)
     "ppack/kernels/precision.py": {"allreduce": 1},  # the largest norm
@@ -164,7 +167,8 @@ SMALL_LOWERCASE_CALLS = {
     #   class (K,), the model width; a checkpoint's existence, a LIBSVM header
     "ppack/packsvm/losses.py": {"allgather": 1, "allreduce": 1},  # each rank's target sum, count, max and
     #   min; the weights' max
-    "ppack/packsvm/offset_estimator.py": {"allreduce": 1},  # the count of rows without a finite target
+    "ppack/packsvm/offset_estimator.py": {"allreduce": 2, "bcast": 1},  # the count of rows without a finite
+    #   target, seconds; one-class's rho and objective
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
     "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
     "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows
