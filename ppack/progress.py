@@ -50,6 +50,16 @@ class Progress:
             self.stream.flush()
 
 
+def pack_callback(bar):
+    """The packed solver's progress callback (called after every pack with the solver's state,
+    its statistics, the support-vector count and T) that updates ``bar`` (a ``Progress``);
+    its ``close`` is the bar's."""
+    def show(state, stats, n_support, total):
+        bar.update(state.iteration, total, n_support, stats.hinge_moving_average)
+    show.close = bar.close
+    return show
+
+
 class Console:
     """An estimator's ``verbose`` output: lines on rank 0's stderr, each after the estimator's
     name; nothing at verbose 0 or on the other ranks. ``on`` tells whether it prints."""

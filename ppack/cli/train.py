@@ -12,7 +12,7 @@ from .common import (Report, add_common, check_inputs, check_outputs, describe_m
                      peak_rss_bytes, process_age_seconds, rank_threads, read_shard, training_data, write_metrics)
 from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
                       refuse_other_trainers_options, svm_type_of)
-from .progress import Progress
+from ..progress import Progress, pack_callback
 from .stop import EXIT_STATUS, StopRequest
 
 
@@ -60,7 +60,7 @@ def run(comm, args):
         raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
     if kernel:
         estimator = SVM_TYPE_CLASSES[svm_type_of(args)]
-        progress = None if args.quiet or comm.Get_rank() else _progress(args.log_every)
+        progress = None if args.quiet or comm.Get_rank() else pack_callback(Progress(log_every=args.log_every))
         model = estimator(**packsvm_params(args), comm=comm, progress=progress)
     else:
         model = BlockAveragedSVC(**linear_params(args), comm=comm)
@@ -261,12 +261,3 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
             f"{phase.replace('_', ' ')} {max(values) / 2**20:.0f} MB" for phase, values in peaks.items()))
     write_metrics(comm, args.metrics_json, metrics)
 
-
-def _progress(log_every):
-    """Rank 0's progress callback for the solver: a bar on a terminal, log lines otherwise."""
-    bar = Progress(log_every=log_every)
-
-    def show(state, stats, n_support, total):
-        bar.update(state.iteration, total, n_support, stats.hinge_moving_average)
-    show.close = bar.close
-    return show

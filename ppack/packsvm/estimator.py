@@ -13,6 +13,7 @@ from ..errors import PPackError, given
 from ..mpi.collectives import Collectives
 from ..kernels.threads import ensure_threads
 from ..mpi.comm import chunk, on_rank0, run_collectively
+from ..progress import pack_callback
 from ..registry import DTYPES, PACKSVM_PARAMS, VERBOSE, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
@@ -165,7 +166,7 @@ class PackSVC(BaseSVC):
         console = self._console()
         bar = None if self.progress is not None else console.progress()
         solver = PackedSolver(comm, self.spec_, self.sigma_, T, self.pack, seed,
-                              self.work_bytes, self.progress if bar is None else _pack_progress(bar),
+                              self.work_bytes, self.progress if bar is None else pack_callback(bar),
                               should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=n_columns, validation=validation,
                               average=self.average, step=self.step, sampling=self.sampling, loss=self.loss_,
@@ -436,13 +437,6 @@ class PackSVC(BaseSVC):
         else:
             predicted = values[np.argmax(decisions, axis=1)]
         return float(np.mean(predicted == labels))
-
-
-def _pack_progress(bar):
-    """The solver's progress callback that updates ``bar`` (a ``progress.Progress``)."""
-    def show(state, stats, n_support, total):
-        bar.update(state.iteration, total, n_support, stats.hinge_moving_average)
-    return show
 
 
 def resolve_gamma(comm, gamma, shard):
