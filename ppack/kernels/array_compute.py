@@ -15,19 +15,25 @@ dtype (float32 products in float32); the kernel formula and the coefficient prod
 follow in float64, so the sums agree with the CPU kernels within the float32 bound
 (``cpu.gemm_partial_sums``), or to float64 rounding. Dense rows only.
 """
+import importlib
+import time
 from collections import Counter
 
 import numpy as np
 
 from ..errors import PPackError, given
+from .block import RowBlock
 from .compute import DEFAULT_WORK_BYTES, KernelCompute
 
 GROWTH_ROWS = 1024  # the device copy's first capacity, in rows
+WARM_ROWS = 4  # rows of the warm-up's tiny block
 
 
 class ArrayCompute(KernelCompute):
     """``KernelCompute`` on the device of array module ``xp``; ``sent`` counts the bytes each
     kind of transfer moved ("rows", "block", "coef" to the device; "sums", "pairs" back)."""
+
+    on_device = True
 
     def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES, xp=np):
         if sparse:
@@ -41,6 +47,7 @@ class ArrayCompute(KernelCompute):
         self._coef = None  # the table's coefficients, mirrored (``after_pack``); None: not mirrored
         self._coef_rows = 0
         self._block = None  # (block, norms, their device copies) partial_sums sent, for pair_kernels
+        self._kept = None  # (key, coefficients on the device): others than the table's, sent once per key
 
     @classmethod
     def beside(cls, compute, xp):
@@ -57,9 +64,30 @@ class ArrayCompute(KernelCompute):
         compute.stored = self.stored
         return compute
 
-    def __getstate__(self):  # a pickled model carries no device arrays
-        return {**super().__getstate__(), "_rows": None, "_norms": None, "_on_device": 0, "_coef": None,
-                "_coef_rows": 0, "_block": None}
+    def __getstate__(self):  # no device arrays; the array module (which does not pickle) by its name
+        return {**super().__getstate__(), "xp": self.xp.__name__, "_rows": None, "_norms": None, "_on_device": 0, "_coef": None,
+                "_coef_rows": 0, "_block": None, "_kept": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.xp = importlib.import_module(state["xp"])
+
+    def warm_up(self):
+        """Run ``partial_sums`` and ``pair_kernels`` once on WARM_ROWS rows of this kernel, dtype
+        and width, in a throwaway twin (this compute's rows, mirror and counts are untouched):
+        the array library's first-use costs (CuPy compiles its elementwise kernels with NVRTC,
+        cuBLAS starts) are paid here, not in the first packs. Returns the seconds it took."""
+        start = time.perf_counter()
+        d, dtype = self.stored.n_features, self.stored.dtype
+        rows = np.random.default_rng(0).uniform(0.1, 1.0, size=(WARM_ROWS, d)).astype(dtype)
+        twin = ArrayCompute(self.spec, d, False, dtype, self.work_bytes, self.xp)
+        twin.store(rows)
+        block = RowBlock.from_rows(rows, np.zeros(WARM_ROWS), d)
+        norms = twin.row_norms(block)
+        twin.partial_sums(np.ones((WARM_ROWS, 1)), block, norms, np.zeros((1, WARM_ROWS)))
+        left, right = np.triu_indices(WARM_ROWS, 1)
+        twin.pair_kernels(block, norms, left, right, np.empty(len(left)))
+        return time.perf_counter() - start
 
     def _to_device(self, kind, array, dtype=None):
         array = np.ascontiguousarray(array, dtype=dtype)
@@ -136,10 +164,16 @@ class ArrayCompute(KernelCompute):
             self._coef[xp.asarray(slots)] = self._to_device("coef", table.coef[slots])
         self._coef_rows = table.n
 
-    def _coefficients(self, coef, mirrored):
+    def _coefficients(self, coef, mirrored, kept=None):
         """coef (n, K) on the device: the mirror, when the caller passes the table's coefficients
-        (``mirrored``) and the mirror holds them; else sent whole (and mirrored from then on)."""
+        (``mirrored``) and the mirror holds them; the copy kept under key ``kept`` (sent on the
+        key's first call: the mirror is the table's and must not serve them); else sent whole
+        (and mirrored from then on, when ``mirrored``)."""
         n = coef.shape[0]
+        if kept is not None and not mirrored:
+            if self._kept is None or self._kept[0] is not kept or self._kept[1].shape != coef.shape:
+                self._kept = (kept, self._to_device("coef", coef, np.float64))
+            return self._kept[1]
         if mirrored and self._coef is not None and self._coef_rows == n:
             return self._coef[:n]
         whole = self._to_device("coef", coef, np.float64)
@@ -149,9 +183,10 @@ class ArrayCompute(KernelCompute):
             self._coef_rows = n
         return whole
 
-    def partial_sums(self, coef, block, block_norms, out, mirrored=False):
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None):
         """``KernelCompute.partial_sums`` on the device (same arguments and result); ``mirrored``:
-        coef is the table's, kept on the device by ``after_pack``."""
+        coef is the table's, kept on the device by ``after_pack``; ``kept``: a key for coef, sent
+        once per key."""
         coef = np.asarray(coef)
         n, r = self.stored.n, block.n_rows
         n_columns = 1 if coef.ndim == 1 else coef.shape[1]
@@ -164,7 +199,7 @@ class ArrayCompute(KernelCompute):
         self._sync_rows()
         columns, norms_b = self._block_on_device(block, block_norms)
         self._block = (block, block_norms, columns, norms_b)  # for this pack's pair kernels
-        coefs = self._coefficients(coef.reshape(n, n_columns), mirrored)
+        coefs = self._coefficients(coef.reshape(n, n_columns), mirrored, kept)
         tile = max(1, self.work_bytes // (8 * r * (2 + (block.n_features if self.spec.uses_l1 else 0))))
         sums = self.xp.zeros((n_columns, r))
         for a0 in range(0, n, tile):

@@ -61,6 +61,8 @@ class KernelCompute:
     ``n_features``, dense or ``sparse``, in ``dtype``) and ``work_bytes`` of working memory
     per kernel-sum pass."""
 
+    on_device = False  # the work runs on the CPU (``array_compute.ArrayCompute`` is a device's)
+
     def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES):
         if not isinstance(spec, KernelSpec):
             raise TypeError(f"KernelCompute: spec must be a KernelSpec, got {type(spec).__name__}")
@@ -96,6 +98,10 @@ class KernelCompute:
         dense transposed group, 8 bytes per value, stays within ``work_bytes``."""
         return max(1, min(block.n_rows, self.work_bytes // (8 * block.n_features)))
 
+    # seconds this compute's device took to get ready before the first pack (``device.on_device``);
+    # the CPU's numba kernels are readied apart (``packsvm.warmup``)
+    warm_seconds = 0.0
+
     def host(self):
         """The compute a model keeps on the CPU: this one (a device's gives its CPU twin)."""
         return self
@@ -104,10 +110,12 @@ class KernelCompute:
         """Told after each pack what changed in the table's coefficients (a device keeps a copy:
         ``array_compute``); the CPU reads the table's own."""
 
-    def partial_sums(self, coef, block, block_norms, out, mirrored=False):
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None):
         """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
         with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).
         ``mirrored``: coef is the table's (a device's copy may serve; the CPU ignores it).
+        ``kept``: a key, the same for calls with the same coef (a device sends coef once per
+        key and keeps it; the CPU ignores it).
 
         coef (n,) with out (r,), or coef (n, K) with out (K, r) (or (r,) when K is 1), n the
         stored rows; block: a RowBlock of r rows with block_norms (r,); out float64. The work is

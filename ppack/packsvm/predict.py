@@ -2,7 +2,9 @@
 
 Rows of the data set are taken in blocks; each block is delivered to every rank (one
 sum), every rank sums its own support vectors' kernels against it, and a sum to rank 0
-brings the block's decision values there.
+brings the block's decision values there. On a device the blocks are larger (the GEMM
+needs wide blocks to keep the device busy) and coefficients other than the table's (the
+averaged ones) cross once per pass, not once per block.
 """
 import numpy as np
 
@@ -13,10 +15,15 @@ from ..mpi.collectives import Collectives
 # stay in a core's cache while every support vector sweeps over it.
 BLOCK_BYTES = 512 * 1024
 MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 2048
+# On a device the block is one GEMM's columns: it crosses the bus once for all the stored rows.
+DEVICE_BLOCK_BYTES, DEVICE_MAX_BLOCK_ROWS = 8 * 2**20, 2048
 
 
-def block_rows(n_features):
-    """Rows per block of a prediction pass over rows of ``n_features`` features."""
+def block_rows(n_features, on_device=False):
+    """Rows per block of a prediction pass over rows of ``n_features`` features (every rank
+    computes on the same kind of device, so every rank takes the same blocks)."""
+    if on_device:
+        return min(DEVICE_MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, DEVICE_BLOCK_BYTES // (8 * max(1, n_features))))
     return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, BLOCK_BYTES // (8 * max(1, n_features))))
 
 
@@ -56,10 +63,11 @@ def decision_blocks(comm, table, scale, shard, n_features, ids=None, collectives
     """
     collectives = Collectives(comm) if collectives is None else collectives
     compute = table.compute
-    table_coef = coef is None  # the same coefficients for every block: a device keeps them (``mirrored``)
+    # the same coefficients for every block: a device mirrors the table's and keeps others for this pass
+    kept = {"mirrored": True} if coef is None else {"kept": object()}
     coef = table.coef if coef is None else coef
     n = shard.n_samples if ids is None else len(ids)
-    rows = block_rows(n_features)
+    rows = block_rows(n_features, compute.on_device)
     Q = table.n_columns
     scale = np.reshape(scale, (Q, 1))
     for b0 in range(0, n, rows):
@@ -70,6 +78,6 @@ def decision_blocks(comm, table, scale, shard, n_features, ids=None, collectives
         # rows in the table's type, whatever the shard's: norms and dot products of the same values
         block = deliver_rows(collectives, shard, shard.y, block_ids, n_features, weights=weights, dtype=table.dtype)
         part = np.zeros((Q, len(block_ids)))
-        compute.partial_sums(coef, block, compute.row_norms(block), part, mirrored=table_coef)
+        compute.partial_sums(coef, block, compute.row_norms(block), part, **kept)
         total = collectives.sum(part) if everywhere else collectives.sum_to_root(part)
         yield b0, block, None if total is None else scale * total
