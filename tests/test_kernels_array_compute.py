@@ -1,6 +1,8 @@
-"""The compute seam on an array library's device (``kernels.array_compute``, the GPU path), with
-numpy standing in for CuPy: the same sums as the CPU kernels, what crosses the bus when, the
-device copy's growth, the errors; and the tests marked ``gpu`` that run it on a real GPU."""
+"""The compute seam on an array library's device (``kernels.array_compute``, the GPU path): the
+same sums as the CPU kernels, what crosses the bus when, the device copy's growth, training and
+prediction through it, the errors. Tests taking ``xp`` run with numpy standing in for CuPy and
+again, marked ``gpu``, on CuPy where CuPy and a GPU are found (skipped elsewhere)."""
+import pickle
 import sys
 
 import numpy as np
@@ -14,6 +16,7 @@ from ppack.kernels import device as device_module
 from ppack.kernels.array_compute import GROWTH_ROWS, ArrayCompute
 from ppack.kernels.block import RowBlock
 from ppack.kernels.compute import KernelCompute
+from ppack.kernels.device import on_device
 from ppack.kernels.spec import KernelSpec
 from ppack.packsvm.loop import upper_pairs
 
@@ -23,6 +26,27 @@ KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3
            ("sigmoid", {"coef0": -0.5}), ("rbf", {"offset": 1.0})]
 # against the CPU kernels: float64 to rounding; float32 storage within its dot products' bound
 RTOL = {np.float64: 1e-12, np.float32: 1e-5}
+
+
+def cupy_on_a_gpu():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU visible")
+    except Exception as exc:  # noqa: BLE001 - CuPy's CUDA errors
+        pytest.skip(f"no GPU visible ({exc})")
+    return cupy
+
+
+@pytest.fixture(params=["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+def xp(request):
+    """The array module: numpy standing in for CuPy, or CuPy on a GPU."""
+    return np if request.param == "numpy" else cupy_on_a_gpu()
+
+
+def asnumpy(array):
+    """A device array (or a numpy one) on the host."""
+    return array.get() if hasattr(array, "get") else np.asarray(array)
 
 
 def both_computes(name, params, dtype, xp=np, n_sv=300, d=20, work_bytes=1 << 16):
@@ -42,8 +66,8 @@ def a_block(d=20, r=37, seed=4, dtype=np.float64):
 @pytest.mark.parametrize("name,params", KERNELS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n_columns", [None, 3])
-def test_partial_sums_and_pair_kernels_match_the_cpu_kernels(name, params, dtype, n_columns):
-    cpu, device = both_computes(name, params, dtype)
+def test_partial_sums_and_pair_kernels_match_the_cpu_kernels(xp, name, params, dtype, n_columns):
+    cpu, device = both_computes(name, params, dtype, xp)
     block = a_block(dtype=dtype)
     norms = cpu.row_norms(block)
     rng = np.random.default_rng(2)
@@ -61,10 +85,10 @@ def test_partial_sums_and_pair_kernels_match_the_cpu_kernels(name, params, dtype
     np.testing.assert_allclose(pairs_device[40:300], pairs_cpu[40:300], rtol=tol, atol=tol * np.abs(pairs_cpu).max())
 
 
-def test_only_the_new_rows_cross_and_the_device_copy_grows_by_doubling():
+def test_only_the_new_rows_cross_and_the_device_copy_grows_by_doubling(xp):
     """Per pack: the rows stored since the last pack (each row once), the block's columns and
     norms, the coefficients; back: K x r sums. The copy keeps its rows when it grows."""
-    cpu, device = both_computes("rbf", {}, np.float32, n_sv=10)
+    cpu, device = both_computes("rbf", {}, np.float32, xp, n_sv=10)
     d, r, K = 20, 37, 2
     block = a_block(dtype=np.float32)
     norms = cpu.row_norms(block)
@@ -81,12 +105,47 @@ def test_only_the_new_rows_cross_and_the_device_copy_grows_by_doubling():
         assert sent["rows"] == (stored if pack == 0 else fresh) * row_bytes
         assert sent["block"] == d * r * 4 + r * 8 and sent["coef"] == stored * K * 8 and sent["sums"] == K * r * 8
         assert device._rows.shape[0] >= stored
-        np.testing.assert_array_equal(device._rows[:stored], cpu.stored.features)
-        np.testing.assert_array_equal(device._norms[:stored], cpu.stored.norms)
+        np.testing.assert_array_equal(asnumpy(device._rows[:stored]), cpu.stored.features)
+        np.testing.assert_array_equal(asnumpy(device._norms[:stored]), cpu.stored.norms)
         expected = np.zeros((K, r))
         cpu.partial_sums(np.ones((stored, K)), block, norms, expected)
         np.testing.assert_allclose(out, expected, rtol=1e-5)
     assert device._rows.shape[0] == 2 * GROWTH_ROWS  # 1,018 rows, then 1,033: doubled once
+
+
+def test_on_device_gives_a_warmed_array_compute_beside_the_stored_rows(monkeypatch, xp):
+    on_xp(monkeypatch, xp)
+    cpu, _ = both_computes("rbf", {}, np.float64)
+    assert on_device(cpu, "cpu", MPI.COMM_SELF) is cpu
+    device = on_device(cpu, "gpu", MPI.COMM_SELF)
+    assert type(device) is ArrayCompute and device.xp is xp and device.stored is cpu.stored
+    assert device.warm_seconds > 0.0 and device.host().stored is cpu.stored
+    block = a_block()
+    norms = cpu.row_norms(block)
+    coef = np.random.default_rng(2).normal(size=cpu.stored.n)
+    expected, got = np.zeros(block.n_rows), np.zeros(block.n_rows)
+    cpu.partial_sums(coef, block, norms, expected)
+    device.partial_sums(coef, block, norms, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+    with pytest.raises(PPackError, match="device: expected one of cpu, gpu, got 'tpu'"):
+        on_device(cpu, "tpu", MPI.COMM_SELF)
+
+
+def test_an_array_compute_pickles_its_array_module_by_name():
+    """A module object does not pickle; the state names it and unpickling imports it again.
+    The copy has no device arrays and computes the same sums."""
+    with pytest.raises(TypeError, match="module"):
+        pickle.dumps(np)
+    cpu, device = both_computes("rbf", {}, np.float64)
+    block = a_block()
+    norms = cpu.row_norms(block)
+    coef = np.random.default_rng(2).normal(size=cpu.stored.n)
+    first, again = np.zeros(block.n_rows), np.zeros(block.n_rows)
+    device.partial_sums(coef, block, norms, first)
+    copy = pickle.loads(pickle.dumps(device))
+    assert copy.xp is np and copy._rows is None and copy.stored.n == cpu.stored.n
+    copy.partial_sums(coef, block, norms, again)
+    np.testing.assert_array_equal(again, first)
 
 
 def test_csr_rows_and_a_missing_cupy_are_one_line_errors(monkeypatch):
@@ -101,10 +160,18 @@ def test_csr_rows_and_a_missing_cupy_are_one_line_errors(monkeypatch):
         fitted_on_the_stand_in(monkeypatch, sp.csr_matrix(X), y)
 
 
-def fitted_on_the_stand_in(monkeypatch, X, y, comm=MPI.COMM_SELF, **params):
-    """PackSVC(device="gpu") with numpy standing in for CuPy (asked for once per fit)."""
-    asked = []
-    monkeypatch.setattr(device_module, "gpu_array_module", lambda comm: asked.append(comm) or np)
+def on_xp(monkeypatch, xp):
+    """Make ``device="gpu"`` run on ``xp``: numpy standing in, or CuPy through the real probe;
+    returns the communicators it was asked for on."""
+    asked, real = [], device_module.gpu_array_module
+    monkeypatch.setattr(device_module, "gpu_array_module",
+                        lambda comm: asked.append(comm) or (np if xp is np else real(comm)))
+    return asked
+
+
+def fitted_on_the_stand_in(monkeypatch, X, y, comm=MPI.COMM_SELF, xp=np, **params):
+    """PackSVC(device="gpu") on ``xp`` (numpy standing in for CuPy by default), asked for once per fit."""
+    asked = on_xp(monkeypatch, xp)
     model = PackSVC(device="gpu", comm=comm, **params).fit(X, y)
     assert asked == [comm]
     return model
@@ -118,7 +185,7 @@ def watch_the_mirror(monkeypatch):
 
     def checked(self, coef, block, block_norms, out, mirrored=False):
         if mirrored and self._coef is not None and self._coef_rows == len(coef):
-            np.testing.assert_array_equal(self._coef[:len(coef)], coef)
+            np.testing.assert_array_equal(asnumpy(self._coef[:len(coef)]), coef)
             record["checked"] += 1
         elif mirrored and len(coef):
             record["whole"] += 1
@@ -131,7 +198,7 @@ def watch_the_mirror(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("average", [True, False])
-def test_training_on_the_device_gives_the_cpu_model(monkeypatch, dtype, average):
+def test_training_on_the_device_gives_the_cpu_model(monkeypatch, xp, dtype, average):
     """Four-class one-vs-rest training through the device path: the same support vectors and
     decisions as on the CPU (float64 to rounding, float32 within its bound). The coefficients
     are sent whole once; after that the mirror, folded on the device and sent only the pack's
@@ -141,7 +208,7 @@ def test_training_on_the_device_gives_the_cpu_model(monkeypatch, dtype, average)
               "average": average}
     cpu = PackSVC(comm=MPI.COMM_SELF, **params).fit(X, y)
     record = watch_the_mirror(monkeypatch)
-    device = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    device = fitted_on_the_stand_in(monkeypatch, X, y, xp=xp, **params)
     packs, K = 12, 4
     assert record["whole"] == 1 and record["checked"] == packs - 2  # pack 1: an empty table
     assert record["coef_bytes"] <= 8 * K * (device.n_support_ + packs * 100)
@@ -164,16 +231,6 @@ def test_all_ranks_on_the_device_give_the_one_rank_model(monkeypatch):
     np.testing.assert_allclose(every.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
 
 
-def cupy_on_a_gpu():
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU visible")
-    except Exception as exc:  # noqa: BLE001 - CuPy's CUDA errors
-        pytest.skip(f"no GPU visible ({exc})")
-    return cupy
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,params", KERNELS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -190,7 +247,7 @@ def test_the_gpu_matches_the_cpu_kernels(name, params, dtype):
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
 
 
-def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, tmp_path, capsys):
+def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, xp, tmp_path, capsys):
     """`predict --device gpu` (numpy standing in): the decisions of `predict` on the CPU, the
     coefficients sent once for all the blocks; a linear model is refused in one line."""
     from ppack.cli import main
@@ -203,7 +260,7 @@ def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, tmp_path, c
     main(["predict", "--model", str(tmp_path / "m.h5"), "--data", str(tmp_path / "d.h5"), "--output",
           str(tmp_path / "cpu.npy"), "--quiet"], comm=MPI.COMM_SELF)
     record = watch_the_mirror(monkeypatch)
-    monkeypatch.setattr(device_module, "gpu_array_module", lambda comm: np)
+    on_xp(monkeypatch, xp)
     main(["predict", "--model", str(tmp_path / "m.h5"), "--data", str(tmp_path / "d.h5"), "--output",
           str(tmp_path / "gpu.npy"), "--device", "gpu", "--quiet"], comm=MPI.COMM_SELF)
     cpu, gpu = np.load(tmp_path / "cpu.npy"), np.load(tmp_path / "gpu.npy")

@@ -98,7 +98,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     ready = {}
 
     def kernels_ready(seconds):  # the packs start next: how long the process took to get here
-        ready["age"] = process_age_seconds()
+        ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
         model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
@@ -166,7 +166,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": {**info["seconds"], "startup": _startup_seconds(model._comm(), ready.get("age"), read_seconds,
-                                                                    info["seconds"]["compile"])},
+                                                                    ready.get("compile", 0.0))},
             "bytes": dict(info["bytes"]), "file_writes": {"checkpoint": checkpoints}}
 
 

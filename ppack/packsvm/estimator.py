@@ -146,8 +146,9 @@ class PackSVC(BaseSVC):
         stop_after_packs: stop after this many packs (tests). ``stopped_`` tells whether the
         run ended early; the fitted state is then the checkpointed one.
         Before training the numba kernels are compiled, or loaded from numba's cache, once per
-        node (``warmup.warm_kernels``): ``training_["seconds"]["compile"]`` is that time, kept
-        out of ``total``; ``on_kernels_ready(seconds)``, if given, is called (on every rank) then.
+        node (``warmup.warm_kernels``), and a GPU's path is run once (``kernels.device.on_device``):
+        ``training_["seconds"]["compile"]`` is both times, kept out of ``total``;
+        ``on_kernels_ready(seconds)``, if given, is called (on every rank) after the numba kernels'.
         """
         comm = self._comm()
         ensure_threads(comm)  # a Python script under mpiexec: this rank's share of the node's cores
@@ -201,7 +202,7 @@ class PackSVC(BaseSVC):
                                                               stop_after_packs, weights)
         if bar is not None:
             bar.close()
-        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
+        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds + solver.device_seconds)
         info = self.training_
         console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
                 f"{info['packs']} packs, {self.n_support_} support vectors"

@@ -110,6 +110,7 @@ class PackedSolver:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         self.placement = placement
         self.device = device
+        self.device_seconds = 0.0  # the device's warm-up in the last run (``on_device``)
         self.comm = comm
         self.loss = Loss(bound=float(max_weight)) if loss is None else loss
         self.step = float(step)
@@ -166,6 +167,7 @@ class PackedSolver:
             state.row_seconds = np.zeros(size)  # measured afresh (and never under placement by count)
         row_memory = ROW_MEMORY if self.placement == "cost" else 0.0
         table.compute = compute = on_device(table.compute, self.device, comm)
+        self.device_seconds = compute.warm_seconds  # compile time, reported beside numba's (not a pack's)
         seconds, sent = stats.seconds, stats.bytes
         for phase in PHASES:  # a checkpoint of an older version may lack some
             seconds.setdefault(phase, 0.0)
