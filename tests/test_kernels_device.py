@@ -72,6 +72,7 @@ def fake_cupy(count=2, fail=None, used=None):
     cupy.asarray = lambda a: np.asarray(a).view(NoBlas if fail == "gemm" else DeviceArray)
     cupy.exp = exp
     cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: count), Device=Device)
+    cupy.__getattr__ = lambda name: getattr(np, name)  # the rest of the array module: numpy's
     return cupy
 
 
@@ -113,11 +114,28 @@ def test_cupys_import_error_gives_its_original_reason_on_one_line(monkeypatch):
 
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Broken(), *sys.meta_path])
-    with pytest.raises(PPackError, match=r"^device='gpu': CuPy does not import \(ImportError: ImportError: "
+    with pytest.raises(PPackError, match=r"^device='gpu': CuPy does not import \(ImportError: "
                                          r"libcuda.so.1: cannot open shared object file: No such file or "
                                          r"directory\); reinstall it") as info:
         gpu_array_module(MPI.COMM_SELF)
     assert "\n" not in str(info.value)
+
+
+def test_a_gpu_that_computes_takes_the_whole_device_path(monkeypatch, no_launcher):
+    """A working (fake) CuPy: probed, its GPU current, the device path warmed on it, and the
+    model the numpy stand-in trains."""
+    X, y = make_problem(200, 5, seed=7)
+    params = {"gamma": 0.3, "C": 5.0, "iterations": 400, "pack": 50, "dtype": "float64", "device": "gpu",
+              "comm": MPI.COMM_SELF}
+    real = device_module.gpu_array_module
+    monkeypatch.setattr(device_module, "gpu_array_module", lambda comm: np)
+    expected = PackSVC(**params).fit(X, y).decision_function(X)
+    monkeypatch.setattr(device_module, "gpu_array_module", real)
+    used = []
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(used=used))
+    model = PackSVC(**params).fit(X, y)
+    assert used == [0] and model.training_["seconds"]["compile"] > 0.0
+    np.testing.assert_array_equal(model.decision_function(X), expected)
 
 
 @pytest.mark.parametrize("var", LOCAL_RANK_VARIABLES)

@@ -49,11 +49,11 @@ def local_rank(comm):
 
 def one_line(exc):
     """An exception's type and message on one line; for CuPy's framed import errors, the
-    original error it quotes."""
+    original error it quotes (which names its own type)."""
     lines = [line.strip() for line in str(exc).splitlines()]
     lines = [line for line in lines if line and set(line) != {"="}]
     if "Original error:" in lines:
-        lines = lines[lines.index("Original error:") + 1:]
+        return " ".join(lines[lines.index("Original error:") + 1:])
     return f"{type(exc).__name__}: {' '.join(lines)}" if lines else type(exc).__name__
 
 
