@@ -2,12 +2,15 @@
 on one GPU. Prepared for a node with a GPU and CuPy; `--stand-in numpy` runs the same code
 with numpy in place of CuPy (on the CPU: a check of the script, never a GPU figure).
 
-Run from the repository root:
+Run from the repository root, with the MNIST IDX files in DATA/mnist (`bench/device.sh` runs
+these on the GPU node with `.device/` as DATA). Open MPI run as root needs
+--allow-run-as-root, and --oversubscribe where the ranks outnumber the cores:
 
+    L="mpirun --allow-run-as-root --oversubscribe --bind-to core"
     python3 bench/gpu.py sums                     # partial sums per pack against stored rows
-    python3 bench/gpu.py sums --cpu-ranks 16 --launcher "mpirun --bind-to core"
-    python3 bench/gpu.py train --rows 1000000     # ten digits, T = m, one GPU (data made here)
-    python3 bench/gpu.py train --rows 8100000 --gen-ranks 16 --launcher "mpirun --bind-to core"
+    python3 bench/gpu.py sums --cpu-ranks 16 --launcher "$L"
+    python3 bench/gpu.py train --rows 1000000 --launcher "$L" --data-dir DATA   # ten digits, T = m, one GPU
+    python3 bench/gpu.py train --rows 8100000 --gen-ranks 16 --launcher "$L" --data-dir DATA
 
 `sums`: d = 784 float32 rows (pixel-like values in [0, 1]), r = 100, K = 10 coefficient
 columns; for each stored-row count the median seconds per pack over --packs packs of
@@ -17,7 +20,7 @@ P CPU ranks each holding a P-th of the rows (the slowest rank's time per pack).
 `train`: `data mnist8m --rows N` (on --gen-ranks ranks) and the MNIST test set, then `train
 --device gpu` on one rank with gamma 0.02, sigma 1e-6, T = m, float32; prints and saves its
 time, accuracy, support vectors and time per pack by phase. Results: bench/results/gpu_*.json
-and gpu_sums.png.
+and gpu_sums.png (or --results-dir).
 """
 import argparse
 import json
@@ -202,11 +205,14 @@ def parse_args():
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"), help="folder with mnist/")
     ap.add_argument("--work-dir", default="/tmp/ppack-gpu")
     ap.add_argument("--launcher", default=None, help='MPI launcher and options (default: mpiexec beside python)')
+    ap.add_argument("--results-dir", default=str(RESULTS), help="where the JSON and the figure go")
     return ap.parse_args()
 
 
 def main():
+    global RESULTS
     args = parse_args()
+    RESULTS = Path(args.results_dir)
     {"sums": sums, "train": train, "cpu-share": cpu_share}[args.what](args)
 
 

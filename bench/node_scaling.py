@@ -239,11 +239,14 @@ def parse_args():
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     ap.add_argument("--placements", nargs="+", default=["count", "cost"], choices=["count", "cost"])
     ap.add_argument("--figure-only", default=None, metavar="RESULTS_JSON", help="redraw the figure from a results file")
+    ap.add_argument("--results-dir", default=str(RESULTS), help="where the JSON and the figure go")
     return ap.parse_args()
 
 
 def main():
+    global RESULTS
     args = parse_args()
+    RESULTS = Path(args.results_dir)
     RESULTS.mkdir(parents=True, exist_ok=True)
     if args.figure_only:
         result = json.loads(Path(args.figure_only).read_text())
