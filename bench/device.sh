@@ -81,8 +81,15 @@ read = lambda p: json.loads(p.read_text()) if p.exists() else None
 steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()] if (out / "steps.jsonl").exists() else []
 checks = {c["check"]: {k: c[k] for k in ("defect", "verdict", "reasons", "stand_in")}
           for c in map(read, sorted(out.glob("check_*.json")))}
+tests = {}  # pytest's last line: every gpu test skipped is no GPU result
+for name in ("smoke-tests", "gpu-tests"):
+    log = out / f"{name}.log"
+    lines = [l for l in log.read_text().splitlines() if " in " in l and any(
+        w in l for w in (" passed", " failed", " skipped", " error"))] if log.exists() else []
+    if lines:
+        tests[name] = lines[-1].strip("= ")
 (out / "device.json").write_text(json.dumps({"environment": read(out / "environment.json"), "steps": steps,
-                                             "checks": checks}, indent=1))
+                                             "tests": tests, "checks": checks}, indent=1))
 EOF
 }
 
@@ -198,5 +205,9 @@ for c in probe:1 first-use:2 local-ids:5 tf32:6; do
     wanted "check-$name" || continue
     verdict=$(grep -hE '^(PASS|FAIL) ' "$out/check-$name.log" 2>/dev/null | tail -1)
     echo "   ${verdict:-FAIL ($number) $name: no verdict (the step was cut off or skipped: $out/check-$name.log)}"
+done
+for name in smoke-tests gpu-tests; do
+    line=$(grep -E " in [0-9.]+s" "$out/$name.log" 2>/dev/null | tail -1)
+    [ -n "$line" ] && echo "## $name: $line"
 done
 echo "## $out/device.json; $((SECONDS)) s in all"
