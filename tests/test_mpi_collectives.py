@@ -157,6 +157,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/data/shard.py": {"allreduce": 2},  # gamma="scale": the values' sum and squared deviations
     "ppack/collective_write.py": {"bcast": 1, "allreduce": 1, "recv": 1, "send": 1},  # file name, open count,
     #   each rank's list of (dataset, offset, shape, dtype) headers (its rows go as buffers)
+    "ppack/kernels/device.py": {"allreduce": 1},  # the device warm-up's seconds
     "ppack/kernels/precision.py": {"allreduce": 1},  # the largest norm
     "ppack/linear/averaging.py": {"allreduce": 6},  # seconds, losses, two dual sums
     "ppack/linear/estimator.py": {"allreduce": 3},  # seconds, the loss
