@@ -170,3 +170,21 @@ def test_data_of_another_width_is_refused_unless_libsvm_text_leaves_out_the_last
     polite_barrier(WORLD)
     with pytest.raises(ValueError, match="X has 5 features, but PackSVC is expecting 8 features as input"):
         fitted.decision_function(X[:, :5])
+
+
+def test_predict_says_before_predicting_that_the_first_use_compiles(mpi_tmp_path, capsys):
+    """A first predict on a machine waits for numba's compile: the line saying so comes once,
+    before the result's."""
+    X, y = make_problem(200, 5, seed=51)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["train", "--data", str(d / "train.txt"), "--model", str(d / "m.h5"), "--iterations", "200", "--quiet"])
+    capsys.readouterr()
+    main(["predict", "--model", str(d / "m.h5"), "--data", str(d / "train.txt")])
+    lines = capsys.readouterr().out.splitlines()
+    if WORLD.Get_rank() == 0:
+        compiles = [k for k, line in enumerate(lines) if "compile on this machine's first use" in line]
+        predicted = [k for k, line in enumerate(lines) if line.startswith("predicted 200 rows")]
+        assert len(compiles) == 1 and len(predicted) == 1 and compiles[0] < predicted[0]
+    else:
+        assert lines == []

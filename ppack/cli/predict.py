@@ -47,6 +47,8 @@ def run(comm, args):
                              "CPU (leave out --device)", collective=True)
         table.compute = on_device(table.compute, args.device, comm)
     shard, data_seconds = read_shard(comm, args.data, model.feature_dtype)
+    say("predicting: the numba kernels compile on this machine's first use (seconds), later runs load them "
+        "from the cache")
     decisions, labels, test_metrics, seconds = evaluate(comm, model, shard)
     peaks = peak_rss_bytes(comm)
     described = model.summary()
