@@ -290,9 +290,10 @@ class PackSVC(BaseSVC):
         if validation is not None:
             self.training_["validation"] = validation.report()
         if not self.stopped_:
+            passed = self._offset_after_training(comm, shard, weights)
             start = MPI.Wtime()
             ids = objective_rows(m, seed, exact=bool(self.objective))
-            self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids)
+            self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids, passed)
             self.training_["seconds"]["objective"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
         self.probability_ = None
         if getattr(self, "probability", False) and not self.stopped_:
@@ -301,6 +302,11 @@ class PackSVC(BaseSVC):
             self.probability_ = (A, B, power)
             self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": power}
             self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+    def _offset_after_training(self, comm, shard, weights):
+        """Collective: where the model's offset comes from a pass over the training rows, sets it
+        and returns the pass (``objective.training_rows``) for the objective; C-SVC has none: None."""
+        return None
 
     def _fit_probabilities(self, shard, iterations):
         """Collective: Platt's (A (K,), B (K,)), the power of their normalisation (1.0 for two

@@ -11,7 +11,8 @@ seeded sample of ``SAMPLE_ROWS`` rows by default, or taken over every row when a
 prediction pass over the training set: as costly as predicting it).
 
 One-class sets its rho after training to the rho that minimises the objective for the
-returned w (``nu_quantile``, from one prediction pass over the training rows). With w fixed,
+returned w (``nu_quantile``, from one prediction pass over the training rows, ``training_rows``,
+which the objective's loss part then reads instead of a pass of its own). With w fixed,
 the objective's part in rho, 1/m sum_i weight_i max(0, rho - s_i) - nu rho for the scores
 s_i = <w, phi(x_i)>, is convex and piecewise linear, with right derivative
 1/m sum_{s_i <= rho} weight_i - nu. Its smallest minimiser is the smallest score at which the
@@ -68,24 +69,31 @@ def support_vector_norms(comm, model, shard):
     return collectives.sum(np.ascontiguousarray(local, dtype=np.float64))
 
 
-def primal_objective(comm, model, shard, norms, weights, ids):
+def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
     """Collective: the objective of ``model`` (a fitted PackSVC) on the rows ``ids`` (None: every
     row) of the training ``shard``, as a dict the same on every rank: ``value`` (the mean over the
     binary problems), ``norm_term`` and ``hinge_term`` (lists, one per problem), ``rows``, ``exact``.
 
     norms (n_columns,): ||w||^2 of each problem; weights: the shard rows' weights, or None.
     The rows are taken a block at a time (``predict.decision_blocks``): rank 0 adds up each
-    block's hinge losses, holding one block."""
+    block's hinge losses, holding one block. ``passed``, if given: a pass over every training
+    row already made (``training_rows``), which the hinge part is taken from instead."""
     exact = ids is None
     if np.isnan(norms).any() and exact:  # an averaged model, exact asked
         norms = support_vector_norms(comm, model, shard)
     hinge_sum = np.zeros(model.table_.n_columns)
-    for _, block, f in decision_blocks(comm, model.table_, model.scale_, shard, model.n_features_in_, ids,
-                                       weights=weights):
+    if passed is None:
+        blocks = ((f, block.y, block.weight) for _, block, f in decision_blocks(
+            comm, model.table_, model.scale_, shard, model.n_features_in_, ids, weights=weights))
+    else:  # rank 0 holds the pass's rows
+        f, y, w = passed
+        chosen = slice(None) if exact else ids
+        blocks = [] if f is None else [(f[:, chosen], y[chosen], None if w is None else w[chosen])]
+    for f, y, w in blocks:
         if f is not None:  # rank 0
-            hinge = model.row_losses(f, block.y)
+            hinge = model.row_losses(f, y)
             if weights is not None:
-                hinge *= block.weight[None, :]
+                hinge *= w[None, :]
             hinge_sum += hinge.sum(axis=1)
     result = None
     if comm.Get_rank() == 0:
@@ -115,31 +123,20 @@ def nu_quantile(scores, weights, nu, m):
     return float(scores[order[min(k, len(scores) - 1)]])
 
 
-def training_scores(comm, model, shard, weights):
-    """Collective: the scores <w, phi(x_i)> (n_samples,) of every training row of ``shard`` under
-    ``model``'s table, and their weights (n_samples,) or None, on rank 0 ((None, None) elsewhere)."""
+def training_rows(comm, model, shard, weights):
+    """Collective: one prediction pass over every training row of ``shard`` under ``model``'s
+    table: (raw decision values <w, phi(x_i)> (n_columns, n_samples), labels (n_samples,), row
+    weights (n_samples,) or None) on rank 0, (None, None, None) elsewhere."""
     root = comm.Get_rank() == 0
     n = shard.n_samples
-    scores = np.empty(n) if root else None
-    row_weights = np.empty(n) if root and weights is not None else None
-    for b0, block, f in decision_blocks(comm, model.table_, model.scale_, shard, model.n_features_in_,
-                                        weights=weights):
+    f = np.empty((model.table_.n_columns, n)) if root else None
+    y = np.empty(n) if root else None
+    w = np.empty(n) if root and weights is not None else None
+    for b0, block, part in decision_blocks(comm, model.table_, model.scale_, shard, model.n_features_in_,
+                                           weights=weights):
         if root:
-            scores[b0:b0 + len(block.y)] = f[0]
-            if weights is not None:
-                row_weights[b0:b0 + len(block.y)] = block.weight
-    return scores, row_weights
-
-
-def objective_at(objective, scores, weights, ids, rho, nu):
-    """``objective`` (``primal_objective``'s dict, taken at another rho) at ``rho``: its
-    loss part over the rows ``ids`` (None: every row) from their ``scores`` and ``weights`` (all
-    rows'), its norm part as it was (it does not depend on rho), and -nu rho."""
-    rows = slice(None) if ids is None else ids
-    losses = np.maximum(0.0, rho - scores[rows])
-    if weights is not None:
-        losses = losses * weights[rows]
-    hinge = float(np.sum(losses) / objective["rows"])
-    known = objective["norm_term"] is not None
-    value = objective["norm_term"][0] + hinge - nu * rho if known else None
-    return {**objective, "value": value, "hinge_term": [hinge]}
+            b1 = b0 + len(block.y)
+            f[:, b0:b1], y[b0:b1] = part, block.y
+            if w is not None:
+                w[b0:b1] = block.weight
+    return f, y, w

@@ -14,7 +14,7 @@ from ..mpi.collectives import Collectives
 from ..registry import SVM_TYPE_PARAMS, VERBOSE, svm_type_params
 from .estimator import SVM_TYPE_CLASSES, PackSVC
 from .losses import largest_weight, one_class_loss, svr_loss
-from .objective import nu_quantile, objective_at, objective_rows, training_scores
+from .objective import nu_quantile, training_rows
 
 _R = {name: param.default for name, param in svm_type_params("epsilon_svr").items()}
 _O = {name: param.default for name, param in svm_type_params("one_class").items()}
@@ -216,23 +216,17 @@ class PackOneClassSVM(_OffsetModel):
     def _loss(self, comm, shard, labels, weights):
         return one_class_loss(comm, shard, self.spec_, self.sigma_)
 
-    def _finish(self, comm, shard, state, stats, weights, *args):
-        """Collective: PackSVC's, then (a finished run) rho from one prediction pass over the
-        training rows (``objective.nu_quantile``), the objective taken at it;
-        ``training_["rho_sgd"]`` keeps the replay's."""
-        super()._finish(comm, shard, state, stats, weights, *args)
-        if self.stopped_:  # the checkpointed state, which a resumed run continues
-            return
+    def _offset_after_training(self, comm, shard, weights):
+        """Collective: rho from one prediction pass over the training rows, the objective's
+        minimiser for the returned w (``objective.nu_quantile``); ``training_["rho_sgd"]`` keeps
+        the replay's. Returns the pass, which the objective reads too."""
         start = MPI.Wtime()
-        scores, row_weights = training_scores(comm, self, shard, weights)
-        result = None
-        if comm.Get_rank() == 0:
-            rho = nu_quantile(scores, row_weights, self.sigma_, shard.n_samples)
-            ids = objective_rows(shard.n_samples, self.training_["seed"], exact=bool(self.objective))
-            result = rho, objective_at(self.training_["objective"], scores, row_weights, ids, rho, self.sigma_)
-        rho, self.training_["objective"] = comm.bcast(result, root=0)
-        self.training_["rho_sgd"], self.rho_ = self.rho_, rho
+        passed = training_rows(comm, self, shard, weights)
+        scores, _, row_weights = passed
+        rho = None if scores is None else nu_quantile(scores[0], row_weights, self.sigma_, shard.n_samples)
+        self.training_["rho_sgd"], self.rho_ = self.rho_, comm.bcast(rho, root=0)
         self.training_["seconds"]["offset"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        return passed
 
     def row_losses(self, f, y):
         """(1, n) the losses max(0, rho - f) for the raw values f = <w, phi(x)> (1, n) (y ignored)."""
