@@ -211,12 +211,7 @@ def describe_dtype(model):
 
 def _fit_linear(args, model, shard, say, read_seconds=None):
     """Train the linear model; its metrics."""
-    def show(report):
-        gap = f", duality gap {report.gap:.6g}" if report.dual else ""
-        against = "" if report.label is None else f"class {_label_text(report.label)} against the rest, "
-        say(f"  {against}round {report.rounds}: primal objective {report.primal[-1]:.6g}{gap}")
-
-    model.fit(shard, on_round=None if args.quiet else show)
+    model.fit(shard, on_round=None if args.quiet else lambda report: say(f"  {report.describe()}"))
     info = model.training_
     K = len(model.classes_)
     classes = "" if K == 2 else f", {K} classes one-vs-rest (rounds and objective summed over the classes)"
@@ -226,10 +221,6 @@ def _fit_linear(args, model, shard, say, read_seconds=None):
             **{k: info[k] for k in ("mode", "rounds", "primal_objective", "dual_objective", "duality_gap",
                                     "primal_by_round", "dual_by_round")},
             **({} if K == 2 else {"per_class": info["per_class"]}), "seconds": {"total": info["seconds"]}}
-
-
-def _label_text(label):
-    return f"{label:g}" if isinstance(label, (float, np.floating)) else str(label)
 
 
 def _evaluate_and_save(comm, args, model, test, metrics, say):

@@ -47,6 +47,14 @@ class AveragingReport:
     def gap(self):
         return self.primal[-1] - self.dual[-1] if self.dual else None
 
+    def describe(self):
+        """The latest round in words: its primal objective (and duality gap), after the class
+        trained against the rest when there is one."""
+        gap = f", duality gap {self.gap:.6g}" if self.dual else ""
+        label = f"{self.label:g}" if isinstance(self.label, (float, np.floating)) else str(self.label)
+        against = "" if self.label is None else f"class {label} against the rest, "
+        return f"{against}round {self.rounds}: primal objective {self.primal[-1]:.6g}{gap}"
+
     def as_dict(self):
         return {"mode": self.mode, "rounds": self.rounds, "primal_objective": self.primal[-1],
                 "dual_objective": self.dual[-1] if self.dual else None, "duality_gap": self.gap,

@@ -116,7 +116,7 @@ class BlockAveragedSVC(BaseSVC):
         values = run_collectively(comm, self.validate_params)
         console = self._console()
         if on_round is None and console.on:
-            on_round = _round_line(console)
+            on_round = lambda report: console(report.describe())  # noqa: E731
         shard = self._as_shard(X, y, sample_weight, fitting=True)
         labels = self._fit_classes(shard)
         weights = self._row_weights(shard, values["class_weight"])
@@ -239,15 +239,6 @@ class BlockAveragedSVC(BaseSVC):
         model.w_, model.b_, model.classes_ = m.w, m.b, m.classes
         model.n_features_in_, model.training_ = m.n_features, m.training
         return model
-
-
-def _round_line(console):
-    """The ``on_round`` callback of ``verbose``: a line per averaging round."""
-    def show(report):
-        gap = f", duality gap {report.gap:.6g}" if report.dual else ""
-        against = "" if report.label is None else f"class {report.label} against the rest, "
-        console(f"{against}round {report.rounds}: primal objective {report.primal[-1]:.6g}{gap}")
-    return show
 
 
 register_model_type("linear", BlockAveragedSVC)

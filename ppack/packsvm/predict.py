@@ -64,7 +64,7 @@ def decision_blocks(comm, table, scale, shard, n_features, ids=None, collectives
     collectives = Collectives(comm) if collectives is None else collectives
     compute = table.compute
     # the same coefficients for every block: a device mirrors the table's and keeps others for this pass
-    kept = {"mirrored": True} if coef is None else {"kept": object()}
+    coef_on_device = {"mirrored": True} if coef is None else {"kept": object()}
     coef = table.coef if coef is None else coef
     n = shard.n_samples if ids is None else len(ids)
     rows = block_rows(n_features, compute.on_device)
@@ -78,6 +78,6 @@ def decision_blocks(comm, table, scale, shard, n_features, ids=None, collectives
         # rows in the table's type, whatever the shard's: norms and dot products of the same values
         block = deliver_rows(collectives, shard, shard.y, block_ids, n_features, weights=weights, dtype=table.dtype)
         part = np.zeros((Q, len(block_ids)))
-        compute.partial_sums(coef, block, compute.row_norms(block), part, **kept)
+        compute.partial_sums(coef, block, compute.row_norms(block), part, **coef_on_device)
         total = collectives.sum(part) if everywhere else collectives.sum_to_root(part)
         yield b0, block, None if total is None else scale * total
