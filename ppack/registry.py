@@ -60,6 +60,7 @@ KERNEL_TABLE = (
 KERNELS = tuple(k.name for k in KERNEL_TABLE)
 KERNEL_FACTS = {k.name: k for k in KERNEL_TABLE}
 SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
+PIPELINES = ("auto", "on", "off")  # the kernel trainer's pack schedule (packsvm.loop): auto is on above one rank
 PLACEMENTS = ("count", "cost")  # where the kernel trainer puts new support vectors (packsvm.table.place_new)
 COMPUTE_DEVICES = ("cpu", "gpu")  # where a rank's kernel work runs (kernels.device)
 KERNEL_SOLVER = "packsvm"

@@ -41,7 +41,7 @@ from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..kernels.device import on_device
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
-from ..registry import PLACEMENTS
+from ..registry import PIPELINES, PLACEMENTS
 from . import averaging
 from .checkpoint import write_checkpoint
 from .losses import Loss
@@ -105,7 +105,13 @@ class PackedSolver:
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
-                 holdout=None, loss=None, placement="count", device="cpu"):
+                 holdout=None, loss=None, placement="count", device="cpu", pipeline="auto", delay=None):
+        if pipeline not in PIPELINES:
+            raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
+        # pipelined packs (``pipeline.py``): the next pack's sums run while this pack's collectives
+        # are in flight; "auto" pipelines above one rank (one rank has nothing to wait for)
+        self.pipelined = pipeline == "on" or (pipeline == "auto" and comm.Get_size() > 1)
+        self.delay = delay  # a ``delay.Delay`` added to every pack's local work (tests, benchmarks), or None
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         self.placement = placement
