@@ -110,11 +110,9 @@ def buffer_bytes(r, d, longest, sparse, stored, weighted=False):
                                                                                   weighted))
 
 
-@functools.lru_cache(maxsize=8)
-def _buffer(r, d, longest, sparse, stored, weighted):
-    """One uint8 buffer holding the ``sections`` back to back, and a dict of their views;
-    kept for the next call of the same layout (every pack of a run has one): the copy kernels
-    write every byte of it, and what callers return never aliases it."""
+def new_buffer(r, d, longest, sparse, stored, weighted):
+    """One uint8 buffer holding the ``sections`` back to back, and a dict of their views. The
+    copy kernels write every byte of it, and what callers return never aliases it."""
     parts = sections(r, d, longest, sparse, stored, weighted)
     sizes = [dtype.itemsize * math.prod(shape) for _, dtype, shape in parts]
     buf = np.zeros(sum(sizes), dtype=np.uint8)
@@ -123,6 +121,16 @@ def _buffer(r, d, longest, sparse, stored, weighted):
         views[name] = buf[at:at + size].view(dtype).reshape(shape)
         at += size
     return buf, views
+
+
+# one buffer per layout, kept for the next call (every pack of a run has one layout)
+_buffer = functools.lru_cache(maxsize=8)(new_buffer)
+
+
+def buffer_layout(shard, ids, n_features=None, weights=None):
+    """The ``new_buffer`` arguments for delivering rows ``ids`` of ``shard``."""
+    d = shard.n_features if n_features is None else n_features
+    return len(ids), d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None
 
 
 def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None, dtype=None, norms_l1=None):
@@ -136,10 +144,38 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
     ``norms_l1`` True or False: the block also carries its rows' L1 or squared L2 norms,
     computed as the rows are converted (``RowBlock.known_norms``).
     """
-    dtype = shard.dtype if dtype is None else np.dtype(dtype)
+    layout = buffer_layout(shard, ids, n_features, weights)
+    buf, part = _buffer(*layout)
+    _fill(shard, labels, ids, layout[1], weights, part)
+    collectives.sum(buf)  # each byte is written by one rank at most: the sum is exact
+    return _unpacked(part, shard, layout[1], dtype, norms_l1)
+
+
+class RowsInFlight:
+    """Collective 1 started without blocking (``start_rows``): ``request`` is in flight until
+    ``finish`` waits for it and returns the RowBlock, as ``deliver_rows`` would."""
+
+    def __init__(self, collectives, request, part, shard, n_features, dtype, norms_l1):
+        self.collectives, self.request, self.part = collectives, request, part
+        self._unpack_args = (shard, n_features, dtype, norms_l1)
+
+    def finish(self):
+        self.collectives.wait(self.request)
+        return _unpacked(self.part, *self._unpack_args)
+
+
+def start_rows(collectives, shard, labels, ids, buffer, n_features=None, weights=None, dtype=None, norms_l1=None):
+    """``deliver_rows`` started without blocking (one ``Collectives.start_sum``), in the
+    caller's ``buffer`` (``new_buffer(*buffer_layout(...))``), which no other delivery may
+    use while this one is in flight: returns a ``RowsInFlight``."""
+    buf, part = buffer
     d = shard.n_features if n_features is None else n_features
-    r = len(ids)
-    buf, part = _buffer(r, d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None)
+    _fill(shard, labels, ids, d, weights, part)
+    return RowsInFlight(collectives, collectives.start_sum(buf), part, shard, d, dtype, norms_l1)
+
+
+def _fill(shard, labels, ids, d, weights, part):
+    """This rank's rows among ``ids`` into the buffer's sections ``part``, zeros elsewhere."""
     values = part["values"]
     own_labels = _NONE if labels is None else labels
     own_weights, out_weights = (_NONE, _NONE) if weights is None else (weights, part["weights"])
@@ -152,9 +188,15 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
         same_bits = np.uint16 if values.dtype == np.float16 else values.dtype
         _copy_rows(shard.X.view(same_bits), ids, shard.start, own_labels, own_weights, values.view(same_bits),
                    part["labels"], out_weights)
-    collectives.sum(buf)  # each byte is written by one rank at most: the sum is exact
+
+
+def _unpacked(part, shard, d, dtype, norms_l1):
+    """The summed buffer's sections ``part`` as a RowBlock (see ``deliver_rows``)."""
+    dtype = shard.dtype if dtype is None else np.dtype(dtype)
+    values = part["values"]
+    r = len(part["labels"])
     y = part["labels"].copy()
-    weight = None if weights is None else part["weights"].copy()
+    weight = part["weights"].copy() if "weights" in part else None
     scale = shard.value_scale
     norms = np.empty(r if norms_l1 is not None else 0)
     if shard.sparse:

@@ -183,10 +183,10 @@ class ArrayCompute(KernelCompute):
             self._coef_rows = n
         return whole
 
-    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None):
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None, between=None):
         """``KernelCompute.partial_sums`` on the device (same arguments and result); ``mirrored``:
         coef is the table's, kept on the device by ``after_pack``; ``kept``: a key for coef, sent
-        once per key."""
+        once per key; ``between``: called after each tile is queued."""
         coef = np.asarray(coef)
         n, r = self.stored.n, block.n_rows
         n_columns = 1 if coef.ndim == 1 else coef.shape[1]
@@ -206,6 +206,8 @@ class ArrayCompute(KernelCompute):
             a1 = min(n, a0 + tile)
             values = self._values(self._reductions(self._rows[a0:a1], columns), self._norms[a0:a1], norms_b)
             sums += coefs[a0:a1].T @ values
+            if between is not None:
+                between()
         result = self._to_host(sums)
         self.sent["sums"] += result.nbytes
         out2 += result

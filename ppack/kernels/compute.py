@@ -56,6 +56,22 @@ def row_norms(rows, spec):
     return dense_row_norms(rows, l1)
 
 
+# ``partial_sums(between=...)`` calls back after about this many kernel values (stored rows
+# times block rows): about 1 ms of sums at d = 784 on one core, so that a collective in flight
+# is progressed every millisecond or so, at a few microseconds per call.
+BETWEEN_VALUES = 1 << 16
+
+
+def _runs(n, tile, r, between):
+    """[a, b) runs of the n stored rows that ``partial_sums`` takes in one core call each: all
+    of them, or, with a ``between`` callback, runs of whole tiles worth about BETWEEN_VALUES
+    kernel values for r block rows (tiles of ``tile`` rows, a core's unit of summation)."""
+    if between is None:
+        return [(0, n)]
+    step = tile * max(1, BETWEEN_VALUES // (tile * max(1, r)))
+    return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
 class KernelCompute:
     """One kernel's compute on a rank: ``spec`` (a KernelSpec), the stored rows (``stored``:
     ``n_features``, dense or ``sparse``, in ``dtype``) and ``work_bytes`` of working memory
@@ -110,7 +126,7 @@ class KernelCompute:
         """Told after each pack what changed in the table's coefficients (a device keeps a copy:
         ``array_compute``); the CPU reads the table's own."""
 
-    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None):
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None, between=None):
         """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
         with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).
         ``mirrored``: coef is the table's (a device's copy may serve; the CPU ignores it).
@@ -120,7 +136,10 @@ class KernelCompute:
         coef (n,) with out (r,), or coef (n, K) with out (K, r) (or (r,) when K is 1), n the
         stored rows; block: a RowBlock of r rows with block_norms (r,); out float64. The work is
         split into column groups (sparse path) or row tiles (dense path) so that working arrays
-        stay under ``work_bytes``.
+        stay under ``work_bytes``. ``between``: called after each run of stored rows worth about
+        ``BETWEEN_VALUES`` kernel values (a pipelined pack tests its collectives there); the runs
+        end on tile boundaries and ``out`` takes the tiles' sums in the same order either way,
+        so the result is the same bits with or without it.
         """
         stored, stored_norms, spec, work_bytes = self.stored.features, self.stored.norms, self.spec, self.work_bytes
         coef = np.asarray(coef)
@@ -150,13 +169,17 @@ class KernelCompute:
                 XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
                 # one group (the usual pack) adds straight into out; column groups into a part each
                 part = out2 if c1 - c0 == r and out2.flags.c_contiguous else np.zeros((n_columns, c1 - c0))
-                items = BACKEND.work_items(n)
-                if sparse:
-                    BACKEND.csr_partial_sums(*stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
-                                             *self._params, part)
-                else:
-                    BACKEND.dense_partial_sums(stored, stored_norms, coef, n, XT, block_norms[c0:c1], items,
-                                               *self._params, part)
+                for a, b in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between):
+                    items = BACKEND.work_items(b - a)
+                    if sparse:
+                        indptr, indices, values = stored
+                        BACKEND.csr_partial_sums(indptr[a:b + 1], indices, values, stored_norms[a:b], coef[a:b],
+                                                 b - a, XT, block_norms[c0:c1], items, *self._params, part)
+                    else:
+                        BACKEND.dense_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
+                                                   block_norms[c0:c1], items, *self._params, part)
+                    if between is not None:
+                        between()
                 if part is not out2:
                     out2[:, c0:c1] += part
             return
@@ -167,8 +190,11 @@ class KernelCompute:
         dots = self._work("dots", (BACKEND.gemm_work_items(n_tiles), tile, r), stored.dtype)
         partial = self._work("partial", (n_tiles, n_columns, r), np.float64)
         with single_threaded_blas():
-            BACKEND.gemm_partial_sums(stored, stored_norms, coef, n, XT, block_norms, tile, dots, partial,
-                                      *self._params, out2)
+            for a, b in _runs(n, tile, r, between):
+                BACKEND.gemm_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, tile,
+                                          dots, partial, *self._params, out2)
+                if between is not None:
+                    between()
 
     def _work(self, name, shape, dtype):
         """A work array of ``shape`` (a view of one kept for the next packs, reallocated only

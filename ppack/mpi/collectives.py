@@ -43,6 +43,28 @@ class Collectives:
         self._timed("sum", start, buf.nbytes)
         return buf
 
+    def start_sum(self, buf):
+        """Start summing ``buf`` over all ranks in place (one Iallreduce, counted as a "sum"):
+        returns the MPI request, to be passed to ``test`` and ``wait``. ``buf`` must not be
+        read or written until ``wait`` returns."""
+        start = MPI.Wtime()
+        request = self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        self._timed("sum", start, buf.nbytes)
+        return request
+
+    @staticmethod
+    def test(requests):
+        """Let MPI progress ``requests`` (a list) without blocking; True when all are done."""
+        return MPI.Request.Testall(requests)
+
+    def wait(self, request):
+        """Block until ``request`` is done; ``last_seconds`` is the time spent waiting."""
+        start = MPI.Wtime()
+        request.Wait()
+        self.last_start = start
+        self.last_seconds = MPI.Wtime() - start
+        self.seconds += self.last_seconds
+
     def max(self, buf):
         """The elementwise maximum of ``buf`` over all ranks, in place (one Allreduce)."""
         start = MPI.Wtime()

@@ -28,6 +28,7 @@ from ..data.sampler import sampler_from_state
 from ..errors import InputError, given
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ..mpi.comm import chunk, run_collectively
+from .pipeline import Pending
 from .state import LossWindows, SolverState, SolverStats
 from .table import SupportVectorTable, shard_offsets, shard_parts
 
@@ -66,9 +67,11 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
     return params
 
 
-def write_checkpoint(comm, path, table, state, stats, sampler, params):
+def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None):
     """Collective: write ``path`` atomically, each rank its own table shard (see
-    ``collective_write``); returns the ``WriteReport``."""
+    ``collective_write``); returns the ``WriteReport``. ``pending``: a pipelined run's
+    ``pipeline.Pending`` (the ids delivered ahead, replicated; each rank's sums of the first
+    pack ahead, one row per rank), or None."""
     offsets = shard_offsets(comm, table)
     entries, nonzeros = offsets
     n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
@@ -93,6 +96,11 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
             f.attrs["avg_clock"] = table.avg_clock
             f.create_dataset("avg", shape=(n, table.n_columns), dtype=np.float64)
             f.create_dataset("avg_since", shape=(n, table.n_columns), dtype=np.float64)
+        if pending is not None:
+            f.attrs["pending_sizes"] = np.array([len(ids) for ids in pending.ids], dtype=np.int64)
+            f["pending_ids"] = np.concatenate(pending.ids) if pending.ids else np.empty(0, dtype=np.int64)
+            if pending.sums is not None:
+                f.create_dataset("pending_sums", shape=(size,) + pending.sums.shape, dtype=np.float64)
         if table.sparse:
             f.create_dataset("indptr", shape=(n + 1,), dtype=np.int64)
             f.create_dataset("indices", shape=(nnz,), dtype=np.int32)
@@ -105,6 +113,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
 
     def own_parts():
         parts = shard_parts(table, offsets, rank)
+        if pending is not None and pending.sums is not None:
+            parts.append(Part("pending_sums", rank, pending.sums[None]))
         if table.n:
             parts.append(Part("owner", int(entries[rank]), np.full(table.n, rank, dtype=np.int32)))
             if table.averaged:
@@ -116,7 +126,9 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params):
 
 
 def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES):
-    """Collective: ``(table, state, stats, sampler)`` of this rank from a checkpoint.
+    """Collective: ``(table, state, stats, sampler, pending)`` of this rank from a checkpoint;
+    ``pending``, a ``pipeline.Pending`` for a pipelined run's checkpoint (its sums only when
+    the run has the ranks the checkpoint was written by), else None.
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
     run may be continued longer). The --tol windows continue when ``tol_window`` is the
@@ -172,7 +184,13 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                                 gc_collections=saved_stats.get("gc_collections", 0))
             stats.bytes.update(saved_stats.get("bytes", {}))  # absent in older files: counted from here on
             sampler = sampler_from_state(json.loads(a["sampler"]), f["sampler_block"][()])
-            return table, state, stats, sampler
+            pending = None
+            if "pending_sizes" in a:
+                sizes = np.asarray(a["pending_sizes"], dtype=np.int64)
+                ids = np.split(f["pending_ids"][()], np.cumsum(sizes)[:-1]) if len(sizes) else []
+                sums = f["pending_sums"][rank] if "pending_sums" in f and int(a["ranks"]) == size else None
+                pending = Pending(ids, sums)
+            return table, state, stats, sampler, pending
 
     if not Path(path).exists():
         raise InputError("No such checkpoint file", path)

@@ -34,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ..data.delivery import deliver_rows
+from ..data.delivery import buffer_layout, deliver_rows, new_buffer, start_rows
 from ..errors import PPackError
 from ..data.sampler import make_sampler
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
@@ -46,8 +46,10 @@ from . import averaging
 from .checkpoint import write_checkpoint
 from .losses import Loss
 from .gc_clock import GcClock
+from .delay import spend
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL, PackBuffer
 from .pack_update import DISAGREE, DONE, all_equal, update_after_pack
+from .pipeline import Correction, PackAhead, Pending, fold_sums
 from .replay import HINGE, non_finite
 from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -117,6 +119,7 @@ class PackedSolver:
         self.placement = placement
         self.device = device
         self.device_seconds = 0.0  # the device's warm-up in the last run (``on_device``)
+        self._outputs = {}  # the replay's output arrays per pack size (``_replay_outputs``)
         self.comm = comm
         self.loss = Loss(bound=float(max_weight)) if loss is None else loss
         self.step = float(step)
@@ -167,8 +170,12 @@ class PackedSolver:
                                 rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
             stats = SolverStats()
             sampler = make_sampler(self.sampling, shard.n_samples, self.seed, self.holdout)
+            pending = None
         else:
-            table, state, stats, sampler = resume
+            table, state, stats, sampler, pending = resume if len(resume) == 5 else (*resume, None)
+            if pending is not None and not self.pipelined:
+                raise ValueError("a pipelined run's checkpoint resumes pipelined only (its sampler stands two packs "
+                                 "ahead)")
         if self.placement == "count" or state.row_seconds is None or len(state.row_seconds) != size:
             state.row_seconds = np.zeros(size)  # measured afresh (and never under placement by count)
         row_memory = ROW_MEMORY if self.placement == "cost" else 0.0
@@ -182,6 +189,7 @@ class PackedSolver:
         # the waiting in collectives 1 and 2 so far (pack_update.account_timings adds each pack's)
         waited = np.array([seconds["wait_collective1"], seconds["wait_collective2"]])
         spent = np.zeros(2)  # this pack's seconds in collectives 1 and 2
+        unused_waiting = np.zeros(2)  # a pipelined pack measures its waiting in Wait, not from the timings
         collective2_end = run_start  # of the previous pack; the first pack counts from here
         checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
         collectives = Collectives(comm)
@@ -197,69 +205,158 @@ class PackedSolver:
 
         max_weight = loss_rule.bound if self.spec.facts.psd else math.inf  # the replay's projection radius
         limit = self.iterations
+        pipelined = self.pipelined
+        if pipelined:  # the packs delivered ahead (``pipeline.PackAhead``), their delivery buffer and sums' fix
+            ahead, drawn = self._packs_ahead(collectives, shard, labels, weights, sampler, state, table, limit,
+                                             pending, stats)
+            delivery_buffer, in_flight = None, None
+            correction = Correction(self.spec, shard.n_features, shard.sparse, compute.stored.dtype, self.work_bytes)
+            spare = None  # a finished pack's PackBuffer, for the next pack delivered ahead
+            test = lambda: Collectives.test(in_flight)  # noqa: E731 (the sums' callback between tiles)
+        delta = np.empty((Q, self.pack) if pipelined else (0, 0))  # merge_pack's changes per key (pipelined)
         while state.iteration < limit:
-            r = min(self.pack, limit - state.iteration)
-            ids = sampler.take(r)
-            t0 = MPI.Wtime()
-            block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
-                                 norms_l1=self.spec.uses_l1)
-            seconds["communication"] += collectives.last_seconds
-            sent["collective1"] += collectives.last_bytes
-            collective1_end = collectives.last_start + collectives.last_seconds
-            spent[0] = collectives.last_seconds
-            serial = collectives.last_start - collective2_end
-            t1 = MPI.Wtime()
-            seconds["delivery"] += t1 - t0 - collectives.last_seconds
-
-            # local work: partial predictions, this rank's share of the pair kernels, key flags
-            if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
-                buf = PackBuffer(Q, r, size)
-                left, right = upper_pairs(r)
-                lo, hi = pair_share(r, rank, size)
-                left, right, my_pairs = left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
-                coef, loss, fold, mean_loss = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r)
-                average = np.empty((Q, r + 1) if self.average else (Q, 0))
+            if pipelined:
+                current = ahead.pop(0)
+                r, ids, block, norms, buf = current.r, current.ids, current.block, current.norms, current.buf
+                left, right, my_pairs = None, None, None
+                if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
+                    self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
+                buf = current.buf
+                coef, loss, fold, mean_loss, average = self._replay_outputs(Q, r)
+                t1 = MPI.Wtime()
+                serial = t1 - collective2_end
             else:
-                buf.clear()
+                r = min(self.pack, limit - state.iteration)
+                ids = sampler.take(r)
+                t0 = MPI.Wtime()
+                block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
+                                     norms_l1=self.spec.uses_l1)
+                seconds["communication"] += collectives.last_seconds
+                seconds["in_collective1"] += collectives.last_seconds
+                sent["collective1"] += collectives.last_bytes
+                collective1_end = collectives.last_start + collectives.last_seconds
+                spent[0] = collectives.last_seconds
+                serial = collectives.last_start - collective2_end
+                t1 = MPI.Wtime()
+                seconds["delivery"] += t1 - t0 - collectives.last_seconds
+
+                # local work: partial predictions, this rank's share of the pair kernels, key flags
+                if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
+                    buf = PackBuffer(Q, r, size)
+                    left, right, my_pairs = pair_arguments(buf, rank, size)
+                    coef, loss, fold, mean_loss, average = self._replay_outputs(Q, r)
+                else:
+                    buf.clear()
             buf.digests[rank] = digest
             table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
-            norms = compute.row_norms(block)
-            compute.prepare(block)  # the block's columns: serial work, timed apart from the products
-            sums_start = MPI.Wtime()
-            compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
-            pairs_start = MPI.Wtime()
-            compute.pair_kernels(block, norms, left, right, my_pairs)
-            seconds["partial_sums"] += pairs_start - sums_start
-            seconds["pair_kernels"] += MPI.Wtime() - pairs_start
+            if not pipelined:
+                norms = compute.row_norms(block)
+                compute.prepare(block)  # the block's columns: serial work, timed apart from the products
+                sums_start = MPI.Wtime()
+                compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
+                if self.delay is not None:
+                    spend(self.delay.seconds(stats.packs, rank, MPI.Wtime() - sums_start))
+                pairs_start = MPI.Wtime()
+                compute.pair_kernels(block, norms, left, right, my_pairs)
+                seconds["partial_sums"] += pairs_start - sums_start
+                seconds["pair_kernels"] += MPI.Wtime() - pairs_start
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
             due = checkpointing is not None and checkpointing.every_seconds is not None and \
                 time.monotonic() - last_checkpoint >= checkpointing.every_seconds
             packs_this_run += 1
             buf.vote(checkpoint_due=rank == 0 and due,
                      stop=self.should_stop() or packs_this_run == stop_after_packs)
-            seconds["kernel_sums"] += MPI.Wtime() - t1
             timings = buf.timings[rank]
-            timings[SERIAL], timings[PARTIAL_SUMS] = serial, pairs_start - sums_start
-            timings[LOCAL] = local = MPI.Wtime() - collective1_end
-            stats.local_work.add(local)
+            if pipelined:
+                timings[SERIAL], timings[PARTIAL_SUMS] = serial, current.sums_seconds
+                timings[LOCAL] = local = current.local_seconds
+                stats.local_work.add(local)
+                # collective 2, with pack k + 2's collective 1; pack k + 1's sums while they are in flight
+                requests = [collectives.start_sum(buf.data)]
+                start_seconds = collectives.last_seconds
+                sent["collective2"] += collectives.last_bytes
+                flight = None
+                if drawn < limit:
+                    t0 = MPI.Wtime()
+                    ids_after = sampler.take(min(self.pack, limit - drawn))
+                    drawn += len(ids_after)
+                    layout = buffer_layout(shard, ids_after, weights=weights)
+                    if delivery_buffer is None or delivery_buffer[0] != layout:
+                        delivery_buffer = (layout, new_buffer(*layout))
+                    flight = start_rows(collectives, shard, labels, ids_after, delivery_buffer[1], weights=weights,
+                                        norms_l1=self.spec.uses_l1)
+                    start_seconds += collectives.last_seconds
+                    sent["collective1"] += collectives.last_bytes
+                    seconds["delivery"] += MPI.Wtime() - t0 - collectives.last_seconds
+                    requests.append(flight.request)
+                in_flight = requests
+                following = ahead[0] if ahead else None
+                shadow_start = MPI.Wtime()
+                try:
+                    if following is not None:
+                        if spare is not None and spare.r == following.r:  # the buffer of the pack before
+                            spare.clear()
+                            following.buf = spare
+                        spare = None
+                        self._sums_and_pairs(compute, table, following, stats, test, stats.packs + 1)
+                    hidden = MPI.Wtime() - shadow_start
+                    seconds["hidden"] += hidden
+                    seconds["kernel_sums"] += hidden
+                    collectives.wait(requests[0])
+                    spent[1] = collectives.last_seconds
+                    if flight is not None:
+                        t0 = MPI.Wtime()
+                        after = flight.finish()
+                        spent[0] = collectives.last_seconds
+                        ahead.append(PackAhead(ids_after, after, compute.row_norms(after)))
+                        seconds["delivery"] += MPI.Wtime() - t0 - collectives.last_seconds
+                    else:
+                        spent[0] = 0.0
+                except BaseException:
+                    MPI.Request.Waitall(requests)  # no request left behind, whatever stopped the sums
+                    raise
+                in_flight = None
+                for k in range(2):
+                    waited[k] += spent[k]
+                seconds["in_collective1"] += spent[0]
+                seconds["in_collective2"] += spent[1] + start_seconds
+                seconds["communication"] += spent[0] + spent[1] + start_seconds
+                collective2_end = MPI.Wtime()
+            else:
+                seconds["kernel_sums"] += MPI.Wtime() - t1
+                timings[SERIAL], timings[PARTIAL_SUMS] = serial, pairs_start - sums_start
+                timings[LOCAL] = local = MPI.Wtime() - collective1_end
+                stats.local_work.add(local)
 
-            collectives.sum(buf.data)  # collective 2
-            collective2_end = collectives.last_start + collectives.last_seconds
-            spent[1] = collectives.last_seconds
-            seconds["communication"] += collectives.last_seconds
-            sent["collective2"] += collectives.last_bytes
+                collectives.sum(buf.data)  # collective 2
+                collective2_end = collectives.last_start + collectives.last_seconds
+                spent[1] = collectives.last_seconds
+                seconds["communication"] += collectives.last_seconds
+                seconds["in_collective2"] += collectives.last_seconds
+                sent["collective2"] += collectives.last_bytes
             stats.allreduce_calls = calls_before + collectives.calls["sum"]
             t3 = MPI.Wtime()
 
             # agreement check, the r sequential updates of each problem (identical on every rank),
             # then the averages' increments, the scale folds, the pack's coefficients and this
             # rank's new rows into the table: one numba call
-            status, projections, work = update_after_pack(buf, block, ids, norms, rank, state, table, self.sigma,
-                                                          loss_rule, self.step, max_weight, coef, loss, fold,
-                                                          average, mean_loss, offsets, spent, waited, row_memory)
+            status, projections, work = update_after_pack(
+                buf, block, ids, norms, rank, state, table, self.sigma, loss_rule, self.step, max_weight, coef, loss,
+                fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
+                delta[:, :r] if pipelined else delta)
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
             compute.after_pack(table, ids, fold)
+            if pipelined:
+                if ahead:  # pack k + 1's sums were taken before this pack's update: fold them, add the change
+                    t4 = MPI.Wtime()
+                    following = ahead[0]
+                    fold_sums(following.buf.predictions, fold)
+                    correction.add(block, norms, delta[:, :r], rank, size, following.block, following.norms,
+                                   following.buf.predictions)
+                    seconds["correction"] += MPI.Wtime() - t4
+                    seconds["partial_sums"] += MPI.Wtime() - t4
+                spare = buf
             stats.projections += projections
             if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
                 state.rho = offsets[:, 0].copy()
@@ -291,8 +388,10 @@ class PackedSolver:
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
                 start = MPI.Wtime()
                 self._verify_replicas(collectives, digest, state.iteration, stats.packs)
+                pending = None if not pipelined else Pending([pack.ids for pack in ahead],
+                                                             ahead[0].buf.predictions if ahead else None)
                 stats.checkpoint_writes.append(write_checkpoint(comm, checkpointing.path, table, state, stats, sampler,
-                                                                checkpointing.params))
+                                                                checkpointing.params, pending))
                 seconds["checkpoint"] += MPI.Wtime() - start
                 last_checkpoint = time.monotonic()
                 collective2_end = MPI.Wtime()  # the next pack's serial stretch starts after the write
@@ -300,6 +399,71 @@ class PackedSolver:
                 return table, state, stats, True
         self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
         return table, state, stats, False
+
+    def _replay_outputs(self, Q, r):
+        """The replay's output arrays for K = Q problems and r rows: coef, loss (K, r), fold
+        (K, 2), mean_loss (r,) and average (K, r + 1), or (K, 0) when not averaging; kept per r."""
+        outputs = self._outputs.get(r)
+        if outputs is None:
+            outputs = self._outputs[r] = (np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r),
+                                          np.empty((Q, r + 1) if self.average else (Q, 0)))
+        return outputs
+
+    def _packs_ahead(self, collectives, shard, labels, weights, sampler, state, table, limit, pending, stats):
+        """A pipelined run's first two packs, delivered (blocking): those a checkpoint had delivered
+        ahead (``pending``, with this rank's sums of the first when the run has the ranks it had),
+        then fresh draws. Returns (the ``PackAhead``s, the iteration their last row reaches)."""
+        ahead, drawn = [], state.iteration
+        for ids in ([] if pending is None else pending.ids):
+            ids = ids[:max(0, limit - drawn)]  # a run resumed with fewer iterations drops what it does not reach
+            if len(ids):
+                ahead.append(PackAhead(ids, None, None))
+                drawn += len(ids)
+        while len(ahead) < 2 and drawn < limit:
+            ahead.append(PackAhead(sampler.take(min(self.pack, limit - drawn)), None, None))
+            drawn += ahead[-1].r
+        for pack in ahead:
+            pack.block = deliver_rows(collectives, shard, labels, pack.ids, weights=weights,
+                                      norms_l1=self.spec.uses_l1)
+            pack.norms = table.compute.row_norms(pack.block)
+            stats.seconds["communication"] += collectives.last_seconds
+            stats.seconds["in_collective1"] += collectives.last_seconds
+            stats.bytes["collective1"] += collectives.last_bytes
+        if ahead and pending is not None and pending.sums is not None and pending.sums.shape == (self.n_columns,
+                                                                                                 ahead[0].r):
+            first = ahead[0]
+            first.buf = PackBuffer(self.n_columns, first.r, self.comm.Get_size())
+            first.buf.predictions[:] = pending.sums
+            self._sums_and_pairs(table.compute, table, first, stats, None, stats.packs, sums=False)
+        return ahead, drawn
+
+    def _sums_and_pairs(self, compute, table, pack, stats, between, index, sums=True):
+        """Fill a ``PackAhead``'s collective 2 buffer (made here if it has none) with this rank's
+        partial sums on the table as it stands (unless ``sums`` is False: they are there) and
+        its share of the pair kernels, then the ``delay`` of pack number ``index``, if any;
+        ``between`` is called between the sums' tiles. The sums are then ready but for a fold
+        and correction (``pipeline``)."""
+        rank, size = self.comm.Get_rank(), self.comm.Get_size()
+        if pack.buf is None:
+            pack.buf = PackBuffer(self.n_columns, pack.r, size)
+        seconds = stats.seconds
+        start = MPI.Wtime()
+        compute.prepare(pack.block)
+        sums_start = MPI.Wtime()
+        if sums:
+            compute.partial_sums(table.coef, pack.block, pack.norms, pack.buf.predictions, mirrored=True,
+                                 between=between)
+            if self.delay is not None:
+                spend(self.delay.seconds(index, rank, MPI.Wtime() - sums_start), between)
+        pairs_start = MPI.Wtime()
+        left, right, mine = pair_arguments(pack.buf, rank, size)
+        compute.pair_kernels(pack.block, pack.norms, left, right, mine)
+        end = MPI.Wtime()
+        pack.sums_seconds = pairs_start - sums_start
+        pack.local_seconds = end - start
+        seconds["partial_sums"] += pack.sums_seconds
+        seconds["pair_kernels"] += end - pairs_start
+        pack.ready = True
 
     def _raise_failed(self, status, digests, work, state, coef, packs):
         """Raise, on every rank alike, what ``update_after_pack`` met: the ranks' disagreement
@@ -344,6 +508,13 @@ class PackedSolver:
             f"copies of the model drifted apart; make the MPI library's reductions reproducible (with Intel "
             f"MPI set I_MPI_CBWR=1; with other MPI libraries choose an Allreduce algorithm whose summation "
             f"order is the same on every rank)", collective=True)
+
+
+def pair_arguments(buf, rank, size):
+    """This rank's pairs of a PackBuffer's pack: (left rows, right rows, their slots in ``buf.pairs``)."""
+    left, right = upper_pairs(buf.r)
+    lo, hi = pair_share(buf.r, rank, size)
+    return left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
 
 
 @lru_cache(maxsize=4)

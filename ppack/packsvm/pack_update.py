@@ -22,7 +22,7 @@ MEASURED_FROM_ROWS = 64
 
 
 def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_rule, step, max_weight, coef, loss,
-                      fold, average, mean_loss, offsets, spent, waited, row_memory):
+                      fold, average, mean_loss, offsets, spent, waited, row_memory, delta):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
     RowBlock, with its norms): check the replicas' agreement, replay the K problems from
     ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
@@ -31,7 +31,8 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
     max_weight: the projection's bound (inf: none); spent (2,): this rank's seconds in this
     pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
     (``account_timings``); row_memory: the weight of this
-    pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured).
+    pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
+    delta (K, r) or (0, 0): ``table.merge_pack``'s.
     Returns (status, projections, work):
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
     (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
@@ -43,7 +44,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
         sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
         step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
         loss_rule.rho_low, loss_rule.rho_high, ids, rank, state.occupancy, buf.timings, spent, waited,
-        state.row_seconds, row_memory, *entries, *rows, norms, *store)
+        state.row_seconds, row_memory, *entries, delta, *rows, norms, *store)
     table.added(added)
     return status, projections, work
 
@@ -52,7 +53,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                       rho_step, rho_low, rho_high, ids, rank, occupancy, timings, spent, waited, row_seconds,
-                      row_memory, map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, dense,
+                      row_memory, map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, dense,
                       indptr, indices, values, norms, n_stored, out_features, out_indptr, out_indices, out_values,
                       out_norms):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
@@ -73,7 +74,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     for c in range(fold.shape[0]):
         fold[c, 0], fold[c, 1] = info[c, 0], info[c, 1]
     positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, map_keys,
-                           map_slots, entry_keys, table_coef, table_avg, table_since, clock, n)
+                           map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta)
     added = append_positions(dense, indptr, indices, values, positions, norms, n_stored, out_features, out_indptr,
                              out_indices, out_values, out_norms)
     return DONE, projections, added

@@ -9,12 +9,18 @@ from ..random_stream import GOLDEN, float_bits, fmix64
 
 # wall seconds by phase, on one rank: the pack's local work ("kernel_sums", of which
 # "partial_sums" and "pair_kernels" are the parallel products), the two Allreduce calls
-# ("communication"; of it, the time this rank waited in each for the last rank to arrive,
-# "wait_collective1" and "wait_collective2"), the replay and table update, the rows' delivery
-# apart from its Allreduce, the garbage collector's pauses, the whole run, and the
-# checkpoints written during it (not part of "total"; a checkpoint holds those written before it)
-PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "wait_collective1", "wait_collective2",
-          "sequential_updates", "delivery", "garbage_collection", "total", "checkpoint")
+# ("communication": the time blocked in MPI; "in_collective1" and "in_collective2" split it by
+# collective; of it, the time this rank waited in each for the last rank to arrive,
+# "wait_collective1" and "wait_collective2": estimated from the ranks' timings when the
+# collectives block, the time in Wait when pipelined), the local work done while the
+# collectives were in flight ("hidden", pipelined only) and the correction of the sums taken
+# before the previous pack's update ("correction", pipelined only, part of "partial_sums"),
+# the replay and table update, the rows' delivery apart from its Allreduce, the garbage
+# collector's pauses, the whole run, and the checkpoints written during it (not part of
+# "total"; a checkpoint holds those written before it)
+PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "in_collective1", "in_collective2",
+          "wait_collective1", "wait_collective2", "hidden", "correction", "sequential_updates", "delivery",
+          "garbage_collection", "total", "checkpoint")
 COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 

@@ -137,7 +137,8 @@ class SupportVectorTable:
         """
         entries, rows, store = self.room_for(block)
         row_seconds = np.zeros(len(occupancy)) if row_seconds is None else row_seconds
-        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, *entries)
+        positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, *entries,
+                               _NO_DELTA)
         self.added(append_positions(*rows, positions, norms, *store))
 
     def room_for(self, block):
@@ -168,6 +169,8 @@ class SupportVectorTable:
         self.key_slots.reserve(extra)
 
 
+_NO_DELTA = np.empty((0, 0))  # merge_pack's delta when not wanted
+
 # An averaged table's clock is settled into every entry (``_settle``) when a pack's increment
 # is below SETTLE_BELOW times the clock. Each addition to the clock then rounds by at most
 # 2^-53 times clock <= 2^-37 times that increment, so an entry's gain clock - since, a sum
@@ -179,7 +182,7 @@ SETTLE_BELOW = 2.0 ** -16
 
 @njit(cache=True)
 def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, map_keys, map_slots,
-               entry_keys, table_coef, table_avg, table_since, clock, n):
+               entry_keys, table_coef, table_avg, table_since, clock, n, delta):
     """The pack into the table of n entries, the same decisions on every rank.
 
     First the pack's increment ``average[c, r]`` of the averages (``averaging.py``: what each
@@ -196,8 +199,11 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row
     one (``place_new``: by count, or by ``row_seconds`` (p,) where every rank's is measured;
     ``occupancy`` counts them in), and this rank's become entries n, n + 1,
     ...: key (``entry_keys``), coefficients, average parts, and the key map (``map_keys``,
-    ``map_slots``). The arrays have room for them (``SupportVectorTable._reserve``). Returns
-    their first pack positions (int64 (m,)), where their rows are.
+    ``map_slots``). The arrays have room for them (``SupportVectorTable._reserve``). ``delta``
+    (K, r), or (0, 0) when not wanted, receives what the pack added to each key's coefficients
+    after the fold, at the key's first position, and zeros elsewhere (a pipelined pack
+    corrects the next pack's sums with it). Returns the new entries' first pack positions
+    (int64 (m,)), where their rows are.
     """
     K, r = coef.shape
     averaging = average.shape[1] > 0
@@ -241,6 +247,11 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row
             value[u, c] += coef[c, k]
             if averaging:
                 part[u, c] += average[c, k]
+    if delta.shape[0] > 0:
+        delta[:, :] = 0.0
+        for u in range(n_unique):
+            for c in range(K):
+                delta[c, first[u]] = value[u, c]
     # entries this rank holds: add; new keys: place, and return this rank's
     owners = np.empty(n_unique, dtype=np.int64)
     n_new = 0

@@ -113,7 +113,8 @@ def _run_kernels(spec, dtype, sparse, stored=None):
                         row_seconds=np.zeros(2))
     coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
     update_after_pack(buf, block, ids, norms, 0, state, table, 1.0, Loss(), 1.0, 1.0, coef, loss, fold,
-                      np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.05)
+                      np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.05,
+                      np.empty((1, r)))
     replica_digest(state, coef.ravel(), loss.ravel())
     moving_average(0.5, loss[0], 0.01)
     all_equal(np.zeros(2))  # the replicas' agreement check
