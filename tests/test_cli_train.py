@@ -95,7 +95,22 @@ BAD_OPTIONS = [
     (["--solver", "dcd", "--no-average"], "--no-average: applies to the kernel trainer"),
     (["--solver", "dcd", "--coef0", "0"], "--coef0: applies to the kernel trainer"),
     (["--epsilon", "0"], "--epsilon: does not apply to --svm-type c_svc"),
+    (["--solver", "dcd", "--delay", "mean=1ms"], "--delay: applies to the kernel trainer (--solver packsvm)"),
+    (["--solver", "dcd", "--pipeline", "on"], "--pipeline: applies to the kernel trainer"),
+    (["--delay", "mean=1ms,ranks=0+9"], "delay ranks=0+9: rank 9 is not among the ranks, 0 to"),
 ]
+
+
+@pytest.mark.parametrize("options,message", [
+    (["--pipeline", "bogus"], "argument --pipeline: invalid choice: 'bogus' (choose from 'auto', 'on', 'off')"),
+    (["--delay", "mean=2"], "argument --delay: mean=2: not seconds with a unit or a percentage; expected mean=X"),
+    (["--delay", "often"], "argument --delay: 'often': not an item of a delay; expected mean=X"),
+])
+def test_a_bad_pipeline_or_delay_is_a_usage_error(options, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["train", *options], comm=MPI.COMM_SELF)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 def test_unwritable_outputs_and_foreign_checkpoints_fail_before_any_data_is_read(mpi_tmp_path, capsys):
@@ -297,3 +312,18 @@ def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
     with h5py.File(state, "r") as f:
         assert f.attrs["complete"] and int(f.attrs["iteration"]) == int(stop[1]) > 0
     assert not (tmp_path / "m.h5").exists()
+
+
+def test_pipeline_and_delay_reach_the_run_and_its_metrics(mpi_tmp_path):
+    """--pipeline and --delay go to the estimator and its fit; the metrics say which schedule
+    and which delay the run had."""
+    X, y = make_problem(120, 6, seed=41)
+    write_libsvm(mpi_tmp_path / "train.txt", X, y)
+    metrics = mpi_tmp_path / "m.json"
+    main(["train", "--data", str(mpi_tmp_path / "train.txt"), "--pipeline", "off", "--delay", "mean=100us,ranks=one",
+          "--metrics-json", str(metrics), *TRAIN])
+    if WORLD.Get_rank() == 0:
+        got = json.loads(metrics.read_text())
+        assert got["pipeline"] == "off"
+        assert got["delay"] == "uniform, mean 100 us, one rank a pack, seed 0"
+    polite_barrier(WORLD)

@@ -134,3 +134,17 @@ def test_every_solver_option_is_a_keyword_of_the_solvers_solve(solver):
     keywords = {name for name, p in parameters.items()
                 if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
     assert sorted(set(LINEAR_SOLVER_ENTRIES[solver].options) - keywords) == []
+
+
+@pytest.mark.parametrize("estimator", ["PackSVC", "PackSVR", "PackOneClassSVM"])
+def test_pipeline_is_a_parameter_of_every_kernel_estimator_and_checked(estimator):
+    """pipeline ("auto", "on", "off") is stored, returned by get_params, and anything else refused
+    by the parameters' validation in one line."""
+    import ppack
+
+    cls = getattr(ppack, estimator)
+    assert cls().get_params()["pipeline"] == "auto"
+    assert cls(pipeline="on").get_params()["pipeline"] == "on"
+    assert cls(pipeline="off").validate_params()["pipeline"] == "off"
+    with pytest.raises(PPackError, match="^pipeline: must be one of auto, on, off, got 'sideways'$"):
+        cls(pipeline="sideways").validate_params()

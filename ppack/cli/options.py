@@ -18,8 +18,9 @@ KERNEL_OPTIONS = ("kernel", "gamma", "degree", "coef0", "bias")
 # the linear trainer's own parameters and their flags
 LINEAR_FLAGS = {"loss": "--loss", "p": "--p", "averaging": "--averaging", "rounds": "--rounds",
                 "rounds_tol": "--rounds-tol", "features": "--features", "bias": "--no-bias"}
-# options of `train` that only the kernel trainer reads: its checkpoints
+# options of `train` that only the kernel trainer reads: its checkpoints, and --delay (tests, benchmarks)
 CHECKPOINT_FLAGS = {"checkpoint": "--checkpoint", "checkpoint_every": "--checkpoint-every", "resume": "--resume"}
+KERNEL_RUN_FLAGS = {**CHECKPOINT_FLAGS, "delay": "--delay"}
 # the flags the trainers' error messages name (``errors.given``) while a command runs
 PARAMETER_FLAGS = {**PACKSVM_FLAGS, **CHECKPOINT_FLAGS}
 
@@ -120,7 +121,7 @@ def refuse_other_trainers_options(args):
         foreign = {**{"linear_" + n: f for n, f in LINEAR_FLAGS.items()}, "solver_option": "--solver-option"}
         owner = f"the linear solvers (--solver {'|'.join(LINEAR_SOLVERS)})"
     else:
-        foreign = {**{n: f for n, f in PACKSVM_FLAGS.items() if n not in SHARED}, **CHECKPOINT_FLAGS}
+        foreign = {**{n: f for n, f in PACKSVM_FLAGS.items() if n not in SHARED}, **KERNEL_RUN_FLAGS}
         owner = f"the kernel trainer (--solver {KERNEL_SOLVER})"
     for dest, flag in foreign.items():
         if getattr(args, dest, None) is not None:  # given, whatever its value: --no-bias stores False, --coef0 0 zero

@@ -33,6 +33,12 @@ def add_parser(sub):
                          "(default: only on SIGTERM or Ctrl-C)")
     ck.add_argument("--resume", action="store_true", default=None,  # None: not given (options.py)
                     help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
+    t.add_argument_group("testing (packsvm)").add_argument(
+        "--delay", type=_delay, default=None, metavar="SPEC",
+        help="for tests and benchmarks, off by default: each pack, delay the ranks' partial sums by a drawn "
+             "busy-wait, a node's jitter on a few cores: mean=X (2ms, 500us, 0.002s, or 10%% of the rank's "
+             "sums), then optionally uniform (on [0, 2 mean], the default) or fixed, ranks=all (default), one "
+             "(one drawn rank a pack) or 1+3, seed=N (default 0); e.g. mean=10%%,ranks=one")
     add_linear_options(t)
     add_common(t)
 
@@ -46,6 +52,16 @@ def _every(text):
         if match[2] in (None, "s"):
             return "seconds", float(match[1])
     raise argparse.ArgumentTypeError(f"expected seconds (600, 600s) or packs (50p), got {text!r}")
+
+
+def _delay(text):
+    """--delay SPEC -> a ``packsvm.delay.Delay``."""
+    from ..packsvm.delay import Delay
+
+    try:
+        return Delay.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run(comm, args):
@@ -103,7 +119,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     try:
         model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
                   checkpoint_every_packs=every.get("packs"), resume=bool(args.resume), should_stop=stop.is_set,
-                  on_kernels_ready=kernels_ready)
+                  delay=args.delay, on_kernels_ready=kernels_ready)
     finally:
         stop.uninstall()
     if model.progress is not None:
@@ -162,7 +178,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
             "held_out": info["held_out"],
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
-            "placement": model.placement, "over_ranks": info["over_ranks"],
+            "placement": model.placement, "pipeline": model.pipeline,
+            "delay": None if args.delay is None else args.delay.describe(), "over_ranks": info["over_ranks"],
             "dtype": info["dtype"], "float32_error_bound": info["float32_error_bound"],
             "support_vectors": model.n_support_, "allreduce_calls": info["allreduce_calls"],
             "seconds": {**info["seconds"], "startup": _startup_seconds(model._comm(), ready.get("age"), read_seconds,

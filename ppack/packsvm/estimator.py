@@ -47,7 +47,9 @@ class PackSVC(BaseSVC):
     sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T), pack (r), seed,
     step (c of the SGD step c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
     "uniform": with replacement), placement of new support vectors ("count", "cost": by each
-    rank's measured seconds per stored row, ``table.place_new``), device of the kernel sums
+    rank's measured seconds per stored row, ``table.place_new``), pipeline ("auto": on above one
+    rank; "on": the next pack's sums run while this pack's collectives are in flight, ``pipeline.py``;
+    "off"), device of the kernel sums
     ("cpu", "gpu": ``kernels.device``), dtype of stored features and
     kernel values ("auto": float32 unless the data's float32 error bound exceeds 1e-2, see
     ``kernels.precision``), bias
@@ -77,7 +79,8 @@ class PackSVC(BaseSVC):
                  sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
                  seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
                  class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
-                 sampling=_D["sampling"], placement=_D["placement"], device=_D["device"], step=_D["step"],
+                 sampling=_D["sampling"], placement=_D["placement"], pipeline=_D["pipeline"], device=_D["device"],
+                 step=_D["step"],
                  average=_D["average"], validation=_D["validation"], validation_every=_D["validation_every"],
                  patience=_D["patience"],
                  calibration=_D["calibration"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES,
@@ -102,6 +105,7 @@ class PackSVC(BaseSVC):
         self.objective = objective
         self.sampling = sampling
         self.placement = placement
+        self.pipeline = pipeline
         self.device = device
         self.step = step
         self.average = average
@@ -134,7 +138,8 @@ class PackSVC(BaseSVC):
 
     # -- training --------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, checkpoint=None, checkpoint_every_seconds=None,
-            checkpoint_every_packs=None, resume=False, should_stop=None, stop_after_packs=None, on_kernels_ready=None):
+            checkpoint_every_packs=None, resume=False, should_stop=None, stop_after_packs=None, delay=None,
+            on_kernels_ready=None):
         """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
 
         sample_weight: (n,) weights on the rows' hinge loss, with in-memory data (a file's rows
@@ -145,6 +150,8 @@ class PackSVC(BaseSVC):
         should_stop: a callable polled once per pack (on any rank) that stops the run;
         stop_after_packs: stop after this many packs (tests). ``stopped_`` tells whether the
         run ended early; the fitted state is then the checkpointed one.
+        delay: a ``delay.Delay`` added to each pack's partial sums (tests and benchmarks: a node's
+        jitter on a few cores), or None (the default).
         Before training the numba kernels are compiled, or loaded from numba's cache, once per
         node (``warmup.warm_kernels``), and a GPU's path is run once (``kernels.device.on_device``):
         ``training_["seconds"]["compile"]`` is both times, kept out of ``total``;
@@ -171,7 +178,8 @@ class PackSVC(BaseSVC):
                               should_stop=should_stop, tol=self.tol,
                               tol_window=self.tol_window, n_columns=n_columns, validation=validation,
                               average=self.average, step=self.step, sampling=self.sampling, loss=self.loss_,
-                              placement=self.placement, device=self.device,
+                              placement=self.placement, device=self.device, pipeline=self.pipeline,
+                              delay=_delay_on(comm, delay),
                               holdout=None if self.held_out_ is None else self.held_out_["holdout"])
         params = run_identity(self.spec_, self.sigma_, self.pack, seed, shard.n_samples, d, self.dtype_, T, n_classes,
                               average=self.average, sampling=self.sampling, step=self.step,
@@ -444,6 +452,17 @@ class PackSVC(BaseSVC):
         else:
             predicted = values[np.argmax(decisions, axis=1)]
         return float(np.mean(predicted == labels))
+
+
+def _delay_on(comm, delay):
+    """``delay`` on ``comm``'s ranks (``Delay.for_ranks``), or None; a rank it names that is not
+    among them is a one-line PPackError."""
+    if delay is None:
+        return None
+    try:
+        return delay.for_ranks(comm.Get_size())
+    except ValueError as error:
+        raise PPackError(str(error), collective=True) from None
 
 
 def resolve_gamma(comm, gamma, shard):

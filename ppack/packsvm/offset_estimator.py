@@ -67,7 +67,8 @@ class PackSVR(_OffsetModel):
     def __init__(self, kernel=_R["kernel"], gamma=_R["gamma"], degree=_R["degree"], coef0=_R["coef0"], C=_R["C"],
                  sigma=_R["sigma"], epsilon=_R["epsilon"], epochs=_R["epochs"], iterations=_R["iterations"],
                  pack=_R["pack"], seed=_R["seed"], dtype=_R["dtype"], tol=_R["tol"], tol_window=_R["tol_window"],
-                 objective=_R["objective"], sampling=_R["sampling"], placement=_R["placement"], device=_R["device"],
+                 objective=_R["objective"], sampling=_R["sampling"], placement=_R["placement"],
+                 pipeline=_R["pipeline"], device=_R["device"],
                  step=_R["step"], average=_R["average"], validation=_R["validation"],
                  validation_every=_R["validation_every"],
                  patience=_R["patience"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None,
@@ -89,6 +90,7 @@ class PackSVR(_OffsetModel):
         self.objective = objective
         self.sampling = sampling
         self.placement = placement
+        self.pipeline = pipeline
         self.device = device
         self.step = step
         self.average = average
@@ -165,7 +167,8 @@ class PackOneClassSVM(_OffsetModel):
     def __init__(self, kernel=_O["kernel"], gamma=_O["gamma"], degree=_O["degree"], coef0=_O["coef0"], nu=_O["nu"],
                  epochs=_O["epochs"], iterations=_O["iterations"], pack=_O["pack"], seed=_O["seed"],
                  dtype=_O["dtype"], tol=_O["tol"], tol_window=_O["tol_window"], objective=_O["objective"],
-                 sampling=_O["sampling"], placement=_O["placement"], device=_O["device"], step=_O["step"],
+                 sampling=_O["sampling"], placement=_O["placement"], pipeline=_O["pipeline"], device=_O["device"],
+                 step=_O["step"],
                  average=_O["average"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None,
                  verbose=VERBOSE.default):
         self.kernel = kernel
@@ -183,6 +186,7 @@ class PackOneClassSVM(_OffsetModel):
         self.objective = objective
         self.sampling = sampling
         self.placement = placement
+        self.pipeline = pipeline
         self.device = device
         self.step = step
         self.average = average
