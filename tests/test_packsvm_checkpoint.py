@@ -183,18 +183,18 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
 
     seen, counting_of = [], []
 
-    def counted(comm, path, table, state, stats, sampler, params):
+    def counted(comm, path, table, state, stats, sampler, params, pending=None):
         counting = CountingComm(comm)
         counting_of.append(counting)
-        report = write_checkpoint(counting, path, table, state, stats, sampler, params)
-        seen.append((counting.calls, table, state, copy.deepcopy(stats), sampler, params))  # stats as written
+        report = write_checkpoint(counting, path, table, state, stats, sampler, params, pending)
+        seen.append((counting.calls, table, state, copy.deepcopy(stats), sampler, params, pending))  # stats as written
         return report
 
     monkeypatch.setattr(loop, "write_checkpoint", counted)
     X, y = make_problem(400, 7, sparse=sparse, seed=63)
     path = mpi_tmp_path / f"state{sparse}.h5"
     PackSVC(comm=WORLD, **PARAMS).fit(X, y, checkpoint=path, stop_after_packs=6)
-    calls, table, state, stats, sampler, params = seen[-1]
+    calls, table, state, stats, sampler, params, pending = seen[-1]
     assert_rows_move_only_in_pieces(counting_of[-1])
     if WORLD.Get_size() > 1:  # one node here: the other ranks hand their rows to the leader
         assert calls["Send"] + calls["Recv"] > 0
@@ -206,7 +206,7 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
     parts = WORLD.gather((table.keys.copy(), table.coef[:, 0].copy(), rows))
     if WORLD.Get_rank() == 0:
         # what one rank would write about the same state (its attributes), and every shard in rank order
-        write_checkpoint(SELF, mpi_tmp_path / "one.h5", table, state, stats, sampler, params)
+        write_checkpoint(SELF, mpi_tmp_path / "one.h5", table, state, stats, sampler, params, pending)
         attrs, data = _checkpoint_contents(path)
         one_attrs, _ = _checkpoint_contents(mpi_tmp_path / "one.h5")
         assert attrs.keys() == one_attrs.keys() and attrs["complete"] and attrs["ranks"] == WORLD.Get_size()

@@ -143,30 +143,43 @@ def test_support_vectors_spread_evenly_over_ranks():
     assert len(np.unique(keys)) == len(keys)  # a key lives on exactly one rank
 
 
+def allreduce_calls(comm, pipeline):
+    """``comm.calls`` (a CountingComm's) with its Iallreduce calls counted as Allreduce calls,
+    after checking that the pipelined schedule made some and the unpipelined one none."""
+    calls = comm.calls.copy()
+    started = calls.pop("Iallreduce", 0)
+    assert (started > 0) == (pipeline == "on")
+    calls["Allreduce"] += started
+    return calls
+
+
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("pipeline", ["on", "off"])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_exactly_two_allreduce_calls_per_pack(sparse):
-    """Runs of 3 and 8 packs differ by exactly 2 Allreduce calls per pack and nothing else."""
+def test_exactly_two_allreduce_calls_per_pack(sparse, pipeline):
+    """Runs of 3 and 8 packs differ by exactly 2 Allreduce calls per pack and nothing else
+    (pipelined, most of them non-blocking)."""
     X, y = make_problem(400, 8, sparse=sparse, seed=24)
     counts = []
     for packs in (3, 8):
         comm = CountingComm(WORLD)
-        model = PackSVC(comm=comm, **dict(PARAMS, iterations=packs * 50, pack=50)).fit(X, y)
+        model = PackSVC(comm=comm, pipeline=pipeline, **dict(PARAMS, iterations=packs * 50, pack=50)).fit(X, y)
         assert model.training_["allreduce_calls"] == 2 * packs
-        counts.append(comm.calls)
+        counts.append(allreduce_calls(comm, pipeline))
     extra = {name: counts[1][name] - counts[0][name] for name in counts[1] | counts[0]}
     assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 5}
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("pipeline", ["on", "off"])
 @pytest.mark.parametrize("variant", ["multiclass", "weights", "validation", "checkpoint", "resume"])
-def test_exactly_two_allreduce_calls_per_pack_in_every_kind_of_run(variant, mpi_tmp_path):
+def test_exactly_two_allreduce_calls_per_pack_in_every_kind_of_run(variant, pipeline, mpi_tmp_path):
     """Counted on the communicator, not by the package: runs of 5 and 7 packs differ by
     exactly 2 Allreduce calls per pack and nothing else, for a multiclass, a weighted, a
     validated and a checkpointing run (validation and the checkpoint come after pack 4 in
     both) and for a run resumed after pack 2."""
     X, y = make_multiclass(400, 6, seed=25) if variant == "multiclass" else make_problem(400, 6, seed=25)
-    params = dict(PARAMS, pack=50)
+    params = dict(PARAMS, pack=50, pipeline=pipeline)
     fit = {}
     if variant == "weights":
         fit["sample_weight"] = 0.5 + np.arange(400) % 3
@@ -185,7 +198,7 @@ def test_exactly_two_allreduce_calls_per_pack_in_every_kind_of_run(variant, mpi_
         assert model.training_["packs"] == packs
         if variant == "validation":
             assert len(model.training_["validation"]["history"]) == 1
-        counts.append(comm.calls)
+        counts.append(allreduce_calls(comm, pipeline))
     extra = {name: counts[1][name] - counts[0][name] for name in counts[1] | counts[0]}
     assert {k: v for k, v in extra.items() if v} == {"Allreduce": 2 * 2}
 
@@ -286,11 +299,27 @@ class PerturbingComm(CountingComm):
 
     def Allreduce(self, sendbuf, recvbuf, *args, **kwargs):
         self._comm.Allreduce(sendbuf, recvbuf, *args, **kwargs)
-        buf = recvbuf if isinstance(recvbuf, np.ndarray) else sendbuf
+        self._perturb(recvbuf if isinstance(recvbuf, np.ndarray) else sendbuf)
+
+    def Iallreduce(self, sendbuf, recvbuf, *args, **kwargs):
+        """The pipelined collective 2: perturbed when waited for (``PerturbedRequest``)."""
+        request = PerturbedRequest(self._comm.Iallreduce(sendbuf, recvbuf, *args, **kwargs))
+        request.after_wait = lambda: self._perturb(recvbuf if isinstance(recvbuf, np.ndarray) else sendbuf)
+        return request
+
+    def _perturb(self, buf):
         if isinstance(buf, np.ndarray) and buf.dtype == np.float64 and buf.size == self.length:
             self.seen += 1
             if self.seen >= self.after and self._comm.Get_rank() == self.victim:
                 buf[:self.r] *= 1.0 + 1e-12
+
+
+class PerturbedRequest(MPI.Request):
+    """A request that calls ``after_wait()`` once waited for."""
+
+    def Wait(self, status=None):
+        super().Wait(status)
+        self.after_wait()
 
 
 def drifting_run(after):
@@ -303,32 +332,35 @@ def drifting_run(after):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_ranks_that_disagree_on_the_replicated_state_all_stop():
+@pytest.mark.parametrize("pipeline", ["on", "off"])
+def test_ranks_that_disagree_on_the_replicated_state_all_stop(pipeline):
     """One rank's predictions drift by 1e-12 in pack 3: in pack 4's collective every rank sees
     the digests differ and raises the same collective error (no rank hangs in a collective)."""
     X, y, r, size, comm = drifting_run(after=3)
     with pytest.raises(PPackError, match=r"ranks disagree on the replicated state after iteration 150 "
                                          r"\(pack 3; .*rank 1\).*I_MPI_CBWR=1") as caught:
-        PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
+        PackSVC(comm=comm, pipeline=pipeline, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
     assert caught.value.collective
     assert comm.seen == 4  # stopped in the pack after the drift, every rank alike
     assert WORLD.allgather(str(caught.value)) == [str(caught.value)] * size
 
 
 @pytest.mark.mpi(min_size=2)
-def test_a_disagreement_in_the_last_pack_stops_every_rank_before_the_model_is_kept():
+@pytest.mark.parametrize("pipeline", ["on", "off"])
+def test_a_disagreement_in_the_last_pack_stops_every_rank_before_the_model_is_kept(pipeline):
     """The drift starts in the last of 8 packs, after which no pack's collective follows: the
     check before the model is kept sees it, on every rank alike."""
     X, y, r, size, comm = drifting_run(after=8)
     with pytest.raises(PPackError, match=r"ranks disagree on the replicated state after iteration 400 "
                                          r"\(pack 8; .*rank 1\)") as caught:
-        PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
+        PackSVC(comm=comm, pipeline=pipeline, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y)
     assert comm.seen == 8 and caught.value.collective
     assert WORLD.allgather(str(caught.value)) == [str(caught.value)] * size
 
 
 @pytest.mark.mpi(min_size=2)
-def test_a_disagreement_is_caught_before_the_checkpoint_is_written(mpi_tmp_path):
+@pytest.mark.parametrize("pipeline", ["on", "off"])
+def test_a_disagreement_is_caught_before_the_checkpoint_is_written(mpi_tmp_path, pipeline):
     """Checkpoints every 2 packs; the drift starts in pack 4: the checkpoint of pack 2 stays,
     the one of pack 4 is never written."""
     import h5py
@@ -338,8 +370,8 @@ def test_a_disagreement_is_caught_before_the_checkpoint_is_written(mpi_tmp_path)
     comm = PerturbingComm(WORLD, victim=1, length=2 * r + r * (r + 1) // 2 + 4 * size + 2, r=r, after=4)
     path = mpi_tmp_path / "drift.h5"
     with pytest.raises(PPackError, match=r"after iteration 200 \(pack 4; "):
-        PackSVC(comm=comm, **dict(PARAMS, iterations=8 * r, pack=r)).fit(X, y, checkpoint=path,
-                                                                        checkpoint_every_packs=2)
+        PackSVC(comm=comm, pipeline=pipeline, **dict(PARAMS, iterations=8 * r, pack=r)).fit(
+            X, y, checkpoint=path, checkpoint_every_packs=2)
     with h5py.File(path, "r") as f:
         assert f.attrs["iteration"] == 2 * r
 

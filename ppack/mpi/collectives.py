@@ -57,6 +57,11 @@ class Collectives:
         """Let MPI progress ``requests`` (a list) without blocking; True when all are done."""
         return MPI.Request.Testall(requests)
 
+    @staticmethod
+    def wait_all(requests):
+        """Block until every request in ``requests`` is done (after an error: none is left behind)."""
+        MPI.Request.Waitall(requests)
+
     def wait(self, request):
         """Block until ``request`` is done; ``last_seconds`` is the time spent waiting."""
         start = MPI.Wtime()

@@ -173,9 +173,6 @@ class PackedSolver:
             pending = None
         else:
             table, state, stats, sampler, pending = resume if len(resume) == 5 else (*resume, None)
-            if pending is not None and not self.pipelined:
-                raise ValueError("a pipelined run's checkpoint resumes pipelined only (its sampler stands two packs "
-                                 "ahead)")
         if self.placement == "count" or state.row_seconds is None or len(state.row_seconds) != size:
             state.row_seconds = np.zeros(size)  # measured afresh (and never under placement by count)
         row_memory = ROW_MEMORY if self.placement == "cost" else 0.0
@@ -213,6 +210,8 @@ class PackedSolver:
             correction = Correction(self.spec, shard.n_features, shard.sparse, compute.stored.dtype, self.work_bytes)
             spare = None  # a finished pack's PackBuffer, for the next pack delivered ahead
             test = lambda: Collectives.test(in_flight)  # noqa: E731 (the sums' callback between tiles)
+        else:
+            queued = [] if pending is None else list(pending.ids)
         delta = np.empty((Q, self.pack) if pipelined else (0, 0))  # merge_pack's changes per key (pipelined)
         while state.iteration < limit:
             if pipelined:
@@ -227,7 +226,9 @@ class PackedSolver:
                 serial = t1 - collective2_end
             else:
                 r = min(self.pack, limit - state.iteration)
-                ids = sampler.take(r)
+                # a pipelined run's checkpoint delivered these ahead, and its sampler stands after them
+                ids = queued.pop(0)[:r] if queued else sampler.take(r)
+                r = len(ids)
                 t0 = MPI.Wtime()
                 block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
                                      norms_l1=self.spec.uses_l1)
@@ -313,7 +314,7 @@ class PackedSolver:
                     else:
                         spent[0] = 0.0
                 except BaseException:
-                    MPI.Request.Waitall(requests)  # no request left behind, whatever stopped the sums
+                    collectives.wait_all(requests)  # no request left behind, whatever stopped the sums
                     raise
                 in_flight = None
                 for k in range(2):
