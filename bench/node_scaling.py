@@ -1,5 +1,5 @@
 """Strong scaling on one node: p = 1, 2, 4, ... up to its cores, one thread per rank, on two
-workloads, beside what `plan` predicts from the p = 1 run.
+workloads, with each schedule (pipelined or not), beside what `plan` predicts from the p = 1 run.
 
 Run from the repository root (the data from ../shared/data by default):
 
@@ -9,16 +9,23 @@ Run from the repository root (the data from ../shared/data by default):
 Workloads: ten digits on --rows mnist8m-style rows (`data mnist8m`, generated here on all the
 cores; tested on the MNIST test set), gamma 0.02, sigma 1e-6, T = m/2, float32; and ijcnn1
 (tr, 35,000 rows; tested on t), gamma 1, C 1, T = 2m. Each runs with `--placement count` and,
-with --placements, `cost`. Every run's metrics JSON is kept. From the digits' count runs it
-writes a node profile (`plan --node-profile`): at each p the partial sums' parallel
+with --placements, `cost`; each p > 1 with every schedule of `--pipeline` (default `on,off`:
+train's `--pipeline on` and `off`), p = 1 once, unpipelined (train never pipelines one rank by
+default), and that run is both schedules' p = 1. `--delay SPEC` goes to every train run
+(`packsvm/delay.py`: e.g. `mean=10%,seed=1`, a node's jitter made on purpose). Every run's
+metrics JSON is kept; each result entry records its schedule ("pipeline"). From the digits'
+unpipelined count runs (the waiting there is the blocking collectives'; a pipelined run's is
+its time in Wait) it writes a node profile (`plan --node-profile`): at each p the partial sums' parallel
 efficiency (p = 1's seconds over p times the median rank's), the jitter that explains the
 waiting seen (median waiting / (median local work x E[max of p standard normals])) and the
 collectives' own seconds per pack as a + b x bytes (a line through both workloads'
-buffers). `plan --from-run` of each workload's p = 1 run then predicts every p, with and
-without the profile: for the digits the profile comes from the same runs (a consistency
-check), for ijcnn1 it is a prediction. Results: bench/results/
-node_scaling.json, node_profile.json and node_scaling.png (speed-up with the ideal line and
-plan's prediction); `--figure-only` redraws the figure from the JSON.
+buffers). `plan --from-run` of each workload's p = 1 run then predicts every p and schedule
+(`plan --pipeline` of that schedule), with and without the profile: for the digits the profile
+comes from the same runs (a consistency check), for ijcnn1 it is a prediction. Results:
+bench/results/node_scaling.json (runs[workload][placement][schedule][p]), node_profile.json and
+node_scaling.png (speed-up with the ideal line, a line per placement and schedule, and plan's
+prediction per schedule); `--figure-only` redraws the figure from the JSON (an older JSON
+without schedules reads as unpipelined).
 """
 import argparse
 import json
@@ -36,6 +43,8 @@ sys.path.insert(0, str(ROOT))
 from ppack.packsvm.plan import expected_max_normal  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+SCHEDULES = ("on", "off")  # train's --pipeline values this sweep compares
+SCHEDULE_NAMES = {"on": "pipelined", "off": "unpipelined"}
 WORKLOADS = {
     "digits": {"train": ["--gamma", "0.02", "--sigma", "1e-6", "--epochs", "0.5", "--dtype", "float32"]},
     "ijcnn1": {"train": ["--gamma", "1", "--C", "1", "--epochs", "2"]},
@@ -87,6 +96,7 @@ def per_pack(metrics):
     """Per-pack microseconds of a run: the slowest rank's phases and the median rank's waiting."""
     s, n, over = metrics["seconds"], metrics["packs"], metrics["over_ranks"]["seconds"]
     us = {k: 1e6 * s[k] / n for k in ("total", "partial_sums", "pair_kernels", "communication", "serial")}
+    us.update({k: 1e6 * s.get(k, 0.0) / n for k in ("hidden", "correction")})  # pipelined runs' (0 before)
     us.update({f"{k}_median": 1e6 * over[k]["median"] / n
                for k in ("partial_sums", "kernel_sums", "waiting", "collective_own", "serial", "communication")})
     us["waiting_max"] = 1e6 * over["waiting"]["max"] / n
@@ -94,7 +104,8 @@ def per_pack(metrics):
 
 
 def node_profile(runs, machine, other=None):
-    """The profile `plan --node-profile` reads, from one workload's count-placement runs {p: metrics}.
+    """The profile `plan --node-profile` reads, from one workload's unpipelined count-placement
+    runs {p: metrics}.
     The collectives' own seconds per pack are a line a + b x (bytes per pack) through this
     workload's and ``other``'s runs (another workload's {p: metrics}, other buffer sizes), or
     this workload's seconds alone (b = 0) without it."""
@@ -115,9 +126,10 @@ def node_profile(runs, machine, other=None):
     return {"machine": machine, "ranks": ranks}
 
 
-def predicted(args, data, metrics_path, p, profile_path, params):
-    """plan's estimate (seconds) of the run on p ranks from a p = 1 run's metrics."""
-    argv = ["plan", "--data", data, "--ranks", p, "--from-run", metrics_path, *params]
+def predicted(args, data, metrics_path, p, profile_path, params, schedule="off"):
+    """plan's estimate (seconds) of the run on p ranks with ``schedule`` (--pipeline on or off)
+    from a p = 1 run's metrics."""
+    argv = ["plan", "--data", data, "--ranks", p, "--from-run", metrics_path, *params, "--pipeline", schedule]
     if profile_path is not None:
         argv += ["--node-profile", profile_path]
     out = ppack(args, 1, argv)
@@ -140,62 +152,90 @@ def sweep(args):
     work = Path(args.work_dir)
     files = prepare(args, work, cores)
     machine = machine_name()
-    result = {"machine": machine, "cores": cores, "launcher": " ".join(launcher(args)), "runs": {}}
+    result = {"machine": machine, "cores": cores, "launcher": " ".join(launcher(args)), "schedules": args.pipeline,
+              "delay": args.delay, "runs": {}}
+    delay = [] if args.delay is None else ["--delay", args.delay]
     for name in args.workloads:
         train, test = files[name]
         for placement in args.placements:
+            by_schedule = result["runs"].setdefault(name, {}).setdefault(placement, {})
             for p in rank_counts(cores):
-                path = work / f"{name}-{placement}-p{p}.json"
-                start = time.perf_counter()
-                ppack(args, p, ["train", "--data", train, "--test", test, *WORKLOADS[name]["train"], "--threads", "1",
-                                "--placement", placement, "--metrics-json", path, "--quiet"])
-                m = json.loads(path.read_text())
-                result["runs"].setdefault(name, {}).setdefault(placement, {})[p] = {
-                    "metrics": str(path), "seconds": m["seconds"]["total"], "accuracy": m.get("test_accuracy"),
-                    "support_vectors": m["support_vectors"], "per_pack_us": per_pack(m),
-                    "support_vectors_per_rank": m["over_ranks"]["per_rank"]["support_vectors"],
-                    "wall": time.perf_counter() - start}
-                show(name, placement, p, result["runs"][name][placement][p])
-    measured = {name: {p: json.loads(Path(r["metrics"]).read_text()) for p, r in runs["count"].items()}
-                for name, runs in result["runs"].items()}
+                # p = 1 once, unpipelined: both schedules' p = 1
+                for schedule in (["off"] if p == 1 else args.pipeline):
+                    path = work / f"{name}-{placement}-{schedule}-p{p}.json"
+                    start = time.perf_counter()
+                    ppack(args, p, ["train", "--data", train, "--test", test, *WORKLOADS[name]["train"],
+                                    "--threads", "1", "--placement", placement, "--pipeline", schedule, *delay,
+                                    "--metrics-json", path, "--quiet"])
+                    m = json.loads(path.read_text())
+                    run = {"metrics": str(path), "pipeline": m.get("pipeline", schedule),
+                           "seconds": m["seconds"]["total"], "accuracy": m.get("test_accuracy"),
+                           "support_vectors": m["support_vectors"], "per_pack_us": per_pack(m),
+                           "support_vectors_per_rank": m["over_ranks"]["per_rank"]["support_vectors"],
+                           "wall": time.perf_counter() - start}
+                    if p == 1:
+                        run["note"] = "both schedules' p = 1 (one rank runs unpipelined)"
+                    for label in (args.pipeline if p == 1 else [schedule]):
+                        by_schedule.setdefault(label, {})[p] = run
+                    show(name, placement, "both" if p == 1 else schedule, p, run)
     profile_path = None
-    if "digits" in measured:
+    if "digits" in result["runs"] and "off" in args.pipeline:
+        measured = {name: {p: json.loads(Path(r["metrics"]).read_text())
+                           for p, r in runs["count"]["off"].items()} for name, runs in result["runs"].items()}
         profile = node_profile(measured["digits"], machine, measured.get("ijcnn1"))
         profile_path = RESULTS / "node_profile.json"
         profile_path.write_text(json.dumps(profile, indent=1))
         result["profile"] = profile
+    elif "digits" in result["runs"]:
+        print("no node profile: it is measured from unpipelined runs (--pipeline with off)", flush=True)
     for name, by_placement in result["runs"].items():
         train, _ = files[name]
-        one = by_placement["count"][1]["metrics"]
-        for p, run in by_placement["count"].items():
-            run["plan_seconds"] = predicted(args, train, one, p, profile_path, WORKLOADS[name]["train"])
-            run["plan_seconds_no_profile"] = predicted(args, train, one, p, None, WORKLOADS[name]["train"])
+        for schedule, runs in by_placement["count"].items():
+            one = runs[1]["metrics"]
+            for p, run in runs.items():
+                if p == 1 and "plan_seconds" in run:  # the other schedule's already
+                    continue
+                plan_schedule = "off" if p == 1 else schedule
+                key = "" if p == 1 else f"_{schedule}"  # p = 1's entry is shared by both schedules
+                run["plan_seconds" + key] = predicted(args, train, one, p, profile_path, WORKLOADS[name]["train"],
+                                                      plan_schedule)
+                run["plan_seconds_no_profile" + key] = predicted(args, train, one, p, None,
+                                                                 WORKLOADS[name]["train"], plan_schedule)
     return result
 
 
-def show(name, placement, p, run):
+def planned(run, schedule, profile=True):
+    """plan's prediction for ``run`` with ``schedule`` (with the node profile or without)."""
+    key = "plan_seconds" if profile else "plan_seconds_no_profile"
+    return run.get(f"{key}_{schedule}", run.get(key))
+
+
+def show(name, placement, schedule, p, run):
     us = run["per_pack_us"]
-    print(f"{name:7s} {placement:5s} p={p:3d} {run['seconds']:8.2f} s acc {run['accuracy'] or 0:.4f} | per pack us: "
-          f"partial {us['partial_sums']:7.0f} pair {us['pair_kernels']:5.0f} comm {us['communication']:5.0f} "
-          f"(waiting median {us['waiting_median']:5.0f}, max {us['waiting_max']:5.0f}) serial {us['serial']:4.0f}",
-          flush=True)
+    print(f"{name:7s} {placement:5s} {schedule:4s} p={p:3d} {run['seconds']:8.2f} s acc {run['accuracy'] or 0:.4f} | "
+          f"per pack us: partial {us['partial_sums']:7.0f} pair {us['pair_kernels']:5.0f} comm "
+          f"{us['communication']:5.0f} (waiting median {us['waiting_median']:5.0f}, max {us['waiting_max']:5.0f}) "
+          f"hidden {us.get('hidden', 0.0):6.0f} serial {us['serial']:4.0f}", flush=True)
 
 
 def report(result):
     for name, by_placement in result["runs"].items():
-        print(f"\n{name}: speed-up over p = 1 (count placement's p = 1), with plan's prediction")
-        base = by_placement["count"][1]["seconds"]
-        for p in sorted(by_placement["count"]):
-            count = by_placement["count"][p]
-            cost = by_placement.get("cost", {}).get(p)
-            us = count["per_pack_us"]
-            share = 100 * us["communication_median"] / us["total"]  # the waiting is part of it
-            line = (f"  p={p:3d} count {base / count['seconds']:5.2f}x" +
-                    (f"  cost {base / cost['seconds']:5.2f}x" if cost else "") +
-                    f"  plan {base / count['plan_seconds']:5.2f}x"
-                    f" (no profile {base / count['plan_seconds_no_profile']:5.2f}x)"
-                    f"  waiting + communication {share:4.1f}% of a pack (median rank)")
-            print(line)
+        print(f"\n{name}: speed-up over p = 1 (count placement's p = 1, unpipelined), with plan's prediction "
+              "for the same schedule")
+        for schedule, count_runs in by_placement["count"].items():
+            base = count_runs[1]["seconds"]
+            for p in sorted(count_runs):
+                count = count_runs[p]
+                cost = by_placement.get("cost", {}).get(schedule, {}).get(p)
+                us = count["per_pack_us"]
+                share = 100 * us["communication_median"] / us["total"]  # the waiting is part of it
+                line = (f"  {SCHEDULE_NAMES.get(schedule, schedule):11s} p={p:3d} count "
+                        f"{base / count['seconds']:5.2f}x" +
+                        (f"  cost {base / cost['seconds']:5.2f}x" if cost else "") +
+                        f"  plan {base / planned(count, schedule):5.2f}x"
+                        f" (no profile {base / planned(count, schedule, False):5.2f}x)"
+                        f"  waiting + communication {share:4.1f}% of a pack (median rank)")
+                print(line)
 
 
 def plot(result, path):
@@ -206,25 +246,42 @@ def plot(result, path):
         return
     names = list(result["runs"])
     fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 4.2), squeeze=False)
+    colours = {"on": "C0", "off": "C1"}
     for ax, name in zip(axes[0], names):
         by_placement = result["runs"][name]
-        ps = sorted(int(p) for p in by_placement["count"])
-        base = by_placement["count"][ps[0]]["seconds"]
+        schedules = list(by_placement["count"])
+        ps = sorted(int(p) for p in by_placement["count"][schedules[0]])
+        base = by_placement["count"][schedules[0]][ps[0]]["seconds"]
         ax.plot(ps, ps, "k:", label="ideal")
-        for placement, style in (("count", "o-"), ("cost", "s-")):
-            if placement in by_placement:
-                ax.plot(ps, [base / by_placement[placement][p]["seconds"] for p in ps], style,
-                        label=f"measured, --placement {placement}")
-        ax.plot(ps, [base / by_placement["count"][p]["plan_seconds"] for p in ps], "x--", label="plan, node profile")
-        ax.plot(ps, [base / by_placement["count"][p]["plan_seconds_no_profile"] for p in ps], "+--",
-                label="plan, run only")
+        for schedule in schedules:
+            label, colour = SCHEDULE_NAMES.get(schedule, schedule), colours.get(schedule)
+            for placement, style in (("count", "o-"), ("cost", "s-")):
+                runs = by_placement.get(placement, {}).get(schedule)
+                if runs:
+                    ax.plot(ps, [base / runs[p]["seconds"] for p in ps], style, color=colour,
+                            label=f"measured, {label}, --placement {placement}")
+            runs = by_placement["count"][schedule]
+            if all(planned(runs[p], schedule) for p in ps):
+                ax.plot(ps, [base / planned(runs[p], schedule) for p in ps], "x--", color=colour,
+                        label=f"plan, {label}, node profile")
+                ax.plot(ps, [base / planned(runs[p], schedule, False) for p in ps], "+:", color=colour,
+                        label=f"plan, {label}, run only")
         ax.set(xlabel="ranks (one core each)", ylabel="speed-up over 1 rank", title=name, xscale="log", yscale="log")
         ax.set_xticks(ps, [str(p) for p in ps])
-        ax.legend(fontsize=8)
-    fig.suptitle(result["machine"], fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(result["machine"] + ("" if not result.get("delay") else f"; --delay {result['delay']}"), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"figure: {path}")
+
+
+def schedules(text):
+    """--pipeline's comma-separated schedules, each on or off, in the order given."""
+    chosen = [s.strip() for s in text.split(",") if s.strip()]
+    wrong = [s for s in chosen if s not in SCHEDULES]
+    if not chosen or wrong or len(set(chosen)) != len(chosen):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of on and off, each once, got {text!r}")
+    return chosen
 
 
 def parse_args():
@@ -238,6 +295,11 @@ def parse_args():
                     help='MPI launcher and its options, e.g. "mpirun --bind-to core" (default: mpiexec beside python)')
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     ap.add_argument("--placements", nargs="+", default=["count", "cost"], choices=["count", "cost"])
+    ap.add_argument("--pipeline", type=schedules, default=list(SCHEDULES), metavar="on,off",
+                    help="train's schedules to run each p > 1 with (default on,off; p = 1 runs once, off)")
+    ap.add_argument("--delay", default=None, metavar="SPEC",
+                    help="train --delay SPEC for every run: drawn delays of the ranks' partial sums, e.g. "
+                         "mean=10%%,seed=1 (ppack/packsvm/delay.py)")
     ap.add_argument("--figure-only", default=None, metavar="RESULTS_JSON", help="redraw the figure from a results file")
     ap.add_argument("--results-dir", default=str(RESULTS), help="where the JSON and the figure go")
     return ap.parse_args()
@@ -252,7 +314,10 @@ def main():
         result = json.loads(Path(args.figure_only).read_text())
         for by_placement in result["runs"].values():
             for placement, runs in by_placement.items():
-                by_placement[placement] = {int(p): r for p, r in runs.items()}
+                if all(key.isdigit() for key in runs):  # written before the schedules: unpipelined
+                    runs = {"off": runs}
+                by_placement[placement] = {schedule: {int(p): r for p, r in by_p.items()}
+                                           for schedule, by_p in runs.items()}
     else:
         if "count" not in args.placements:
             raise SystemExit("--placements must include count (the baseline and plan's p = 1 run)")

@@ -101,3 +101,39 @@ def test_plan_scales_a_measured_run_to_more_rows_and_ranks(mpi_tmp_path, capsys)
     if WORLD.Get_rank() == 0:
         assert "measured in a run of 1000 rows" in capsys.readouterr().out
     polite_barrier(WORLD)
+
+
+def test_plan_predicts_a_pipelined_run_from_an_unpipelined_one_rank_run(mpi_tmp_path, capsys):
+    """--pipeline: auto plans the pipelined schedule above one rank (as train runs it), off the
+    unpipelined one; a one-rank run (never pipelined) predicts both, the pipelined one no slower."""
+    import json
+    import re
+
+    import numpy as np
+
+    from ppack.data.hdf5 import write_dataset
+
+    d = mpi_tmp_path
+    run = {"n_samples": 1000, "iterations": 1000, "pack": 100, "packs": 10, "ranks": 1, "support_vectors": 500,
+           "pipeline": "off",
+           "seconds": {"partial_sums": 0.5, "pair_kernels": 0.02, "serial": 0.04, "correction": 0.0,
+                       "kernel_sums": 0.52, "sequential_updates": 0.02, "delivery": 0.01},
+           "over_ranks": {"per_rank": {"local_jitter": [0.1]}}}
+    if WORLD.Get_rank() == 0:
+        write_dataset(d / "small.h5", np.random.default_rng(0).random((1000, 20)), np.arange(1000) % 2)
+        (d / "one.json").write_text(json.dumps(run))
+    polite_barrier(WORLD)
+    estimates = {}
+    for schedule in ("auto", "on", "off"):
+        main(["plan", "--data", str(d / "small.h5"), "--ranks", "2", "--from-run", str(d / "one.json"),
+              "--iterations", "1000", "--pipeline", schedule])
+        out = capsys.readouterr().out
+        if WORLD.Get_rank() == 0:
+            line = [x for x in out.splitlines() if x.strip().startswith("estimate ")][0]
+            assert ("unpipelined (--pipeline off)" in line) == (schedule == "off")
+            assert ("pipelined =" in line) == (schedule != "off")
+            value, unit = re.search(r"estimate ([\d.]+) (ms|s)", line).groups()
+            estimates[schedule] = float(value) * (1e-3 if unit == "ms" else 1.0)
+    if WORLD.Get_rank() == 0:
+        assert estimates["auto"] == estimates["on"] <= estimates["off"]
+    polite_barrier(WORLD)

@@ -1,12 +1,13 @@
-"""plan's time model beyond the Allreduce: waiting from jitter, the partial sums' efficiency and a
-node profile (``packsvm.plan``)."""
+"""plan's time model beyond the Allreduce: waiting from jitter, the partial sums' efficiency, a
+node profile and the two schedules, pipelined or not (``packsvm.plan``)."""
 import math
 
 import numpy as np
 import pytest
 
 from ppack.errors import PPackError
-from ppack.packsvm.plan import NodeProfile, Rates, _pack_seconds, expected_max_normal, rates_of_run
+from ppack.packsvm.plan import (NodeProfile, Rates, _pack_seconds, _time_lines, expected_max_normal,
+                                pipelined_waiting, rates_of_run)
 
 
 def test_expected_max_of_normals():
@@ -21,12 +22,13 @@ def test_a_run_splits_into_partial_sums_pairs_serial_and_waiting():
     50 k x 100 x 1e-6 / (P efficiency), the pairs 0.02 / P, the serial part 0.003; the waiting is
     J E[max of P normals] times the local work."""
     rates = Rates(per_sv_row=1e-6, fixed_per_pack=0.003, growth=0.5, source="test", pair_per_pack=0.02, jitter=0.1)
-    kernel, pairs, serial, waiting, comm = _pack_seconds(rates, 10**6, 1000, 100, 4, 0.8, 0.1, 0.001)
+    kernel, pairs, serial, correction, waiting, comm = _pack_seconds(rates, 10**6, 1000, 100, 4, 0.8, 0.1, 0.001)
     sums = [50 * k * 100 * 1e-6 / 4 / 0.8 for k in range(1, 11)]
     assert kernel == pytest.approx(sum(sums))
     assert pairs == pytest.approx(10 * 0.005) and serial == pytest.approx(0.03) and comm == pytest.approx(0.01)
+    assert correction == 0.0
     assert waiting == pytest.approx(0.1 * expected_max_normal(4) * (sum(sums) + 10 * 0.005))
-    assert _pack_seconds(rates, 10**6, 1000, 100, 1, 1.0, 0.1, 0.0)[3] == 0.0  # one rank waits for nobody
+    assert _pack_seconds(rates, 10**6, 1000, 100, 1, 1.0, 0.1, 0.0)[4] == 0.0  # one rank waits for nobody
 
 
 def test_the_split_and_the_jitter_come_from_the_run():
@@ -49,3 +51,65 @@ def test_a_node_profile_gives_each_rank_count_its_own_figures():
     assert profile.at(512, 1000) == (0.7, 0.2, None)  # beyond: the largest measured
     with pytest.raises(PPackError, match="--node-profile: not a node profile"):
         NodeProfile.from_dict({"ranks": {"2": {"efficiency": 1.0}}})
+
+
+def test_the_pipelined_schedule_hides_the_collectives_and_part_of_the_waiting():
+    """Pipelined, a pack costs serial + max(local + W_p, C): never more than unpipelined's
+    serial + local + W + C at the same inputs; without jitter, with local work above the
+    collectives, exactly the unpipelined run without its communication."""
+    rates = Rates(per_sv_row=1e-6, fixed_per_pack=0.003, growth=0.5, source="test", pair_per_pack=0.02)
+    for jitter in (0.0, 0.05, 0.3):
+        for collective in (0.0, 0.001, 0.01, 0.1):
+            for ranks in (1, 2, 16):
+                off = _pack_seconds(rates, 10**6, 1000, 100, ranks, 0.9, jitter, collective)
+                on = _pack_seconds(rates, 10**6, 1000, 100, ranks, 0.9, jitter, collective, pipelined=True)
+                assert sum(on) <= sum(off) + 1e-15
+                assert on[:3] == off[:3] and on[4] <= off[4] / math.sqrt(2) + 1e-15
+    # local work per pack >= 0.005 / 2 > C = 0.001: the collectives are all hidden
+    off = _pack_seconds(rates, 10**6, 1000, 100, 2, 1.0, 0.0, 0.001)
+    on = _pack_seconds(rates, 10**6, 1000, 100, 2, 1.0, 0.0, 0.001, pipelined=True)
+    assert sum(on) == pytest.approx(sum(off) - off[5]) and on[5] == 0.0 and off[5] == pytest.approx(0.01)
+    # collectives longer than the local work: they set the pace, and hide that much jitter
+    on = _pack_seconds(rates, 10**6, 1000, 100, 2, 1.0, 0.0, 1.0, pipelined=True)
+    assert sum(on) == pytest.approx(10 * (0.003 + 1.0))
+    # the correction is split over the ranks
+    rates.correction_per_pack = 0.004
+    assert _pack_seconds(rates, 10**6, 1000, 100, 4, 1.0, 0.0, 0.0, pipelined=True)[3] == pytest.approx(0.01)
+    assert _pack_seconds(rates, 10**6, 1000, 100, 4, 1.0, 0.0, 0.0)[3] == 0.0
+
+
+def test_the_pipelined_waiting_matches_a_simulation_of_the_schedule():
+    """W_p against the schedule's recurrence t_i' = max(t_i + L_i, max_j t_j + C) (a rank posts
+    its collectives, computes, then waits for them; serial 0): within 25% of the waiting."""
+    rng = np.random.default_rng(3)
+    for ranks, jitter, collective in ((4, 0.2, 0.2), (8, 0.3, 0.9), (16, 0.1, 0.5)):
+        t = np.zeros(ranks)
+        packs = 1500
+        for _ in range(packs):
+            t = np.maximum(t + np.maximum(0.0, 1.0 + jitter * rng.standard_normal(ranks)), t.max() + collective)
+        simulated = t.max() / packs - 1.0
+        assert pipelined_waiting(1.0, collective, jitter, ranks) == pytest.approx(simulated, rel=0.25)
+        assert simulated < jitter * expected_max_normal(ranks)  # less than unpipelined's waiting
+
+
+def test_the_report_names_the_schedule():
+    rates = Rates(per_sv_row=1e-6, fixed_per_pack=0.003, growth=0.5, source="test", jitter=0.1)
+    buffers = (8000, 8000)
+    on, on_seconds = _time_lines(rates, 10**6, 1000, 100, 4, 1e-6, 1e10, buffers, pipelined=True)
+    off, off_seconds = _time_lines(rates, 10**6, 1000, 100, 4, 1e-6, 1e10, buffers)
+    assert "packs, pipelined = kernel sums" in "\n".join(on) and "correction" in "\n".join(on)
+    assert "packs, unpipelined (--pipeline off) = kernel sums" in "\n".join(off)
+    assert on_seconds < off_seconds
+
+
+def test_a_pipelined_run_gives_its_correction_apart_from_the_partial_sums():
+    run = {"n_samples": 1000, "iterations": 1000, "pack": 100, "packs": 10, "ranks": 2, "support_vectors": 500,
+           "pipeline": "on",
+           "seconds": {"partial_sums": 0.6, "correction": 0.05, "pair_kernels": 0.01, "serial": 0.04,
+                       "kernel_sums": 0.65, "sequential_updates": 0.01, "delivery": 0.01}}
+    rates = rates_of_run(run)
+    assert rates.per_sv_row == pytest.approx(0.55 / 137500)  # the partial sums less the correction
+    assert rates.correction_per_pack == pytest.approx(0.05 * 2 / 10)  # per pack on one rank
+    assert "pipelined" in rates.source
+    del run["seconds"]["correction"]  # older metrics: none
+    assert rates_of_run(run).correction_per_pack == 0.0

@@ -28,7 +28,25 @@ persistent differences between cores). A node profile (``node_profile``, written
 ``bench/node_scaling.py`` from a sweep of real runs on one node) also gives the partial
 sums' parallel efficiency at each P (memory bandwidth shared by the node's cores); without
 one it is taken as 1. Beyond the profile's largest P, its values there are used.
-Both figures are estimates: the report says which inputs they rest on.
+The schedule is ``--pipeline``'s (auto: pipelined above one rank, as train runs it).
+Unpipelined (``--pipeline off``), a pack costs serial + local + W + C, with local the partial
+sums and the rank's share of the pair kernels, C the two collectives' own seconds and
+W = E[max of P normals] x J x local, the waiting for the slowest rank. Pipelined, the pack's
+collectives are in flight while the next pack's sums are taken, and a rank may run one pack
+ahead of the slowest, so a slow pack is partly made up by the next fast one: a pack costs
+serial + correction / P + max(local + W_p, C), with
+W_p = W / sqrt(2) / (1 + max(0, local - C) / (2 J local)): the slowest of P ranks' average
+excess over two consecutive packs, less what the slack between the local work and the
+collectives absorbs. The last factor is fitted to a simulation of the schedule's recurrence
+t_i' = max(t_i + L_i, max_j t_j + C) + serial (a rank posts its collectives, works L_i, waits
+until they end C after the last rank posted them): for J up to 0.5 and P up to 32 it is within
+about 25% of the simulated waiting where local >= C, and misses up to 0.4 J local of it where C
+is just above local.
+Without jitter that is serial + max(local, C): the collectives are hidden under the local
+work. The correction (a pipelined run's ``correction`` seconds, the next pack's sums fixed
+for the rows this pack changed) is split over the ranks; runs that did not pipeline measured
+none, and it is taken as 0.
+Both figures are estimates: the report says which inputs and which schedule they rest on.
 """
 import math
 import os
@@ -85,13 +103,15 @@ class Rates:
     kernel sums on one rank, seconds per pack of the serial part (replay, table update,
     delivery: repeated on every rank), support vectors per iteration, and where they come
     from; the pair kernels' seconds per pack on one rank (0 where they are counted in the
-    kernel sums) and the relative per-pack jitter of a rank's local work."""
+    kernel sums), the relative per-pack jitter of a rank's local work and the pipelined
+    schedule's correction, seconds per pack on one rank (0 where the run did not pipeline)."""
     per_sv_row: float
     fixed_per_pack: float
     growth: float
     source: str
     pair_per_pack: float = 0.0
     jitter: float = 0.0
+    correction_per_pack: float = 0.0
 
 
 @dataclass
@@ -145,7 +165,8 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
     ``from_run``: a train metrics dict whose measured rates replace the calibration run;
     ``allreduce_latency`` (seconds per message) and ``bandwidth`` (bytes per second): the
     cluster's network, for the communication model (default: ``comm_model.INFINIBAND_EDR``);
-    ``node_profile``: a node profile dict (``NodeProfile``), or None."""
+    ``node_profile``: a node profile dict (``NodeProfile``), or None. The schedule is
+    ``params["pipeline"]``'s, resolved as train resolves it (auto: pipelined above one rank)."""
     params = PackSVC(**params).validate_params()
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
@@ -201,7 +222,9 @@ def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBA
         return Plan(lines, warnings)
     buffers = pack_bytes(r, d, longest, sparse, columns, ranks, held)
     profile = None if node_profile is None else NodeProfile.from_dict(node_profile)
-    time_lines, seconds = _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers, profile)
+    pipelined = params["pipeline"] == "on" or (params["pipeline"] == "auto" and ranks > 1)
+    time_lines, seconds = _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers, profile,
+                                      pipelined)
     return Plan(lines + time_lines, warnings, seconds)
 
 
@@ -220,16 +243,19 @@ def rates_of_run(metrics):
     """``Rates`` from a train metrics dict (``train --metrics-json``), with the table taken to
     grow linearly from 0 to its final size over the run's packs. Metrics that split the
     local work (partial sums, pair kernels, the serial part) give each its own rate; older
-    ones give the kernel sums and the replay and delivery."""
+    ones give the kernel sums and the replay and delivery. A pipelined run's correction
+    (part of its partial sums) is taken out of them and kept apart, per pack on one rank;
+    runs without it (unpipelined, or older metrics) give 0."""
     try:
         seconds, packs, ranks = metrics["seconds"], int(metrics["packs"]), int(metrics["ranks"])
         r, T, n_sv, m = int(metrics["pack"]), int(metrics["iterations"]), int(metrics["support_vectors"]), \
             int(metrics["n_samples"])
+        correction = float(seconds.get("correction", 0.0))
         if all(k in seconds for k in ("partial_sums", "pair_kernels", "serial")):
-            kernel, pairs = float(seconds["partial_sums"]), float(seconds["pair_kernels"]) * ranks
+            kernel, pairs = float(seconds["partial_sums"]) - correction, float(seconds["pair_kernels"]) * ranks
             fixed = float(seconds["serial"])
         else:
-            kernel, pairs = float(seconds["kernel_sums"]), 0.0
+            kernel, pairs = float(seconds["kernel_sums"]) - correction, 0.0
             fixed = float(seconds["sequential_updates"] + seconds["delivery"])
         jitter = metrics.get("over_ranks", {}).get("per_rank", {}).get("local_jitter")
         jitter = float(np.median(jitter)) if jitter else 0.0
@@ -240,9 +266,11 @@ def rates_of_run(metrics):
         raise PPackError(f"--from-run: the run did no packs ({packs}); use a completed training run")
     growth = n_sv / T
     sv_rows = sum(min(growth * k * r, m) for k in range(1, packs + 1)) * r / ranks
+    schedule = {"on": ", pipelined", "off": ", unpipelined"}.get(metrics.get("pipeline"), "")
     return Rates(kernel / max(sv_rows, 1.0), fixed / packs, growth,
                  f"measured in a run of {m} rows, T = {T}, {packs} packs on {ranks} ranks "
-                 f"({metrics.get('threads_per_rank', '?')} thread(s) each)", pairs / packs, jitter)
+                 f"({metrics.get('threads_per_rank', '?')} thread(s) each{schedule})", pairs / packs, jitter,
+                 correction * ranks / packs)
 
 
 def _calibrate(path, params, n, T, r):
@@ -267,23 +295,44 @@ def _calibrate(path, params, n, T, r):
                  f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
 
 
-def _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, collective):
-    """(kernel sums, pair kernels, serial, waiting, communication) seconds of a whole run on
-    ``ranks`` ranks: the packs' partial sums as the table grows, over ``efficiency``; the
-    waiting, ``jitter`` x E[max of ranks normals] x the local work; ``collective`` seconds per pack."""
+def pipelined_waiting(local, collective, jitter, ranks):
+    """Seconds a pipelined pack of ``local`` seconds of local work (the typical rank's) waits for
+    the slowest of ``ranks`` ranks beyond that work, with per-pack relative ``jitter`` and
+    ``collective`` seconds of the collectives' own: the module docstring's W_p."""
+    spread = jitter * expected_max_normal(ranks) * local
+    if spread <= 0.0:
+        return 0.0
+    return spread / math.sqrt(2.0) / (1.0 + max(0.0, local - collective) / (2.0 * jitter * local))
+
+
+def _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, collective, pipelined=False):
+    """(kernel sums, pair kernels, serial, correction, waiting, communication) seconds of a whole
+    run on ``ranks`` ranks: the packs' partial sums as the table grows, over ``efficiency``; the
+    serial part; ``collective`` seconds per pack. Unpipelined, the waiting is ``jitter`` x
+    E[max of ranks normals] x the local work and the collectives add to it; ``pipelined``, the
+    correction is split over the ranks, the waiting is ``pipelined_waiting`` and the
+    communication only what of the collectives the local work and waiting do not hide."""
     packs = math.ceil(T / r)
     spread = jitter * expected_max_normal(ranks)
     pairs = rates.pair_per_pack / ranks
-    kernel = waiting = 0.0
+    kernel = waiting = comm = 0.0
     for k in range(1, packs + 1):
         sums = min(rates.growth * k * r, n) * r * rates.per_sv_row / ranks / efficiency
         kernel += sums
-        waiting += spread * (sums + pairs)
-    return kernel, packs * pairs, packs * rates.fixed_per_pack, waiting, packs * collective
+        if pipelined:
+            wait = pipelined_waiting(sums + pairs, collective, jitter, ranks)
+            waiting += wait
+            comm += max(0.0, collective - (sums + pairs + wait))
+        else:
+            waiting += spread * (sums + pairs)
+            comm += collective
+    correction = packs * rates.correction_per_pack / ranks if pipelined else 0.0
+    return kernel, packs * pairs, packs * rates.fixed_per_pack, correction, waiting, comm
 
 
-def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers, profile=None):
-    """(lines, seconds): a run's time per pack and in total from measured ``rates``."""
+def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers, profile=None, pipelined=False):
+    """(lines, seconds): a run's time per pack and in total from measured ``rates``, ``pipelined``
+    or not."""
     packs = math.ceil(T / r)
     per_byte = 1.0 / bandwidth
     efficiency, jitter, measured = (1.0, None, None) if profile is None else profile.at(ranks, sum(buffers))
@@ -296,8 +345,9 @@ def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers, profile=None
         algorithms = (" and ".join(best_algorithm(b, ranks, latency, per_byte) for b in buffers) + f" on {ranks} ranks"
                       if ranks > 1 else "none on 1 rank")
         algorithms = f"Allreduce model: {latency * 1e6:g} us per message, {bandwidth / 1e9:g} GB/s; {algorithms}"
-    parts = _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, per_pack_comm)
-    kernel_total, pair_total, fixed_total, waiting_total, comm_total = parts
+    schedule = "pipelined" if pipelined else "unpipelined (--pipeline off)"
+    parts = _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, per_pack_comm, pipelined)
+    kernel_total, pair_total, fixed_total, correction_total, waiting_total, comm_total = parts
     estimate = sum(parts)
     one = sum(_pack_seconds(rates, n, T, r, 1, 1.0, 0.0, 0.0))
     last_pack_kernel = min(rates.growth * T, n) / ranks * r * rates.per_sv_row / efficiency
@@ -308,9 +358,12 @@ def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers, profile=None
              f"  per pack: kernel sums up to {_seconds(last_pack_kernel)} (the last pack), replay and delivery "
              f"{_seconds(rates.fixed_per_pack)}, communication {_seconds(per_pack_comm)} "
              f"(2 Allreduce of {buffers[0] / 1e3:.0f} + {buffers[1] / 1e3:.0f} kB)",
-             f"  estimate {_seconds(estimate)} for {packs} packs = kernel sums {_seconds(kernel_total + pair_total)} + "
-             f"replay and delivery {_seconds(fixed_total)} + waiting {_seconds(waiting_total)} + communication "
-             f"{_seconds(comm_total)} ({algorithms})"]
+             f"  estimate {_seconds(estimate)} for {packs} packs, {schedule} = kernel sums "
+             f"{_seconds(kernel_total + pair_total)} + replay and delivery {_seconds(fixed_total)} + "
+             + (f"correction {_seconds(correction_total)} + " if pipelined else "")
+             + f"waiting {_seconds(waiting_total)} + communication {_seconds(comm_total)}"
+             + (f" (of {_seconds(packs * per_pack_comm)}: the rest hidden under the next pack's kernel sums)"
+                if pipelined else "") + f" ({algorithms})"]
     if ranks > 1:
         lines.append(f"  parallel efficiency {one / (ranks * estimate):.0%} (speed-up {one / estimate:.1f}x over "
                      f"1 rank): partial sums at {efficiency:.0%} of ideal"
