@@ -15,7 +15,7 @@ from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.mpi.collectives import Collectives
 from ppack.packsvm.delay import Delay
-from ppack.packsvm.pipeline import Correction, changed_share, fold_sums
+from ppack.packsvm.pipeline import Correction, fold_sums, row_share
 
 from helpers import make_multiclass, make_problem
 from naive import kernel_matrix
@@ -39,21 +39,18 @@ def test_fold_sums_scales_each_column_as_the_table_folds_its_coefficients():
     assert np.isfinite(sums[1]).all() and sums[1, 0] > 1e30
 
 
-def test_the_ranks_shares_of_the_changed_rows_cover_them_once():
-    delta = np.zeros((2, 10))
-    delta[0, [1, 4, 7]] = 1.0
-    delta[1, [4, 9]] = -2.0
-    for size in (1, 2, 3, 7):
-        shares = [changed_share(delta, rank, size) for rank in range(size)]
-        np.testing.assert_array_equal(np.concatenate(shares), [1, 4, 7, 9])
-        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+def test_the_ranks_shares_of_a_pack_cover_its_rows_once():
+    for r, size in [(100, 1), (100, 3), (7, 4), (2, 5)]:
+        shares = [row_share(r, rank, size) for rank in range(size)]
+        assert np.array_equal(np.concatenate([np.arange(lo, hi) for lo, hi in shares]), np.arange(r))
+        assert max(hi - lo for lo, hi in shares) - min(hi - lo for lo, hi in shares) <= 1
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_the_correction_is_the_changed_rows_kernel_sums(kernel, sparse):
     """Every rank's share of sum_j delta_j (K(x_j, x_i) + offset), summed over ranks, against
-    the formulas on dense float64 copies."""
+    the formulas on dense float64 copies; rows with delta 0 (unchanged) add nothing."""
     rng = np.random.default_rng(4)
     A, B = rng.normal(size=(12, 6)), rng.normal(size=(9, 6))
     A[rng.random(A.shape) < 0.4] = 0.0
@@ -65,7 +62,9 @@ def test_the_correction_is_the_changed_rows_kernel_sums(kernel, sparse):
     delta[:, [0, 3, 4, 10]] = rng.normal(size=(2, 4))
     out = np.zeros((2, 9))
     for rank in range(3):
-        Correction(spec, 6, sparse, np.float64, 1 << 20).add(block, norms, delta, rank, 3, next_block, next_norms, out)
+        correction = Correction(spec, 6, sparse, np.float64, 1 << 20)
+        correction.prepare(block, norms, rank, 3, next_block, next_norms)
+        correction.add(delta, out)
     expected = delta @ (kernel_matrix(A, B, kernel, 0.3, 2, 0.5) + 1.0)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
 

@@ -12,8 +12,9 @@ needs only pack k+1's rows, so each rank takes it while pack k's collective 2 (a
 k+2's collective 1) are in flight, testing them between tiles so that MPI progresses them
 (``KernelCompute.partial_sums(between=...)``). Once pack k is replayed, the fold is applied
 as the table applies it (``fold_sums``) and each rank adds its share of the correction
-(``Correction``): the changed rows split evenly over the ranks, summed with the block's rows
-as a small store. Summed over ranks this is the unpipelined partial sum up to rounding.
+(``Correction``): the kernel values between its even share of pack k's rows and pack k+1's,
+also taken in the shadow, times delta(k). Summed over ranks this is the unpipelined
+partial sum up to rounding.
 
 The loop (``loop.PackedSolver``) holds the packs delivered ahead as ``PackAhead``s: pack
 k+1's, its sums and pair kernels taken in pack k's shadow, and pack k+2's, delivered by the
@@ -75,32 +76,38 @@ def fold_sums(sums, fold):
             sums[c, k] = math.ldexp(sums[c, k] * mantissa, exponent)
 
 
-def changed_share(delta, rank, size):
-    """The pack positions whose keys' coefficients changed (a nonzero in ``delta`` (K, r)), this
-    rank's even share of them: int64 (m,), ascending."""
-    changed = np.flatnonzero((delta != 0.0).any(axis=0))
-    lo, hi = len(changed) * rank // size, len(changed) * (rank + 1) // size
-    return changed[lo:hi]
+def row_share(r, rank, size):
+    """[lo, hi): this rank's even share of a pack's r row positions."""
+    return r * rank // size, r * (rank + 1) // size
 
 
 class Correction:
-    """This rank's share of ``sum_j delta_j (K(x_j, x_i) + offset)`` over a pack's changed rows
-    j, for the next pack's rows i: the changed rows are stored as the table stores rows
-    (``stored.append_positions``, so in the table's dtype) in a small compute of the same
-    kernel, whose ``partial_sums`` do the rest (one small GEMM on dense rows; the sparse and
-    L1 cores otherwise)."""
+    """This rank's share of ``sum_j delta_j (K(x_j, x_i) + offset)`` over pack k's rows j, for
+    pack k+1's rows i. ``prepare``, in the shadow of pack k's collectives: the kernel values
+    between this rank's share of pack k's rows (stored as the table stores rows,
+    ``stored.append_positions``, so in its dtype) and pack k+1's, as ``partial_sums`` of a
+    small compute of the same kernel with identity coefficients (one small GEMM on dense rows;
+    the sparse and L1 cores otherwise). ``add``, once pack k's replay gave delta: one small
+    product. Rows whose keys the pack left unchanged have delta 0 and add nothing."""
 
     def __init__(self, spec, n_features, sparse, dtype, work_bytes):
         self.compute = KernelCompute(spec, n_features, sparse, dtype, work_bytes)
+        self.share = (0, 0)
+        self.kernels = np.zeros((0, 0))
 
-    def add(self, block, norms, delta, rank, size, next_block, next_norms, out):
-        """out (K, r') += this rank's share of the correction; block, norms (r,) and delta (K, r):
-        the pack just merged; next_block, next_norms (r',): the next pack's rows."""
-        mine = changed_share(delta, rank, size)
-        if len(mine) == 0:
-            return
+    def prepare(self, block, norms, rank, size, next_block, next_norms):
+        """The kernel values (m, r') between this rank's share (m rows) of ``block`` (r rows, with
+        ``norms``) and ``next_block`` (r' rows, with ``next_norms``), offset included."""
+        lo, hi = self.share = row_share(block.n_rows, rank, size)
         stored = self.compute.stored
         self.compute.stored = rows = StoredRows(stored.n_features, stored.sparse, stored.dtype)
         source, target = rows.room_for(block)
-        rows.n = append_positions(*source, mine, norms, 0, *target)
-        self.compute.partial_sums(np.ascontiguousarray(delta[:, mine].T), next_block, next_norms, out)
+        rows.n = append_positions(*source, np.arange(lo, hi), norms, 0, *target)
+        self.kernels = np.zeros((hi - lo, next_block.n_rows))
+        self.compute.partial_sums(np.eye(hi - lo), next_block, next_norms, self.kernels)
+
+    def add(self, delta, out):
+        """out (K, r') += delta (K, r), the pack's change per position, times the prepared kernel values."""
+        lo, hi = self.share
+        if hi > lo:
+            out += delta[:, lo:hi] @ self.kernels
