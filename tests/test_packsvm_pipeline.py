@@ -15,7 +15,7 @@ from ppack.kernels.compute import KernelCompute
 from ppack.kernels.spec import KernelSpec
 from ppack.mpi.collectives import Collectives
 from ppack.packsvm.delay import Delay
-from ppack.packsvm.pipeline import Correction, fold_sums, row_share
+from ppack.packsvm.pipeline import Correction, changed_share, fold_sums
 
 from helpers import make_multiclass, make_problem
 from naive import kernel_matrix
@@ -39,11 +39,14 @@ def test_fold_sums_scales_each_column_as_the_table_folds_its_coefficients():
     assert np.isfinite(sums[1]).all() and sums[1, 0] > 1e30
 
 
-def test_the_ranks_shares_of_a_pack_cover_its_rows_once():
-    for r, size in [(100, 1), (100, 3), (7, 4), (2, 5)]:
-        shares = [row_share(r, rank, size) for rank in range(size)]
-        assert np.array_equal(np.concatenate([np.arange(lo, hi) for lo, hi in shares]), np.arange(r))
-        assert max(hi - lo for lo, hi in shares) - min(hi - lo for lo, hi in shares) <= 1
+def test_the_ranks_shares_of_the_changed_rows_cover_them_once():
+    delta = np.zeros((2, 10))
+    delta[0, [1, 4, 7]] = 1.0
+    delta[1, [4, 9]] = -2.0
+    for size in (1, 2, 3, 7):
+        shares = [changed_share(delta, rank, size) for rank in range(size)]
+        np.testing.assert_array_equal(np.concatenate(shares), [1, 4, 7, 9])
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
@@ -61,10 +64,9 @@ def test_the_correction_is_the_changed_rows_kernel_sums(kernel, sparse):
     delta = np.zeros((2, 12))
     delta[:, [0, 3, 4, 10]] = rng.normal(size=(2, 4))
     out = np.zeros((2, 9))
-    for rank in range(3):
-        correction = Correction(spec, 6, sparse, np.float64, 1 << 20)
-        correction.prepare(block, norms, rank, 3, next_block, next_norms)
-        correction.add(delta, out)
+    correction = Correction(spec, 6, sparse, np.float64, 1 << 20)
+    for rank in range(3):  # one compute for every pack: each overwrites the previous one's rows
+        correction.add(block, norms, delta, rank, 3, next_block, next_norms, out)
     expected = delta @ (kernel_matrix(A, B, kernel, 0.3, 2, 0.5) + 1.0)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
 
@@ -72,7 +74,8 @@ def test_the_correction_is_the_changed_rows_kernel_sums(kernel, sparse):
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_partial_sums_tested_between_tiles_are_the_same_bits(kernel, sparse):
-    """``between`` is called between runs of tiles, and the sums are the same bits as in one pass."""
+    """``between`` is called between runs of tiles until it returns True; the sums are the same
+    bits whenever it does, and equal one pass's up to rounding (the dense path's tiles differ)."""
     rng = np.random.default_rng(5)
     stored, rows = rng.normal(size=(3000, 20)), rng.normal(size=(40, 20))
     if sparse:
@@ -81,12 +84,15 @@ def test_partial_sums_tested_between_tiles_are_the_same_bits(kernel, sparse):
     compute.store(sp.csr_matrix(stored) if sparse else stored)
     block = RowBlock.from_rows(rows, np.zeros(40), 20)
     norms, coef = compute.row_norms(block), rng.normal(size=(3000, 3))
-    whole, tiled = np.zeros((3, 40)), np.zeros((3, 40))
+    whole, tested, done_at_once = np.zeros((3, 40)), np.zeros((3, 40)), np.zeros((3, 40))
     compute.partial_sums(coef, block, norms, whole)
     calls = []
-    compute.partial_sums(coef, block, norms, tiled, between=lambda: calls.append(1))
-    assert len(calls) >= 2
-    np.testing.assert_array_equal(tiled, whole)
+    compute.partial_sums(coef, block, norms, tested, between=lambda: calls.append(1))  # None: never done
+    assert len(calls) >= 3
+    compute.partial_sums(coef, block, norms, done_at_once, between=lambda: calls.append(2) or True)
+    assert calls.count(2) == 1
+    np.testing.assert_array_equal(done_at_once, tested)
+    np.testing.assert_allclose(tested, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
 
 
 # -- the schedule against the unpipelined one ----------------------------------------------

@@ -56,20 +56,34 @@ def row_norms(rows, spec):
     return dense_row_norms(rows, l1)
 
 
-# ``partial_sums(between=...)`` calls back after about this many kernel values (stored rows
-# times block rows): about 1 ms of sums at d = 784 on one core, so that a collective in flight
-# is progressed every millisecond or so, at a few microseconds per call.
-BETWEEN_VALUES = 1 << 16
+# ``partial_sums(between=...)`` calls back after each run of about BETWEEN_VALUES kernel values
+# (whole tiles) until the callback says it is done, then runs the rest in one call: a
+# pipelined pack's collectives are progressed while they are in flight and cost nothing once
+# done. Two ranks' Iallreduce of a pack's buffers (50 to 80 kB) took 3 to 5 tests each with
+# the mpich wheel, and each round waits for the other rank's next test: the dense path's
+# tiles are then BETWEEN_TILE_ROWS, about 0.6 ms of sums at d = 784 and r = 100 on one core
+# (as fast as 512-row tiles; 128-row tiles measured 7 to 12% slower).
+BETWEEN_VALUES = 1 << 14
+BETWEEN_TILE_ROWS = 256
 
 
 def _runs(n, tile, r, between):
     """[a, b) runs of the n stored rows that ``partial_sums`` takes in one core call each: all
-    of them, or, with a ``between`` callback, runs of whole tiles worth about BETWEEN_VALUES
-    kernel values for r block rows (tiles of ``tile`` rows, a core's unit of summation)."""
+    of them, or, with a ``between`` callback, runs of whole tiles (``tile`` rows, a core's
+    unit of summation) worth about BETWEEN_VALUES kernel values for r block rows, calling
+    ``between()`` after each until it returns True, then the rest at once. The runs end on
+    tile boundaries, so the sums' bits do not depend on when it does."""
     if between is None:
-        return [(0, n)]
+        yield 0, n
+        return
     step = tile * max(1, BETWEEN_VALUES // (tile * max(1, r)))
-    return [(a, min(n, a + step)) for a in range(0, n, step)]
+    a = 0
+    while a < n:
+        b = min(n, a + step)
+        yield a, b
+        if b < n and between():
+            step = n
+        a = b
 
 
 class KernelCompute:
@@ -126,7 +140,7 @@ class KernelCompute:
         """Told after each pack what changed in the table's coefficients (a device keeps a copy:
         ``array_compute``); the CPU reads the table's own."""
 
-    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None, between=None):
+    def partial_sums(self, coef, block, block_norms, out, mirrored=False, kept=None, between=None, few=False):
         """out[k] += sum_j coef_j (K(sv_j, x_k) + offset) over the stored rows, for the block's rows;
         with K coefficient columns, out[c, k] += sum_j coef[j, c] (K(sv_j, x_k) + offset).
         ``mirrored``: coef is the table's (a device's copy may serve; the CPU ignores it).
@@ -137,9 +151,13 @@ class KernelCompute:
         stored rows; block: a RowBlock of r rows with block_norms (r,); out float64. The work is
         split into column groups (sparse path) or row tiles (dense path) so that working arrays
         stay under ``work_bytes``. ``between``: called after each run of stored rows worth about
-        ``BETWEEN_VALUES`` kernel values (a pipelined pack tests its collectives there); the runs
-        end on tile boundaries and ``out`` takes the tiles' sums in the same order either way,
-        so the result is the same bits with or without it.
+        ``BETWEEN_VALUES`` kernel values (a pipelined pack tests its collectives there) until it
+        returns True (``_runs``); the runs end on tile boundaries and ``out`` takes the tiles'
+        sums in the same order either way, so the result is the same bits whenever it returns True
+        (the dense path's tiles are BETWEEN_TILE_ROWS then: the bits differ from a pass without
+        ``between`` by rounding). ``few``:
+        there are only a few stored rows, so dense rows take the reduction core (which skips
+        zeros) instead of BLAS, whose fixed cost per call is that of thousands of rows.
         """
         stored, stored_norms, spec, work_bytes = self.stored.features, self.stored.norms, self.spec, self.work_bytes
         coef = np.asarray(coef)
@@ -159,7 +177,7 @@ class KernelCompute:
             return
         coef = np.ascontiguousarray(coef, dtype=np.float64).reshape(n, n_columns)
         sparse = self.stored.sparse
-        if sparse or not spec.facts.gemm:
+        if sparse or not spec.facts.gemm or few:
             # the reductions run in the stored rows' dtype: float32 storage computes in float32
             dtype = (stored[2] if sparse else stored).dtype
             cols = self._group_columns(block)
@@ -178,14 +196,12 @@ class KernelCompute:
                     else:
                         BACKEND.dense_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
                                                    block_norms[c0:c1], items, *self._params, part)
-                    if between is not None:
-                        between()
                 if part is not out2:
                     out2[:, c0:c1] += part
             return
         # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
         XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)
-        tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
+        tile = max(1, min(MAX_TILE_ROWS if between is None else BETWEEN_TILE_ROWS, work_bytes // (8 * r)))
         n_tiles = (n + tile - 1) // tile
         dots = self._work("dots", (BACKEND.gemm_work_items(n_tiles), tile, r), stored.dtype)
         partial = self._work("partial", (n_tiles, n_columns, r), np.float64)
@@ -193,8 +209,6 @@ class KernelCompute:
             for a, b in _runs(n, tile, r, between):
                 BACKEND.gemm_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, tile,
                                           dots, partial, *self._params, out2)
-                if between is not None:
-                    between()
 
     def _work(self, name, shape, dtype):
         """A work array of ``shape`` (a view of one kept for the next packs, reallocated only

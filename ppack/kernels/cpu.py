@@ -425,6 +425,8 @@ def dense_pair_kernels(X, XT, norms, left, right, kind, gamma, coef0, degree, of
         m = z.shape[0]
         for f in range(d):
             va = X[a, f]
+            if va == 0.0:  # adds exactly zero to every z[k] (z starts at +0.0): skipped, the same bits
+                continue
             xt = XT[f, lo:hi + 1]
             if l1:
                 for k in range(m):  # indices from range(m) are known >= 0: the loop vectorises

@@ -138,8 +138,8 @@ class PackSVC(BaseSVC):
 
     # -- training --------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, checkpoint=None, checkpoint_every_seconds=None,
-            checkpoint_every_packs=None, resume=False, should_stop=None, stop_after_packs=None, delay=None,
-            on_kernels_ready=None):
+            checkpoint_every_packs=None, resume=False, should_stop=None, stop_after_packs=None, on_kernels_ready=None,
+            delay=None):
         """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
 
         sample_weight: (n,) weights on the rows' hinge loss, with in-memory data (a file's rows

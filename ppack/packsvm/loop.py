@@ -300,10 +300,6 @@ class PackedSolver:
                             following.buf = spare
                         spare = None
                         self._sums_and_pairs(compute, table, following, stats, test, stats.packs + 1)
-                        t4 = MPI.Wtime()
-                        correction.prepare(block, norms, rank, size, following.block, following.norms)
-                        seconds["correction"] += MPI.Wtime() - t4
-                        seconds["partial_sums"] += MPI.Wtime() - t4
                     hidden = MPI.Wtime() - shadow_start
                     seconds["hidden"] += hidden
                     seconds["kernel_sums"] += hidden
@@ -357,7 +353,8 @@ class PackedSolver:
                     t4 = MPI.Wtime()
                     following = ahead[0]
                     fold_sums(following.buf.predictions, fold)
-                    correction.add(delta[:, :r], following.buf.predictions)
+                    correction.add(block, norms, delta[:, :r], rank, size, following.block, following.norms,
+                                   following.buf.predictions)
                     seconds["correction"] += MPI.Wtime() - t4
                     seconds["partial_sums"] += MPI.Wtime() - t4
                 spare = buf

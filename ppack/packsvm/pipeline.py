@@ -12,9 +12,9 @@ needs only pack k+1's rows, so each rank takes it while pack k's collective 2 (a
 k+2's collective 1) are in flight, testing them between tiles so that MPI progresses them
 (``KernelCompute.partial_sums(between=...)``). Once pack k is replayed, the fold is applied
 as the table applies it (``fold_sums``) and each rank adds its share of the correction
-(``Correction``): the kernel values between its even share of pack k's rows and pack k+1's,
-also taken in the shadow, times delta(k). Summed over ranks this is the unpipelined
-partial sum up to rounding.
+(``Correction``): the rows pack k changed, split evenly over the ranks, their kernel values
+against pack k+1's rows times delta(k). Summed over ranks this is the unpipelined partial
+sum up to rounding.
 
 The loop (``loop.PackedSolver``) holds the packs delivered ahead as ``PackAhead``s: pack
 k+1's, its sums and pair kernels taken in pack k's shadow, and pack k+2's, delivered by the
@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels.compute import KernelCompute
-from ..kernels.stored import StoredRows, append_positions
+from ..kernels.stored import append_positions
 from .pack_buffer import PackBuffer
 
 
@@ -76,38 +76,32 @@ def fold_sums(sums, fold):
             sums[c, k] = math.ldexp(sums[c, k] * mantissa, exponent)
 
 
-def row_share(r, rank, size):
-    """[lo, hi): this rank's even share of a pack's r row positions."""
-    return r * rank // size, r * (rank + 1) // size
+def changed_share(delta, rank, size):
+    """The pack positions whose keys' coefficients changed (a nonzero in ``delta`` (K, r)), this
+    rank's even share of them: int64 (m,), ascending."""
+    changed = np.flatnonzero((delta != 0.0).any(axis=0))
+    return changed[len(changed) * rank // size:len(changed) * (rank + 1) // size]
 
 
 class Correction:
-    """This rank's share of ``sum_j delta_j (K(x_j, x_i) + offset)`` over pack k's rows j, for
-    pack k+1's rows i. ``prepare``, in the shadow of pack k's collectives: the kernel values
-    between this rank's share of pack k's rows (stored as the table stores rows,
-    ``stored.append_positions``, so in its dtype) and pack k+1's, as ``partial_sums`` of a
-    small compute of the same kernel with identity coefficients (one small GEMM on dense rows;
-    the sparse and L1 cores otherwise). ``add``, once pack k's replay gave delta: one small
-    product. Rows whose keys the pack left unchanged have delta 0 and add nothing."""
+    """This rank's share of ``sum_j delta_j (K(x_j, x_i) + offset)`` over pack k's changed rows
+    j, for pack k+1's rows i, once pack k's replay gave delta: the changed rows split evenly
+    over the ranks, stored as the table stores rows (``stored.append_positions``, so in its
+    dtype) in a small compute of the same kernel, whose partial sums with delta for
+    coefficients are the correction (``few``: no BLAS for so few rows). Only the rows a pack changed cost anything: early in
+    training most, later few."""
 
     def __init__(self, spec, n_features, sparse, dtype, work_bytes):
         self.compute = KernelCompute(spec, n_features, sparse, dtype, work_bytes)
-        self.share = (0, 0)
-        self.kernels = np.zeros((0, 0))
 
-    def prepare(self, block, norms, rank, size, next_block, next_norms):
-        """The kernel values (m, r') between this rank's share (m rows) of ``block`` (r rows, with
-        ``norms``) and ``next_block`` (r' rows, with ``next_norms``), offset included."""
-        lo, hi = self.share = row_share(block.n_rows, rank, size)
-        stored = self.compute.stored
-        self.compute.stored = rows = StoredRows(stored.n_features, stored.sparse, stored.dtype)
+    def add(self, block, norms, delta, rank, size, next_block, next_norms, out):
+        """out (K, r') += this rank's share of the correction; block, norms (r,) and delta (K, r):
+        the pack just merged; next_block, next_norms (r',): the next pack's rows."""
+        mine = changed_share(delta, rank, size)
+        if len(mine) == 0:
+            return
+        rows = self.compute.stored
+        rows.n = 0  # the previous pack's rows, overwritten
         source, target = rows.room_for(block)
-        rows.n = append_positions(*source, np.arange(lo, hi), norms, 0, *target)
-        self.kernels = np.zeros((hi - lo, next_block.n_rows))
-        self.compute.partial_sums(np.eye(hi - lo), next_block, next_norms, self.kernels)
-
-    def add(self, delta, out):
-        """out (K, r') += delta (K, r), the pack's change per position, times the prepared kernel values."""
-        lo, hi = self.share
-        if hi > lo:
-            out += delta[:, lo:hi] @ self.kernels
+        rows.n = append_positions(*source, mine, norms, 0, *target)
+        self.compute.partial_sums(np.ascontiguousarray(delta[:, mine].T), next_block, next_norms, out, few=True)

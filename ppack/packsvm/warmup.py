@@ -24,6 +24,7 @@ from ..mpi.comm import agree, polite_barrier
 from .loop import upper_pairs
 from .losses import Loss
 from .pack_buffer import PackBuffer
+from .pipeline import fold_sums
 from .pack_update import all_equal, update_after_pack
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -102,6 +103,10 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     compute.pair_kernels(block, norms, left, right, pair_values)
     partial = np.zeros((1, r))  # the table's one coefficient column
     compute.partial_sums(table.coef, block, norms, partial)
+    # a pipelined pack's: sums tested between tiles, the fold, the correction (few rows, no BLAS)
+    compute.partial_sums(table.coef, block, norms, partial, between=lambda: True)
+    fold_sums(partial, np.array([[0.5, 1.0]]))
+    compute.partial_sums(table.coef, block, norms, partial, few=True)
     buf = PackBuffer(1, r, 1)  # the pack loop's collective 2, as if summed
     buf.predictions[:] = partial
     buf.pairs[:] = pair_values
