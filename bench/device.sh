@@ -12,7 +12,7 @@
 # the defects only a GPU shows (check-probe, check-first-use, check-local-ids, check-tf32:
 # bench/device_checks.py, PASS or FAIL each), the gpu-marked tests, bench/gpu.py sums
 # (20,000 to 1,000,000 stored rows, beside 16 CPU ranks), bench/gpu.py train --rows 1000000
-# and bench/node_scaling.py (its default schedule). Each step runs under `timeout` within
+# and bench/node_scaling.py (the digits, both schedules, both placements). Each step runs under `timeout` within
 # what is left of the budget (a step with under 20 s left is skipped); its log is
 # $OUT/<step>.log, and $OUT/device.json is rewritten after every step, so a step cut off
 # loses only itself. OUT defaults to a new temporary folder. Never pip install ppack or its
@@ -179,7 +179,7 @@ if [ -n "$stand_in" ]; then  # tiny sizes: a check of the script, not a measurem
     scaling=(--rows 3000 --cores 2 --workloads digits --placements count)
 else
     sums_small=(--stored 20000 --packs 5); sums_all=(--stored 20000 60000 300000 1000000 --packs 10 --cpu-ranks 16)
-    first_use=(); train=(--rows 1000000 --gen-ranks 16); scaling=()
+    first_use=(); train=(--rows 1000000 --gen-ranks 16); scaling=(--workloads digits --pipeline on,off)
 fi
 tests=(-m pytest -m gpu -p no:mpi -p no:cacheprovider -q -rs)
 gpu_py=(bench/gpu.py --launcher "$launcher" --data-dir "$data" --work-dir "$work/gpu" --results-dir "$out")

@@ -1,6 +1,7 @@
 """`train`, in process on every rank of the test run and as real mpiexec jobs: both trainers, every
 bad option or input ending every rank with one clear message and no model file."""
 import json
+import os
 import re
 
 import h5py
@@ -273,13 +274,9 @@ def test_inputs_are_checked_before_training_and_a_failing_test_set_leaves_the_mo
                f"--data {d / 'truncated.h5'}: cannot open HDF5 file")
 
 
-@pytest.mark.job
-def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
-    """SIGINT to mpiexec (Ctrl-C; hydra forwards it to the ranks) stops the run as SIGTERM
-    does: a complete checkpoint at the iteration it names, one line saying how to resume, no
-    traceback or MPI abort; the status is the shell's 130. The run is endless, so the signal is
-    its only way out; it is sent once the first periodic checkpoint shows training under way."""
-    import signal
+def _endless_job_checkpointing(tmp_path, state, extra):
+    """An endless `train` job on 2 ranks (a Popen), checkpointing to ``state`` every 5 packs,
+    returned once its first checkpoint shows training under way."""
     import subprocess
     import sys
     import time
@@ -289,16 +286,30 @@ def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
     from helpers import clean_mpi_env, mpiexec
 
     write_dataset(tmp_path / "train.h5", *make_problem(2000, 10, seed=52))
-    state = tmp_path / "state.h5"
     args = ["train", "--data", tmp_path / "train.h5", "--iterations", 10 ** 12, "--pack", "20", "--checkpoint", state,
-            "--checkpoint-every", "5p", "--model", tmp_path / "m.h5"]
+            "--checkpoint-every", "5p", *extra]
     job = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "ppack", *map(str, args)], env=clean_mpi_env(),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not state.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not (state.exists() and job.poll() is None):
+        job.kill()
+        raise AssertionError("no periodic checkpoint within 240 s")
+    return job
+
+
+@pytest.mark.job
+def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
+    """SIGINT to mpiexec (Ctrl-C; hydra forwards it to the ranks) stops the run as SIGTERM
+    does: a complete checkpoint at the iteration it names, one line saying how to resume, no
+    traceback or MPI abort; the status is the shell's 130. The run is endless, so the signal is
+    its only way out; it is sent once the first periodic checkpoint shows training under way."""
+    import signal
+
+    state = tmp_path / "state.h5"
+    job = _endless_job_checkpointing(tmp_path, state, ["--model", tmp_path / "m.h5"])
     try:
-        deadline = time.monotonic() + 240
-        while not state.exists() and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert state.exists() and job.poll() is None, "no periodic checkpoint within 240 s"
         job.send_signal(signal.SIGINT)
         out, err = job.communicate(timeout=120)
     finally:
@@ -312,6 +323,46 @@ def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
     with h5py.File(state, "r") as f:
         assert f.attrs["complete"] and int(f.attrs["iteration"]) == int(stop[1]) > 0
     assert not (tmp_path / "m.h5").exists()
+
+
+def _descendants(pid):
+    """Process ids under ``pid`` (read from /proc), children before grandchildren."""
+    from pathlib import Path
+
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(0), [])
+        found += children
+        todo += children
+    return found
+
+
+@pytest.mark.job
+def test_a_rank_killed_mid_pack_ends_the_pipelined_job_without_a_hang(tmp_path):
+    """SIGKILL of one rank while the pipelined packs' collectives are in flight: the launcher
+    ends the job (non-zero status) instead of leaving the other rank in a Wait forever."""
+    import signal
+    from pathlib import Path
+
+    job = _endless_job_checkpointing(tmp_path, tmp_path / "state.h5", ["--pipeline", "on"])
+    try:
+        ranks = [pid for pid in _descendants(job.pid)
+                 if b"ppack" in Path(f"/proc/{pid}/cmdline").read_bytes() and b"train" in
+                 Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(ranks) >= 2, ranks
+        os.kill(ranks[-1], signal.SIGKILL)
+        job.communicate(timeout=120)  # a hang fails here
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
 
 
 def test_pipeline_and_delay_reach_the_run_and_its_metrics(mpi_tmp_path):
