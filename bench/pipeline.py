@@ -16,7 +16,8 @@ variant's best total of --runs is compared:
 Per run it reads the metrics: total seconds, the seconds blocked in MPI (the collectives and
 the waiting for the slowest rank, "in Wait"; an older checkout's `communication`), the
 median rank's waiting, the local work hidden behind the collectives, and the serial part
-per pack with its phases (delivery, replay and table update, correction, the rest). Then
+per pack with its steps (delivery, owner flags, the block's norms and columns, replay and
+table update, digest, and the rest: Python and numba dispatch) and the correction. Then
 `plan --from-run` of one p = 1 run predicts the pipelined p = 2 run. Goals (the issue's)
 are printed with the figures; everything goes to bench/results/pipeline.json.
 """
@@ -29,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+# the serial part's steps a run measures apart (the rest is Python and numba dispatch)
+SERIAL_STEPS = ("flags", "norms", "replay_update", "digest")
 TRAIN = ["--gamma", "0.02", "--sigma", "1e-6", "--epochs", "0.5", "--dtype", "float32", "--threads", "1",
          "--seed", "0", "--quiet"]
 
@@ -78,7 +81,10 @@ def figures(metrics):
                             "in_wait": in_mpi * per_pack, "partial_sums": s["partial_sums"] * per_pack,
                             "pair_kernels": s["pair_kernels"] * per_pack, "delivery": s["delivery"] * per_pack,
                             "replay_and_update": s["sequential_updates"] * per_pack,
-                            "correction": s.get("correction", 0.0) * per_pack}}
+                            "correction": s.get("correction", 0.0) * per_pack,
+                            **{step: s.get(step, 0.0) * per_pack for step in SERIAL_STEPS},
+                            "python": (serial - s["delivery"] - sum(s.get(step, 0.0) for step in SERIAL_STEPS))
+                            * per_pack}}
 
 
 def main():

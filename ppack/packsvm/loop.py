@@ -11,6 +11,12 @@ on ties) or by measured cost (``table.place_new``), which every rank computes al
 the replicated occupancy counts and seconds per row. A non-finite value in the replay
 stops every rank alike.
 
+Pipelined (``pipeline`` "on", or "auto" above one rank; ``pipeline.py``): pack k's collective 2
+and pack k+2's collective 1 start together without blocking, pack k+1's sums and pair kernels
+are taken while they are in flight (``_sums_and_pairs``, testing the requests between tiles),
+and after pack k's replay and update those sums are folded and corrected by pack k's change.
+The packs delivered ahead are ``pipeline.PackAhead``s; nothing is in flight between packs.
+
 Waiting: collective 2 also carries each rank's seconds of work before each collective
 (``PackBuffer.timings``), so every rank learns how long it waited in each for the last rank
 to arrive (``pack_update.account_timings``), and placement by cost learns each rank's
@@ -95,6 +101,8 @@ class PackedSolver:
     least measured time: faster ranks hold more; the placement, so the model's last bits,
     then vary from run to run). ``device``: where the kernel sums run, "cpu" or "gpu"
     (``kernels.device.on_device``); the table keeps a CPU compute after the run.
+    ``pipeline``: "on", "off" or "auto" (on above one rank): the schedule (module docstring);
+    ``delay``: a ``delay.Delay`` added to each pack's sums on the ranks it names, or None.
     ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
     communication involved). ``tol``: the paper's convergence test (section V): stop when
     the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
@@ -249,11 +257,15 @@ class PackedSolver:
                 else:
                     buf.clear()
             buf.digests[rank] = digest
+            flags_start = MPI.Wtime()
             table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
+            seconds["flags"] += MPI.Wtime() - flags_start
             if not pipelined:
+                norms_start = MPI.Wtime()
                 norms = compute.row_norms(block)
                 compute.prepare(block)  # the block's columns: serial work, timed apart from the products
                 sums_start = MPI.Wtime()
+                seconds["norms"] += sums_start - norms_start
                 compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
                 if self.delay is not None:
                     spend(self.delay.seconds(stats.packs, rank, MPI.Wtime() - sums_start))
@@ -345,6 +357,7 @@ class PackedSolver:
                 buf, block, ids, norms, rank, state, table, self.sigma, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
                 delta[:, :r] if pipelined else delta)
+            seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
             compute.after_pack(table, ids, fold)
@@ -379,7 +392,9 @@ class PackedSolver:
             if self.validation is not None and stats.packs % self.validation.every == 0 and \
                     state.iteration < limit and self.validation(table, state):
                 limit = state.iteration  # validation accuracy stopped improving (see validation.py)
+            digest_start = MPI.Wtime()
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
+            seconds["digest"] += MPI.Wtime() - digest_start
             stop = buf.stop
             seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
             seconds["wait_collective1"], seconds["wait_collective2"] = waited
@@ -451,6 +466,7 @@ class PackedSolver:
         start = MPI.Wtime()
         compute.prepare(pack.block)
         sums_start = MPI.Wtime()
+        seconds["norms"] += sums_start - start
         if sums:
             compute.partial_sums(table.coef, pack.block, pack.norms, pack.buf.predictions, mirrored=True,
                                  between=between)

@@ -15,12 +15,14 @@ from ..random_stream import GOLDEN, float_bits, fmix64
 # collectives block, the time in Wait when pipelined), the local work done while the
 # collectives were in flight ("hidden", pipelined only) and the correction of the sums taken
 # before the previous pack's update ("correction", pipelined only, part of "partial_sums"),
-# the replay and table update, the rows' delivery apart from its Allreduce, the garbage
+# the replay and table update ("sequential_updates", and of it the one numba call of both,
+# "replay_update", and the replica digest, "digest"), the rows' delivery apart from its
+# Allreduce, the owner flags ("flags"), the block's norms and columns ("norms"), the garbage
 # collector's pauses, the whole run, and the checkpoints written during it (not part of
 # "total"; a checkpoint holds those written before it)
 PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "in_collective1", "in_collective2",
-          "wait_collective1", "wait_collective2", "hidden", "correction", "sequential_updates", "delivery",
-          "garbage_collection", "total", "checkpoint")
+          "wait_collective1", "wait_collective2", "hidden", "correction", "sequential_updates", "replay_update",
+          "digest", "delivery", "flags", "norms", "garbage_collection", "total", "checkpoint")
 COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
