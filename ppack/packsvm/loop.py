@@ -314,7 +314,6 @@ class PackedSolver:
                         self._sums_and_pairs(compute, table, following, stats, test, stats.packs + 1)
                     hidden = MPI.Wtime() - shadow_start
                     seconds["hidden"] += hidden
-                    seconds["kernel_sums"] += hidden
                     collectives.wait(requests[0])
                     spent[1] = collectives.last_seconds
                     if flight is not None:
@@ -368,8 +367,9 @@ class PackedSolver:
                     fold_sums(following.buf.predictions, fold)
                     correction.add(block, norms, delta[:, :r], rank, size, following.block, following.norms,
                                    following.buf.predictions)
-                    seconds["correction"] += MPI.Wtime() - t4
-                    seconds["partial_sums"] += MPI.Wtime() - t4
+                    t5 = MPI.Wtime()
+                    for phase in ("correction", "partial_sums", "kernel_sums"):
+                        seconds[phase] += t5 - t4
                 spare = buf
             stats.projections += projections
             if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
@@ -480,6 +480,7 @@ class PackedSolver:
         pack.local_seconds = end - start
         seconds["partial_sums"] += pack.sums_seconds
         seconds["pair_kernels"] += end - pairs_start
+        seconds["kernel_sums"] += end - start
         pack.ready = True
 
     def _raise_failed(self, status, digests, work, state, coef, packs):
