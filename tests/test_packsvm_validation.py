@@ -37,7 +37,9 @@ def test_validation_stops_when_held_out_accuracy_stops_improving(comm, multiclas
     assert done < model.training_["iterations"] and done == report["history"][-1][0]
     accuracies = [a for _, a in report["history"]]
     assert max(accuracies[-3:]) <= report["best_accuracy"] == max(accuracies) > 0.75
-    assert model.training_["allreduce_calls"] == 2 * model.training_["packs"]  # no extra call in the packs
+    # no extra call in the packs; pipelined (above one rank), the two packs delivered ahead of the stop
+    dropped = 2 if comm.Get_size() > 1 else 0
+    assert model.training_["allreduce_calls"] == 2 * model.training_["packs"] + dropped
     assert report["collectives"] > 0
     held = held_out(np.arange(2000), 0.2, model.training_["seed"])
     assert not np.isin(np.flatnonzero(held), model.table_.keys).any()  # never trained on
