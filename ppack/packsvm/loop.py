@@ -224,8 +224,7 @@ class PackedSolver:
         while state.iteration < limit:
             if pipelined:
                 current = ahead.pop(0)
-                r, ids, block, norms, buf = current.r, current.ids, current.block, current.norms, current.buf
-                left, right, my_pairs = None, None, None
+                r, ids, block, norms = current.r, current.ids, current.block, current.norms
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
                 buf = current.buf
@@ -240,9 +239,7 @@ class PackedSolver:
                 t0 = MPI.Wtime()
                 block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
                                      norms_l1=self.spec.uses_l1)
-                seconds["communication"] += collectives.last_seconds
-                seconds["in_collective1"] += collectives.last_seconds
-                sent["collective1"] += collectives.last_bytes
+                count_collective1(stats, collectives)
                 collective1_end = collectives.last_start + collectives.last_seconds
                 spent[0] = collectives.last_seconds
                 serial = collectives.last_start - collective2_end
@@ -442,9 +439,7 @@ class PackedSolver:
             pack.block = deliver_rows(collectives, shard, labels, pack.ids, weights=weights,
                                       norms_l1=self.spec.uses_l1)
             pack.norms = table.compute.row_norms(pack.block)
-            stats.seconds["communication"] += collectives.last_seconds
-            stats.seconds["in_collective1"] += collectives.last_seconds
-            stats.bytes["collective1"] += collectives.last_bytes
+            count_collective1(stats, collectives)
         if ahead and pending is not None and pending.sums is not None and pending.sums.shape == (self.n_columns,
                                                                                                  ahead[0].r):
             first = ahead[0]
@@ -526,6 +521,14 @@ class PackedSolver:
             f"copies of the model drifted apart; make the MPI library's reductions reproducible (with Intel "
             f"MPI set I_MPI_CBWR=1; with other MPI libraries choose an Allreduce algorithm whose summation "
             f"order is the same on every rank)", collective=True)
+
+
+def count_collective1(stats, collectives):
+    """A blocking collective 1 (``deliver_rows``, the last call of ``collectives``) into the
+    run's seconds and bytes."""
+    for phase in ("communication", "in_collective1"):
+        stats.seconds[phase] += collectives.last_seconds
+    stats.bytes["collective1"] += collectives.last_bytes
 
 
 def pair_arguments(buf, rank, size):
