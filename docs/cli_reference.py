@@ -1,0 +1,144 @@
+"""The command-line reference, one page a subcommand, drawn from the argparse parsers and the
+registry together (a Sphinx extension; ``pages()`` also serves tests/test_cli_reference.py).
+
+The parsers give every option, its help and its choices, but the training options default to
+None on the command line by design (a command knows what the user gave); their true defaults
+are the registry's (``registry.PACKSVM_PARAMS``, ``SVM_TYPE_PARAMS``, ``LINEAR_PARAMS``,
+``THREADS``). Each option's shown default is the registry's where the registry holds the
+parameter, else the parser's own. The pages are written at build time into cli/generated/.
+"""
+import argparse
+from pathlib import Path
+
+from ppack.cli import build_parser
+from ppack.cli.options import LINEAR_FLAGS, PACKSVM_FLAGS, SHARED
+from ppack.registry import LINEAR_PARAMS, PACKSVM_PARAMS, SVM_TYPE_PARAMS, THREADS
+
+PROG = "python -m ppack"
+# the commands whose options the registry's tables define (add_packsvm_options, add_linear_options)
+KERNEL_COMMANDS = ("train", "plan")
+LINEAR_COMMANDS = ("train",)
+
+
+def subcommands(parser=None, prefix=()):
+    """(words, parser) for every leaf subcommand, e.g. (("data", "mnist8m"), its parser)."""
+    parser = build_parser() if parser is None else parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from subcommands(sub, prefix + (name,)) if _has_subcommands(sub) else [(prefix + (name,), sub)]
+
+
+def _has_subcommands(parser):
+    return any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+
+
+def registry_default(command, action):
+    """The registry's default of ``action``'s parameter in ``command``, as (found, value);
+    a parameter two trainers share (--C, --seed, --class-weight) gives a dict {trainer: value}."""
+    dest = action.dest
+    if command in KERNEL_COMMANDS and dest in {**PACKSVM_PARAMS, **SVM_TYPE_PARAMS}:
+        kernel = {**PACKSVM_PARAMS, **SVM_TYPE_PARAMS}[dest].default
+        if command in LINEAR_COMMANDS and dest in SHARED:
+            return True, {"packsvm": kernel, "linear solvers": LINEAR_PARAMS[dest].default}
+        return True, kernel
+    if command in LINEAR_COMMANDS and dest.startswith("linear_") and dest[len("linear_"):] in LINEAR_FLAGS:
+        return True, LINEAR_PARAMS[dest[len("linear_"):]].default
+    if dest == "threads":
+        return True, THREADS.default
+    return False, None
+
+
+def default_text(command, action):
+    """What an option is when not given, in words: the registry's default or the parser's."""
+    found, value = registry_default(command, action)
+    if not found:
+        if action.required:
+            return "required"
+        value = action.default
+        if isinstance(action, argparse._StoreTrueAction):
+            return "off"
+    if isinstance(value, dict):
+        return "; ".join(f"{trainer}: {_value_text(v)}" for trainer, v in value.items())
+    if isinstance(action, argparse._StoreConstAction) and isinstance(value, bool):
+        negated = action.option_strings[0].startswith("--no-")
+        return f"off ({'on' if value else 'off'} unless given)" if negated else ("on" if value else "off")
+    return _value_text(value)
+
+
+def _value_text(value):
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _escaped(text):
+    """Plain text for a reStructuredText paragraph (help strings use *, _, | and backquotes)."""
+    for char in "\\*`_|":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def _help(parser, action):
+    return parser._get_formatter()._expand_help(action) if action.help else ""
+
+
+def _signature(action):
+    if not action.option_strings:
+        return action.metavar or action.dest
+    if action.nargs == 0:
+        return ", ".join(action.option_strings)
+    if action.choices is not None:
+        return f"{action.option_strings[0]} {{{','.join(map(str, action.choices))}}}"
+    return f"{action.option_strings[0]} {action.metavar or action.dest.upper()}"
+
+
+def page(words, parser):
+    """The reStructuredText of one subcommand's page."""
+    command = words[0]
+    program = " ".join((PROG,) + words)
+    title = f"``{' '.join(words)}``"
+    lines = [f".. _cli-{'-'.join(words)}:", "", title, "=" * len(title), ""]
+    if parser.description:
+        lines += [_escaped(parser.description), ""]
+    usage = parser.format_usage().replace("usage: ", "", 1).strip()
+    lines += ["::", "", *("    " + line for line in usage.splitlines()), "", f".. program:: {program}", ""]
+    for group in parser._action_groups:
+        actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
+        if not actions:
+            continue
+        heading = {"positional arguments": "Arguments", "options": "Options"}.get(group.title, group.title)
+        heading = heading[0].upper() + heading[1:]
+        lines += [_escaped(heading), "-" * len(_escaped(heading)), ""]
+        if group.description:
+            lines += [_escaped(group.description), ""]
+        for action in actions:
+            lines += [f".. option:: {_signature(action)}", ""]
+            if action.option_strings:
+                lines += [f"   Default: {_escaped(default_text(command, action))}.", ""]
+            help_text = _help(parser, action)
+            if help_text:
+                lines += ["   " + _escaped(help_text), ""]
+    return "\n".join(lines) + "\n"
+
+
+def pages():
+    """{page name: reStructuredText} for every subcommand, e.g. {"data-mnist8m": ...}."""
+    return {"-".join(words): page(words, parser) for words, parser in subcommands()}
+
+
+def write_pages(app):
+    """builder-inited: write cli/generated/<command>.rst, keeping unchanged files untouched."""
+    folder = Path(app.srcdir) / "cli" / "generated"
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = pages()
+    for stale in folder.glob("*.rst"):
+        if stale.stem not in texts:
+            stale.unlink()
+    for name, text in texts.items():
+        path = folder / f"{name}.rst"
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+def setup(app):
+    app.connect("builder-inited", write_pages)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
