@@ -1,4 +1,4 @@
-"""The README's package map is the layer order: each module or folder of ppack imports only
+"""The user guide's package map (docs/guide/developer.md) is the layer order: each module or folder of ppack imports only
 those listed above it (the package's front door, __init__ and __main__, excepted), and the
 map names every one of them."""
 import ast
@@ -8,11 +8,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ppack"
 FRONT_DOOR = {"__init__", "__main__"}
+MAP_PAGE = ROOT / "docs" / "guide" / "developer.md"
 
 
-def layers_in_readme():
-    """The units (top-level modules and folders of ppack) in the order the README's map lists them."""
-    text = (ROOT / "README.md").read_text()
+def layers_in_map():
+    """The units (top-level modules and folders of ppack) in the order the package map lists them."""
+    text = MAP_PAGE.read_text()
     block = text[text.index("```\nppack/\n"):]
     block = block[:block.index("\n```", 4)]
     return [m[1] for m in re.finditer(r"^  (\w+)(?:/|\.py)", block, re.M)]
@@ -45,22 +46,22 @@ def imports_by_unit():
     return found
 
 
-def test_every_unit_imports_only_those_above_it_in_the_readme_map():
-    order = layers_in_readme()
+def test_every_unit_imports_only_those_above_it_in_the_map():
+    order = layers_in_map()
     assert len(order) == len(set(order)), order
     rank = {unit: k for k, unit in enumerate(order)}
     graph = imports_by_unit()
     assert set(graph) | {u for deps in graph.values() for u in deps} <= set(order) | FRONT_DOOR, \
-        f"units missing from the README's map: {sorted(set(graph) - set(order) - FRONT_DOOR)}"
+        f"units missing from the package map: {sorted(set(graph) - set(order) - FRONT_DOOR)}"
     upward = sorted((unit, dep) for unit, deps in graph.items() if unit not in FRONT_DOOR
                     for dep in deps if rank[dep] > rank[unit])
-    assert upward == [], f"imports of a unit listed below the importer in the README's map: {upward}"
+    assert upward == [], f"imports of a unit listed below the importer in the package map: {upward}"
 
 
 def test_the_map_names_every_module():
-    block = (ROOT / "README.md").read_text()
+    block = MAP_PAGE.read_text()
     block = block[block.index("```\nppack/\n"):]
     block = block[:block.index("\n```", 4)]
     modules = {p.stem for p in PACKAGE.rglob("*.py") if p.stem != "__init__"}
     missing = sorted(m for m in modules if not re.search(rf"\b{m}(\.py|\b)", block))
-    assert missing == [], f"modules the README's package map does not name: {missing}"
+    assert missing == [], f"modules the package map does not name: {missing}"

@@ -23,13 +23,13 @@ from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
 
 SELF = MPI.COMM_SELF
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "python.md"
 
 
-def readme_failures():
-    """The checks each estimator is expected to fail and why, as the README's table
-    ("scikit-learn") lists them: {estimator: {check: why}}."""
-    table = README.read_text().split("| estimator | failing check | why |\n|---|---|---|\n", 1)[1]
+def guide_failures():
+    """The checks each estimator is expected to fail and why, as the user guide's table
+    (docs/guide/python.md, "scikit-learn's estimator checks") lists them: {estimator: {check: why}}."""
+    table = GUIDE.read_text().split("| estimator | failing check | why |\n|---|---|---|\n", 1)[1]
     failures = {}
     for line in table.splitlines():
         if not line.startswith("|"):
@@ -40,7 +40,7 @@ def readme_failures():
     return failures
 
 
-# As the README says, the checks run with gamma="scale" (their data are not standardised) and
+# As the user guide says, the checks run with gamma="scale" (their data are not standardised) and
 # in float64 (dtype "auto" would take these rbf kernels in float32: see the subset test below).
 CHECKED = {"iterations": 200, "gamma": "scale", "dtype": "float64", "comm": SELF}
 
@@ -52,9 +52,9 @@ CHECKED = {"iterations": 200, "gamma": "scale", "dtype": "float64", "comm": SELF
     pytest.param(PackSVR(**CHECKED), id="PackSVR", marks=pytest.mark.second_tier),
     pytest.param(PackOneClassSVM(**CHECKED), id="PackOneClassSVM", marks=pytest.mark.second_tier)])
 def test_estimator_checks_fail_exactly_the_listed_ones(estimator):
-    """check_estimator passes but for the checks the README's table lists for the estimator,
+    """check_estimator passes but for the checks the user guide's table lists for the estimator,
     passed to it as expected failures with the table's reasons: each of those does fail."""
-    expected = readme_failures()[type(estimator).__name__]
+    expected = guide_failures()[type(estimator).__name__]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = check_estimator(estimator, expected_failed_checks=expected, on_fail=None)
@@ -64,7 +64,7 @@ def test_estimator_checks_fail_exactly_the_listed_ones(estimator):
 
 
 def test_class_weights_pass_their_check_with_a_wide_enough_kernel_or_a_bias():
-    """The README's reason for check_class_weight_classifiers with the defaults: on its
+    """The user guide's reason for check_class_weight_classifiers with the defaults: on its
     unscaled std-20 blobs gamma = 1/n_features leaves far rows to their nearest support
     vector; gamma="scale" or bias=True lets the class weights decide."""
     from sklearn.utils.estimator_checks import check_class_weight_classifiers
@@ -93,8 +93,8 @@ def test_decisions_of_numba_reductions_do_not_depend_on_their_batch(kernel, spar
 @pytest.mark.parametrize("estimator", [PackSVC, PackSVR])
 def test_float32_decisions_move_with_their_batch_by_float32_rounding_only(estimator):
     """In float32 (dtype "auto" here) BLAS's GEMM rounds a row's dot products differently in
-    batches of other sizes: check_methods_subset_invariance fails, as the README says, by at
-    most the README's bound, 3e-6 of the largest decision value (measured: 5e-7 on the check's
+    batches of other sizes: check_methods_subset_invariance fails, as the user guide says, by at
+    most the guide's bound, 3e-6 of the largest decision value (measured: 5e-7 on the check's
     own data, 7e-7 on breast cancer); in float64 the same rows move by about 1e-15."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.utils.estimator_checks import check_methods_subset_invariance
@@ -133,7 +133,7 @@ def test_pipeline_grid_search_and_cross_validation(multiclass):
 def test_sigmoid_kernel_as_scikit_learns_svc_takes_it():
     """kernel="sigmoid" with scikit-learn's meaning of gamma and coef0, four classes one-vs-rest:
     ppack's accuracy within a few points of SVC's (LIBSVM's dual, with its offset rho: ppack
-    needs its bias term for the sigmoid kernel, as the README says), trained in float64."""
+    needs its bias term for the sigmoid kernel, as the user guide says), trained in float64."""
     X, y = make_multiclass(600, 5, seed=72)
     X = StandardScaler().fit_transform(X) / 3
     params = {"kernel": "sigmoid", "gamma": 0.5, "coef0": -0.2, "C": 5.0}
