@@ -13,7 +13,7 @@ def check_examples(app, what, name, obj, options, lines):
     Examples section."""
     if what not in ("class", "function") or not name.startswith("ppack."):
         return
-    if not any(line.strip() == "Examples" for line in lines):
+    if not any(line.strip() in ("Examples", ".. rubric:: Examples") for line in lines):
         source = inspect.getsourcefile(obj) if inspect.isfunction(obj) or inspect.isclass(obj) else None
         logger.warning(f"{name}: the docstring has no Examples section ({source})", type="api_checks")
 

@@ -21,12 +21,17 @@ LINEAR_COMMANDS = ("train",)
 
 
 def subcommands(parser=None, prefix=()):
-    """(words, parser) for every leaf subcommand, e.g. (("data", "mnist8m"), its parser)."""
+    """(words, parser, help) for every leaf subcommand, e.g. (("data", "mnist8m"), its parser,
+    its one-line help)."""
     parser = build_parser() if parser is None else parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
             for name, sub in action.choices.items():
-                yield from subcommands(sub, prefix + (name,)) if _has_subcommands(sub) else [(prefix + (name,), sub)]
+                if _has_subcommands(sub):
+                    yield from subcommands(sub, prefix + (name,))
+                else:
+                    yield prefix + (name,), sub, helps.get(name)
 
 
 def _has_subcommands(parser):
@@ -91,15 +96,23 @@ def _signature(action):
     return f"{action.option_strings[0]} {action.metavar or action.dest.upper()}"
 
 
-def page(words, parser):
-    """The reStructuredText of one subcommand's page."""
+def _usage(parser):
+    """The usage lines at a fixed width (argparse's own follows the terminal's)."""
+    formatter = argparse.HelpFormatter(prog=parser.prog, width=88)
+    formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
+    return formatter.format_help().strip()
+
+
+def page(words, parser, summary=None):
+    """The reStructuredText of one subcommand's page; ``summary``: its one-line help."""
     command = words[0]
     program = " ".join((PROG,) + words)
     title = f"``{' '.join(words)}``"
     lines = [f".. _cli-{'-'.join(words)}:", "", title, "=" * len(title), ""]
-    if parser.description:
-        lines += [_escaped(parser.description), ""]
-    usage = parser.format_usage().replace("usage: ", "", 1).strip()
+    for text in (summary, parser.description):
+        if text:
+            lines += [_escaped(text[0].upper() + text[1:]) + ("" if text.endswith(".") else "."), ""]
+    usage = _usage(parser)
     lines += ["::", "", *("    " + line for line in usage.splitlines()), "", f".. program:: {program}", ""]
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
@@ -122,7 +135,7 @@ def page(words, parser):
 
 def pages():
     """{page name: reStructuredText} for every subcommand, e.g. {"data-mnist8m": ...}."""
-    return {"-".join(words): page(words, parser) for words, parser in subcommands()}
+    return {"-".join(words): page(words, parser, summary) for words, parser, summary in subcommands()}
 
 
 def write_pages(app):

@@ -12,8 +12,11 @@ Nothing here imports scikit-learn, so the command line starts without it: the pu
 estimators (``ppack.estimators``) put the trainers on scikit-learn's bases and swap in
 its input check, error and warning types.
 """
+from __future__ import annotations
+
 import warnings
 from types import MethodType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +29,11 @@ from .model.format import model_type
 from .mpi.collectives import Collectives
 from .progress import Console
 from .registry import EXCLUSIVE, MODEL_TYPES, VERBOSE, check_params
+
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import ArrayLike
 
 
 class NotFittedError(PPackError, AttributeError):
@@ -219,10 +227,29 @@ class BaseSVC:
             return np.asarray(self.classes_)[np.argmax(decisions, axis=1)]
         return np.where(decisions >= 0, self.classes_[1], self.classes_[0])
 
-    def decision_function_shard(self, shard):
-        """Collective: ``(decisions, raw labels)`` for every row of the shard's data set, on rank 0
-        (``(None, None)`` elsewhere). The data has the model's width; LIBSVM text may be narrower
-        (its last features absent, taken for zeros), as LIBSVM reads it."""
+    def decision_function_shard(self, shard: Shard) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Collective: the decision values and raw labels of every row of a data set held in shards.
+
+        Parameters
+        ----------
+        shard : Shard
+            This rank's rows (``load_shard``). The data has the model's width; LIBSVM text may
+            be narrower (its last features absent, taken for zeros), as LIBSVM reads it.
+
+        Returns
+        -------
+        decisions : numpy.ndarray or None
+            On rank 0, (n_samples,) decision values, or (n_samples, K) for K > 2 classes
+            (one-vs-rest); None on the other ranks.
+        labels : numpy.ndarray or None
+            On rank 0, the data set's (n_samples,) labels as stored (NaN where a row has
+            none); None on the other ranks.
+
+        Raises
+        ------
+        PPackError
+            On every rank, when the data is wider than the model (or narrower, except LIBSVM text).
+        """
         d, m = shard.n_features, self.n_features_in_
         if d > m or (d < m and not shard.text):
             expected = f"at most {m}" if shard.text else f"{m} (only LIBSVM text may leave out the last features)"
@@ -230,8 +257,20 @@ class BaseSVC:
                              f"expected {expected}", collective=True)
         return self._decisions(shard)
 
-    def decision_function(self, X):
-        """Decision values (n_samples,) of data every rank holds; returned on every rank."""
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Collective: the decision values of data every rank holds.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples,) for two classes (positive: the second of ``classes_``), (n_samples, K)
+            for K > 2, on every rank.
+        """
         self._check_fitted()
         shard = self._as_shard(X)
         decisions, _ = self.decision_function_shard(shard)
@@ -239,11 +278,36 @@ class BaseSVC:
         shape = (shard.n_samples,) if len(self.classes_) == 2 else (shard.n_samples, len(self.classes_))
         return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shape))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Collective: the predicted class of each row of data every rank holds.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples,) labels from ``classes_``, in the type of the labels given to ``fit``.
+        """
         return self.labels_of(self.decision_function(X))
 
-    def score(self, X, y):
-        """Accuracy on data every rank holds."""
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
+        """Collective: the accuracy of the predictions on data every rank holds.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+        y : array-like of shape (n_samples,)
+            Their true labels.
+
+        Returns
+        -------
+        float
+            The fraction of rows predicted right.
+        """
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 

@@ -9,6 +9,13 @@ class PPackError(ValueError):
     A ``ValueError``, so code that validates arguments the scikit-learn way keeps working.
     ``collective`` is True when every rank raised it at the same point (see
     ``mpi.comm.agree``), so the job can exit cleanly instead of being aborted.
+
+    Parameters
+    ----------
+    message : str
+        One line: the file, parameter or option, what was expected and what came.
+    collective : bool, default=False
+        Every rank raised it at the same point.
     """
 
     def __init__(self, message, collective=False):
@@ -17,7 +24,17 @@ class PPackError(ValueError):
 
 
 class InputError(PPackError):
-    """A data, model or option problem, tied to a file when there is one."""
+    """A data, model or option problem, tied to a file when there is one.
+
+    Parameters
+    ----------
+    message : str
+        What was expected and what came.
+    path : str, os.PathLike or None, default=None
+        The file, which the message then starts with.
+    collective : bool, default=False
+        Every rank raised it at the same point.
+    """
 
     def __init__(self, message, path=None, collective=False):
         self.path = None if path is None else str(path)

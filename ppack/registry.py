@@ -9,6 +9,7 @@ name their type ("kernel", "linear"); each trainer registers the class that load
 """
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -397,6 +398,46 @@ LINEAR_PARAMS = {
     "class_weight": PACKSVM_PARAMS["class_weight"],
 }
 
+
+
+def numpydoc_parameters(names, table, others):
+    """The numpydoc Parameters section of a constructor taking ``names``, in that order: each
+    drawn from ``table`` (type and default from its Rule and default, meaning from its help, with
+    the command line's flags named as parameters), or from ``others`` {name: (type, meaning)}."""
+    lines = ["Parameters", "----------"]
+    for name in names:
+        if name in others:
+            kind, meaning = others[name]
+        else:
+            param = table[name]
+            kind, meaning = f"{_numpydoc_type(param.rule)}, default={param.default!r}", _python_words(param.help, table)
+        lines += [f"{name} : {kind}", f"    {meaning}."]
+    return "\n".join(lines)
+
+
+def _numpydoc_type(rule):
+    if rule.kind == "choice":
+        text = "{" + ", ".join(repr(c) for c in rule.choices) + "}"
+    elif rule.kind == "class_weight":
+        text = "dict, 'balanced' or str"
+    else:
+        text = {"real": "float", "int": "int", "bool": "bool", "directory": "str", "text": "str"}[rule.kind]
+        if rule.choices:
+            text += " or {" + ", ".join(repr(c) for c in rule.choices) + "}"
+    return text + (" or None" if rule.none else "")
+
+
+def _python_words(help_text, table):
+    """A command-line help text as the Python API says it: ``--tol-window`` is ``tol_window``,
+    ``--no-average`` is ``average=False``; | is escaped for reStructuredText (the kernel formulas)."""
+    def parameter(match):
+        flag = match.group(1)
+        if flag.startswith("no-") and flag[3:].replace("-", "_") in table:
+            return f"``{flag[3:].replace('-', '_')}=False``"
+        name = flag.replace("-", "_")
+        return f"``{name}``" if name in table else f"``--{flag}``"
+    text = re.sub(r"--([a-z][a-z0-9-]*)", parameter, help_text).rstrip(".")
+    return text.replace("|", "\\|")
 
 
 def check_params(values, table):

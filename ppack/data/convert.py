@@ -6,6 +6,8 @@ datasets chunk by chunk. Memory is bounded by one chunk of text and its rows, wh
 the size of the file.
 """
 
+from __future__ import annotations
+
 import math
 import os
 from dataclasses import dataclass
@@ -52,18 +54,50 @@ def scan(src, n_features=None):
     return TextSizes(n, n_features if n_features is not None else max_idx, nnz, max_nnz, largest, smallest)
 
 
-def convert(src, dst, n_features=None, storage="auto", dtype=np.float64, compression="gzip", value_scale=None):
+def convert(src: str | os.PathLike, dst: str | os.PathLike, n_features: int | None = None, storage: str = "auto",
+            dtype=np.float64, compression: str | None = "gzip", value_scale: float | None = None) -> H5Header:
     """Read the LIBSVM file src and write it to dst in the ppack HDF5 layout.
 
-    n_features: number of columns (None: the largest index in src); give it
-    when a test file may not use the last feature of its training file.
-    storage: "dense", "csr" or "auto" (csr when under DENSITY_CUTOFF of the entries are stored).
-    dtype: float64, float32, float16 or uint8 for the stored values.
-    value_scale: stored value = value / value_scale (None: 1/255 for uint8 when every
-    value is at most 1, else 1); a value the dtype cannot hold is an error naming its line.
-    compression: "gzip", "lzf" or None.
-    Returns the H5Header of dst. src is read twice, one chunk at a time; dst is
-    replaced atomically (a failure leaves no file and an existing dst untouched).
+    src is read twice, one chunk at a time; dst is replaced atomically (a failure leaves no
+    file and an existing dst untouched). Not collective: under MPI one rank calls it.
+
+    Parameters
+    ----------
+    src : str or os.PathLike
+        LIBSVM / SVMlight text, plain or compressed (gz, bz2, xz).
+    dst : str or os.PathLike
+        The HDF5 file to write.
+    n_features : int or None, default=None
+        Number of columns (None: the largest index in src); give it when a test file may not
+        use the last feature of its training file.
+    storage : {'auto', 'dense', 'csr'}, default='auto'
+        'auto' is csr when under DENSITY_CUTOFF of the entries are stored.
+    dtype : numpy.dtype, type or str, default=numpy.float64
+        float64, float32, float16 or uint8 for the stored values.
+    compression : {'gzip', 'lzf'} or None, default='gzip'
+        The HDF5 filter of the datasets.
+    value_scale : float or None, default=None
+        Stored value = value / value_scale (None: 1/255 for uint8 when every value is at most
+        1, else 1).
+
+    Returns
+    -------
+    H5Header
+        The written file's sizes, storage and stored type.
+
+    Raises
+    ------
+    InputError
+        For a malformed line, or a value the dtype cannot hold (the message names the line).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from ppack.data.convert import convert
+    >>> _ = Path("small.txt").write_text("+1 1:0.5 3:1\\n-1 2:0.25\\n")
+    >>> header = convert("small.txt", "small.h5")
+    >>> header.n_samples, header.n_features, header.storage
+    (2, 3, 'dense')
     """
     if storage not in ("auto",) + STORAGES:
         raise InputError(f"storage must be 'auto', 'dense' or 'csr', got {storage!r}")

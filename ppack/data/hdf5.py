@@ -29,6 +29,8 @@ written atomically: to a hidden temporary file in the target directory, then
 renamed over the target.
 """
 
+from __future__ import annotations
+
 import os
 from dataclasses import dataclass
 
@@ -229,17 +231,49 @@ def create_layout(f, n, d, storage, dtype, nnz=0, max_row_nnz=None, value_scale=
     return out
 
 
-def write_dataset(path, X, y, storage="auto", dtype=np.float64, compression=None, value_scale=None, w=None):
-    """Write X (n_samples by n_features, dense ndarray or scipy sparse) and
-    y (n_samples labels) to path in the ppack layout.
+def write_dataset(path: str | os.PathLike, X, y, storage: str = "auto", dtype=np.float64,
+                  compression: str | int | None = None, value_scale: float | None = None, w=None) -> H5Header:
+    """Write X and y to path in the ppack layout.
 
-    storage: "dense", "csr" or "auto" (csr when under 25% of X is nonzero).
-    dtype: float64, float32, float16 or uint8 for the stored X values.
-    value_scale: stored value = X / value_scale (None: 1/255 for uint8 when X lies
-    in [0, 1], else 1); a value the dtype cannot hold is an error naming its row.
-    compression: None, "gzip", "lzf" or a gzip level 0-9. w: optional row weights (n_samples,) >= 0.
-    Returns the H5Header of the written file. An existing file at path is
-    replaced only once the new one is complete.
+    An existing file at path is replaced only once the new one is complete. Not collective:
+    under MPI one rank calls it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The HDF5 file to write.
+    X : numpy.ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        The rows.
+    y : array-like of shape (n_samples,)
+        Their labels.
+    storage : {'auto', 'dense', 'csr'}, default='auto'
+        'auto' is csr when under 25% of X is nonzero.
+    dtype : numpy.dtype, type or str, default=numpy.float64
+        float64, float32, float16 or uint8 for the stored X values.
+    compression : {'gzip', 'lzf'}, int or None, default=None
+        The HDF5 filter, or a gzip level 0-9.
+    value_scale : float or None, default=None
+        Stored value = X / value_scale (None: 1/255 for uint8 when X lies in [0, 1], else 1).
+    w : array-like of shape (n_samples,) or None, default=None
+        Row weights >= 0 on the rows' loss.
+
+    Returns
+    -------
+    H5Header
+        The written file's sizes, storage and stored type.
+
+    Raises
+    ------
+    InputError
+        For a bad storage, type or compression, or a value the dtype cannot hold (naming its row).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppack.data.hdf5 import write_dataset
+    >>> header = write_dataset("tiny.h5", np.eye(8), np.tile([1, -1], 4))
+    >>> header.n_samples, header.storage
+    (8, 'csr')
     """
     dtype = stored_dtype(dtype)
     compression = _check_compression(compression)

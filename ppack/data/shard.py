@@ -4,6 +4,9 @@
 text is scanned by every rank, which keeps only its rows), and a problem on any rank
 (missing file, bad layout, NaN in X) stops every rank with the same message.
 """
+from __future__ import annotations
+
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,6 +31,41 @@ class Shard:
     (``float_rows``), never the whole shard. ``w``: (stop-start,) row weights > 0, or None.
     ``text``: read from LIBSVM text, whose rows may leave out the last features (its width is
     the highest index found), so a model may be wider than it.
+
+    Parameters
+    ----------
+    path : str
+        The file the rows come from (``"<array>"`` for in-memory data).
+    n_samples : int
+        Rows of the whole data set.
+    n_features : int
+        Columns of the whole data set.
+    start : int
+        The first of this rank's rows.
+    stop : int
+        One past the last of this rank's rows.
+    X : numpy.ndarray or scipy.sparse.csr_matrix
+        This rank's rows, (stop - start, n_features), as stored.
+    y : numpy.ndarray
+        This rank's (stop - start,) labels, float64 (NaN when the file has none).
+    max_row_nnz : int
+        Stored entries of the longest row of the whole data set (n_features when dense).
+    value_scale : float, default=1.0
+        Feature value = stored value * value_scale (compact storage: uint8, float16).
+    dtype : numpy.dtype or None, default=None
+        The float type rows are computed in; None is X's own type.
+    w : numpy.ndarray or None, default=None
+        This rank's (stop - start,) row weights > 0, or None.
+    text : bool, default=False
+        Read from LIBSVM text.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppack import Shard
+    >>> shard = Shard.from_arrays(np.eye(4), [1, -1, 1, -1], rank=1, size=2)
+    >>> shard.n_samples, shard.start, shard.stop, shard.X.shape
+    (4, 2, 4, (2, 4))
     """
 
     path: str
@@ -76,9 +114,29 @@ class Shard:
         return as_float(self.X[start:stop], self.dtype, self.value_scale)
 
     @classmethod
-    def from_arrays(cls, X, y, rank=0, size=1, path="<array>", w=None):
-        """The rank's shard of in-memory data that every rank holds whole (tests, API); ``w``
-        optional row weights (n,)."""
+    def from_arrays(cls, X, y, rank: int = 0, size: int = 1, path: str = "<array>", w=None) -> Shard:
+        """The rank's shard of in-memory data that every rank holds whole.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Every row of the data set.
+        y : array-like of shape (n_samples,) or None
+            Their labels, or None (NaN labels).
+        rank : int, default=0
+            The rank whose shard this is.
+        size : int, default=1
+            The number of ranks the rows are shared among (in contiguous, near-equal slices).
+        path : str, default="<array>"
+            What error messages call the data.
+        w : array-like of shape (n_samples,) or None, default=None
+            Row weights >= 0, not all zero.
+
+        Returns
+        -------
+        Shard
+            Rows ``[start, stop)`` of the rank's slice.
+        """
         n = X.shape[0]
         start, stop = chunk(n, rank, size)
         y = np.full(n, np.nan) if y is None else np.asarray(y, dtype=np.float64)
@@ -104,8 +162,42 @@ class Shard:
         return cls(path, n, X.shape[1], start, stop, local, y[start:stop].copy(), max(longest, 1), w=w)
 
 
-def load_shard(comm, path, dtype=np.float64, n_features=None):
-    """Collective: this rank's shard of the HDF5 or LIBSVM-text file ``path``."""
+def load_shard(comm, path: str | os.PathLike, dtype=np.float64, n_features: int | None = None) -> Shard:
+    """Collective: this rank's shard of the HDF5 or LIBSVM-text file ``path``.
+
+    Every rank reads only its own rows (HDF5 slices; LIBSVM text is scanned by every rank,
+    which keeps only its rows).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        The ranks that share the rows, in contiguous, near-equal slices.
+    path : str or os.PathLike
+        A ppack HDF5 data file (``convert``) or a LIBSVM text file.
+    dtype : numpy.dtype or type, default=numpy.float64
+        The float type of the rows (compact HDF5 storage keeps its own, converted when read).
+    n_features : int or None, default=None
+        The data's width when the file's is smaller (LIBSVM text without the last features).
+
+    Returns
+    -------
+    Shard
+        This rank's rows and the data set's sizes.
+
+    Raises
+    ------
+    InputError
+        On every rank, for a missing file, a bad layout or a NaN in X (the message names the file).
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> from ppack import load_shard
+    >>> from ppack.data.bundled import bundled_path
+    >>> shard = load_shard(MPI.COMM_WORLD, bundled_path("a9a"))
+    >>> shard.n_samples, shard.n_features, shard.sparse
+    (32561, 123, True)
+    """
     shard = run_collectively(comm, _read_shard, path, comm.Get_rank(), comm.Get_size(), dtype, n_features)
     run_collectively(comm, check_finite, shard)
     return shard

@@ -4,6 +4,11 @@ Collective like PackSVC: every rank calls every method with the same arguments; 
 a ``Shard`` or an in-memory array / CSR matrix every rank holds whole. The averaged
 model is the same on every rank; rank 0 writes it and reports.
 """
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable
+
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -21,6 +26,11 @@ from .blocks import random_blocks
 from .features import FeatureMap, predict_decision
 from .pegasos import solve_distributed
 from .problem import loss_sum, margins
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ..data.shard import Shard
 
 PREDICT_ROWS = 8192  # rows converted to float64 at a time when predicting
 _D = {name: param.default for name, param in LINEAR_PARAMS.items()}
@@ -107,11 +117,32 @@ class BlockAveragedSVC(BaseSVC):
             X.sort_indices()
         return X
 
-    def fit(self, X, y=None, sample_weight=None, on_round=None):
-        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y`` and optional
-        ``sample_weight`` (n,) (in-memory data; a Shard carries its own ``w``);
-        ``on_round(report)`` runs on every rank after each averaging round (for K > 2
-        classes, ``report.label`` names the class being trained against the rest)."""
+    def fit(self, X: ArrayLike | Shard, y: ArrayLike | None = None, sample_weight: ArrayLike | None = None,
+            on_round: Callable | None = None) -> BlockAveragedSVC:
+        """Collective: train on ``X`` with labels ``y``.
+
+        Parameters
+        ----------
+        X : Shard, array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            This rank's shard of a data file (``load_shard``), or rows every rank holds whole.
+        y : array-like of shape (n_samples,) or None, default=None
+            The labels of in-memory rows; a Shard carries its own.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights on the rows' loss, with in-memory data (a Shard carries its own ``w``).
+        on_round : callable or None, default=None
+            ``on_round(report)`` runs on every rank after each averaging round (for K > 2
+            classes, ``report.label`` names the class being trained against the rest).
+
+        Returns
+        -------
+        BlockAveragedSVC
+            The fitted estimator itself.
+
+        Raises
+        ------
+        PPackError
+            On every rank, for a parameter out of its range or bad data.
+        """
         comm = self._comm()
         values = run_collectively(comm, self.validate_params)
         console = self._console()
@@ -222,15 +253,35 @@ class BlockAveragedSVC(BaseSVC):
                 out[:, k] = predict_decision(block, W[:, k], B[k], self.feature_map_)
         return out
 
-    def save(self, path):
-        """Collective: rank 0 writes the model file atomically."""
+    def save(self, path: str | os.PathLike) -> None:
+        """Collective: rank 0 writes the model file; it appears whole or not at all.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The model file to write (HDF5, ``.h5``); ``load_model`` reads it back.
+        """
         model = LinearModelFile(self.w_, self.b_, self.classes_, self.solver, float(self.C), self.loss,
                                 self.power, bool(self.bias), self.features or "identity",
                                 self.n_features_in_, self.training_)
         on_rank0(self._comm(), save_linear_model, path, model)
 
     @classmethod
-    def load(cls, path, comm=None):
+    def load(cls, path: str | os.PathLike, comm: MPI.Comm | None = None) -> BlockAveragedSVC:
+        """Collective: a fitted estimator from a linear model file.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A linear model file written by ``save``.
+        comm : mpi4py.MPI.Comm or None, default=None
+            The ranks that load it (each holds the whole model); None is ``MPI.COMM_WORLD``.
+
+        Returns
+        -------
+        BlockAveragedSVC
+            The fitted estimator.
+        """
         comm = MPI.COMM_WORLD if comm is None else comm
         m = run_collectively(comm, read_linear_model, path)
         model = cls(solver=m.solver, C=m.C, loss=m.loss, p=m.p if m.solver == "alm" else None, bias=m.bias,

@@ -1,4 +1,9 @@
 """PackSVC: the scikit-learn-style face of the P-packSVM trainer (collective, see ``base``)."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable
+
 import numpy as np
 from mpi4py import MPI
 
@@ -28,6 +33,11 @@ from .table import SupportVectorTable, shard_offsets, shard_parts
 from .rank_report import over_ranks
 from .state import serial_seconds
 from .warmup import first_use, warm_kernels
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ..data.shard import Shard
 
 _D = {name: param.default for name, param in PACKSVM_PARAMS.items()}
 
@@ -137,25 +147,55 @@ class PackSVC(BaseSVC):
         return shard
 
     # -- training --------------------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None, checkpoint=None, checkpoint_every_seconds=None,
-            checkpoint_every_packs=None, resume=False, should_stop=None, stop_after_packs=None, on_kernels_ready=None,
-            delay=None):
-        """Train on ``X`` (a Shard, or data every rank holds) with labels ``y``.
+    def fit(self, X: ArrayLike | Shard, y: ArrayLike | None = None, sample_weight: ArrayLike | None = None,
+            checkpoint: str | os.PathLike | None = None, checkpoint_every_seconds: float | None = None,
+            checkpoint_every_packs: int | None = None, resume: bool = False,
+            should_stop: Callable[[], bool] | None = None, stop_after_packs: int | None = None,
+            on_kernels_ready: Callable[[float], None] | None = None, delay=None) -> PackSVC:
+        """Collective: train on ``X`` with labels ``y``.
 
-        sample_weight: (n,) weights on the rows' hinge loss, with in-memory data (a file's rows
-        carry theirs in its dataset ``w``); multiplied by ``class_weight``'s.
-        checkpoint: file for the solver's state, written every ``checkpoint_every_seconds``
-        (rank 0's clock) and/or ``checkpoint_every_packs``, and when the run is stopped;
-        resume: continue from ``checkpoint`` if it holds a complete checkpoint;
-        should_stop: a callable polled once per pack (on any rank) that stops the run;
-        stop_after_packs: stop after this many packs (tests). ``stopped_`` tells whether the
-        run ended early; the fitted state is then the checkpointed one.
-        delay: a ``delay.Delay`` added to each pack's partial sums (tests and benchmarks: a node's
-        jitter on a few cores), or None (the default).
         Before training the numba kernels are compiled, or loaded from numba's cache, once per
         node (``warmup.warm_kernels``), and a GPU's path is run once (``kernels.device.on_device``):
-        ``training_["seconds"]["compile"]`` is both times, kept out of ``total``;
-        ``on_kernels_ready(seconds)``, if given, is called (on every rank) after the numba kernels'.
+        ``training_["seconds"]["compile"]`` is both times, kept out of ``total``.
+
+        Parameters
+        ----------
+        X : Shard, array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            This rank's shard of a data file (``load_shard``), or rows every rank holds whole.
+        y : array-like of shape (n_samples,) or None, default=None
+            The labels (targets for PackSVR) of in-memory rows; a Shard carries its own.
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights on the rows' loss, with in-memory data (a file's rows carry theirs in its
+            dataset ``w``); multiplied by ``class_weight``'s.
+        checkpoint : str, os.PathLike or None, default=None
+            File for the solver's state, written every ``checkpoint_every_seconds`` (rank 0's
+            clock) and/or ``checkpoint_every_packs``, and when the run is stopped.
+        checkpoint_every_seconds : float or None, default=None
+            Seconds between checkpoints.
+        checkpoint_every_packs : int or None, default=None
+            Packs between checkpoints.
+        resume : bool, default=False
+            Continue from ``checkpoint`` if it holds a complete checkpoint.
+        should_stop : callable or None, default=None
+            Polled once per pack (on any rank); True stops the run. ``stopped_`` tells whether
+            the run ended early; the fitted state is then the checkpointed one.
+        stop_after_packs : int or None, default=None
+            Stop after this many packs (tests).
+        on_kernels_ready : callable or None, default=None
+            Called on every rank with the seconds the numba kernels took to compile or load.
+        delay : packsvm.delay.Delay or None, default=None
+            Added to each pack's partial sums (tests and benchmarks: a node's jitter on a few cores).
+
+        Returns
+        -------
+        PackSVC
+            The fitted estimator itself.
+
+        Raises
+        ------
+        PPackError
+            On every rank, for a parameter out of its range or bad data (the message names the
+            parameter or the file, what was expected and what was given).
         """
         comm = self._comm()
         ensure_threads(comm)  # a Python script under mpiexec: this rank's share of the node's cores
@@ -341,9 +381,19 @@ class PackSVC(BaseSVC):
 
     @available_if(lambda self: bool(self.probability) or getattr(self, "probability_", None) is not None,
                   why="class probabilities need a model fitted with probability=True")
-    def predict_proba(self, X):
-        """Class probabilities (n, K) of data every rank holds, columns in ``classes_`` order
-        (only for ``probability=True``)."""
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Collective: class probabilities of data every rank holds (only for ``probability=True``).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples, K) probabilities, columns in ``classes_`` order, each row summing to 1.
+        """
         return self.probabilities_of(self.decision_function(X))
 
     def probabilities_of(self, decisions):
@@ -367,9 +417,17 @@ class PackSVC(BaseSVC):
         return decisions
 
     # -- model file ------------------------------------------------------------------
-    def save(self, path):
-        """Collective: write the model file, each rank its own support vectors (atomic; see
-        ``collective_write``). ``save_report_`` tells how (a ``WriteReport``)."""
+    def save(self, path: str | os.PathLike) -> None:
+        """Collective: write the model file, each rank its own support vectors.
+
+        The file appears whole or not at all (``collective_write``); ``save_report_`` tells
+        how it was written (a ``WriteReport``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The model file to write (HDF5, ``.h5``); ``load_model`` reads it back.
+        """
         comm = self._comm()
         table = self.table_
         offsets = shard_offsets(comm, table)
@@ -388,8 +446,25 @@ class PackSVC(BaseSVC):
                                                        own_parts)
 
     @classmethod
-    def load(cls, path, comm=None, work_bytes=DEFAULT_WORK_BYTES):
-        """Collective: a fitted PackSVC from a model file; each rank loads a slice of it."""
+    def load(cls, path: str | os.PathLike, comm: MPI.Comm | None = None,
+             work_bytes: int = DEFAULT_WORK_BYTES) -> PackSVC:
+        """Collective: a fitted estimator from a model file; each rank loads a slice of it.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A kernel model file written by ``save``.
+        comm : mpi4py.MPI.Comm or None, default=None
+            The ranks that load it; None is ``MPI.COMM_WORLD``.
+        work_bytes : int, default=67108864
+            Working memory of a rank's kernel sums, in bytes.
+
+        Returns
+        -------
+        PackSVC
+            The fitted estimator (of the file's SVM type: PackSVR and PackOneClassSVM files
+            give those classes).
+        """
         comm = MPI.COMM_WORLD if comm is None else comm
         header = run_collectively(comm, read_kernel_header, path)
         spec = header.spec

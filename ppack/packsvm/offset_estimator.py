@@ -4,6 +4,10 @@ Both train one coefficient column and decide by f(x) = scale * sum_j coef_j (K(s
 offset) - rho (LIBSVM's sign of rho); their model files say which problem (``svm_type``) and
 hold rho. Everything else (packs, table, checkpoints, prediction) is PackSVC's.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 from mpi4py import MPI
 
@@ -15,6 +19,11 @@ from ..registry import SVM_TYPE_PARAMS, VERBOSE, svm_type_params
 from .estimator import SVM_TYPE_CLASSES, PackSVC
 from .losses import largest_weight, one_class_loss, svr_loss
 from .objective import nu_quantile, training_rows
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ..data.shard import Shard
 
 _R = {name: param.default for name, param in svm_type_params("epsilon_svr").items()}
 _O = {name: param.default for name, param in svm_type_params("one_class").items()}
@@ -43,7 +52,20 @@ class _OffsetModel(PackSVC):
         collectives = Collectives(self._comm())
         return collectives.broadcast(decisions if collectives.rank == 0 else np.empty(shard.n_samples))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Collective: the prediction for each row of data every rank holds.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples,): the regressed values (PackSVR), or +1 (inlier) and -1 (outlier) as
+            integers (PackOneClassSVM).
+        """
         return self.labels_of(self._decision_values(X))
 
     def _model_classes(self):
@@ -52,7 +74,7 @@ class _OffsetModel(PackSVC):
 
 class PackSVR(_OffsetModel):
     """epsilon-SVR trained by P-packSVM: min sigma/2 ||w||^2 + 1/m sum_i weight_i max(0,
-    |y_i - f(x_i)| - epsilon), f(x) = <w, phi(x)> - rho with rho = -mean(y) (``losses.svr_loss``).
+    ``|y_i - f(x_i)|`` - epsilon), f(x) = <w, phi(x)> - rho with rho = -mean(y) (``losses.svr_loss``).
 
     Parameters as PackSVC's (``registry.svm_type_params("epsilon_svr")``), with ``epsilon``
     (the tube's half width) and without class_weight, probability and bias. ``predict`` gives
@@ -139,8 +161,21 @@ class PackSVR(_OffsetModel):
         return {"test_rmse": float(np.sqrt(np.mean((targets - decisions) ** 2))),
                 "test_r2": r2_score(targets, decisions)}
 
-    def score(self, X, y):
-        """R^2 of the predictions on data every rank holds."""
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
+        """Collective: R^2 of the predictions on data every rank holds.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+        y : array-like of shape (n_samples,)
+            Their true targets.
+
+        Returns
+        -------
+        float
+            The coefficient of determination, 1 - residual sum of squares / total sum of squares.
+        """
         return r2_score(np.asarray(y, dtype=np.float64), self.predict(X))
 
     @classmethod
@@ -199,16 +234,60 @@ class PackOneClassSVM(_OffsetModel):
     validation = None  # the trainer reads these; one-class has no held-out rows
     sigma = C = None
 
-    def fit(self, X, y=None, sample_weight=None, **kwargs):
-        """Train on ``X`` (labels, if given, are ignored); see ``PackSVC.fit``."""
+    def fit(self, X: ArrayLike | Shard, y: None = None, sample_weight: ArrayLike | None = None,
+            **kwargs) -> PackOneClassSVM:
+        """Collective: train on ``X``; labels, if given, are ignored.
+
+        Parameters
+        ----------
+        X : Shard, array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            This rank's shard of a data file (``load_shard``), or rows every rank holds whole.
+        y : None
+            Ignored (scikit-learn's convention for outlier detectors).
+        sample_weight : array-like of shape (n_samples,) or None, default=None
+            Weights on the rows' loss, with in-memory data.
+        **kwargs
+            Checkpoints and stopping, as ``PackSVC.fit`` takes them.
+
+        Returns
+        -------
+        PackOneClassSVM
+            The fitted estimator itself.
+        """
         return super().fit(X, None, sample_weight, **kwargs)
 
-    def decision_function(self, X):
-        """Decision values (n_samples,) f(x) = score_samples(x) - offset_ of data every rank holds."""
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
+        """Collective: the decision values of data every rank holds, >= 0 inside the boundary.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples,) values ``score_samples(X) - offset_``, on every rank.
+        """
         return self._decision_values(X)
 
-    def fit_predict(self, X, y=None, **kwargs):
-        """Fit on X, then +1 / -1 for its rows."""
+    def fit_predict(self, X: ArrayLike | Shard, y: None = None, **kwargs) -> np.ndarray:
+        """Collective: fit on ``X``, then predict its rows.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+        y : None
+            Ignored.
+        **kwargs
+            Passed to ``fit``.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples,) +1 (inlier) or -1 (outlier), integers.
+        """
         return self.fit(X, **kwargs).predict(X)
 
     def _targets(self, shard):
@@ -245,8 +324,19 @@ class PackOneClassSVM(_OffsetModel):
         self._check_fitted()
         return self.rho_
 
-    def score_samples(self, X):
-        """The raw scores <w, phi(x)> (n_samples,) of data every rank holds."""
+    def score_samples(self, X: ArrayLike) -> np.ndarray:
+        """Collective: the raw scores <w, phi(x)> of data every rank holds.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows, the same on every rank.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n_samples,) scores, on every rank; larger is more normal.
+        """
         return self._decision_values(X) + self.rho_
 
     def labels_of(self, decisions):

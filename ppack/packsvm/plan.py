@@ -48,6 +48,8 @@ for the rows this pack changed) is split over the ranks; runs that did not pipel
 none, and it is taken as 0.
 Both figures are estimates: the report says which inputs and which schedule they rest on.
 """
+from __future__ import annotations
+
 import math
 import os
 import time
@@ -75,6 +77,27 @@ CALIBRATION_ROWS = 20000
 
 @dataclass
 class Plan:
+    """What ``make_plan`` finds: the lines ``plan`` prints, its warnings and the time estimate.
+
+    Parameters
+    ----------
+    lines : list of str
+        The report: the data, the memory per rank, then (with a calibration or a measured
+        run) the time per pack and in all.
+    warnings : list of str
+        Each a line that starts with "WARNING:" (e.g. the memory may not fit).
+    seconds : float or None, default=None
+        The estimated training time in seconds, when there is one.
+
+    Examples
+    --------
+    >>> from ppack.data.bundled import bundled_path
+    >>> from ppack.packsvm.plan import make_plan
+    >>> plan = make_plan(bundled_path("a9a"), ranks=4, params={}, mem_per_rank=2**32, calibrate=False)
+    >>> plan.warnings, plan.seconds
+    ([], None)
+    """
+
     lines: list
     warnings: list
     seconds: float = None  # the time estimate, when there is one
@@ -158,15 +181,59 @@ def expected_max_normal(p):
     return float(np.sum(x * density) * (x[1] - x[0]))
 
 
-def make_plan(path, ranks, params, mem_per_rank=None, allreduce_latency=INFINIBAND_EDR.latency, calibrate=True,
-              rows=None, from_run=None, bandwidth=1 / INFINIBAND_EDR.seconds_per_byte, node_profile=None):
-    """A ``Plan`` for training PackSVC(**params) on ``path`` with ``ranks`` ranks (parameters
+def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: float | None = None,
+              allreduce_latency: float = INFINIBAND_EDR.latency, calibrate: bool = True, rows: int | None = None,
+              from_run: dict | None = None, bandwidth: float = 1 / INFINIBAND_EDR.seconds_per_byte,
+              node_profile: dict | None = None) -> Plan:
+    """A ``Plan`` for training ``PackSVC(**params)`` on ``path`` with ``ranks`` ranks (parameters
     not in ``params`` take their defaults); ``rows``: plan for that many rows like the file's;
     ``from_run``: a train metrics dict whose measured rates replace the calibration run;
     ``allreduce_latency`` (seconds per message) and ``bandwidth`` (bytes per second): the
     cluster's network, for the communication model (default: ``comm_model.INFINIBAND_EDR``);
     ``node_profile``: a node profile dict (``NodeProfile``), or None. The schedule is
-    ``params["pipeline"]``'s, resolved as train resolves it (auto: pipelined above one rank)."""
+    ``params["pipeline"]``'s, resolved as train resolves it (auto: pipelined above one rank).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The training data, HDF5 or LIBSVM text.
+    ranks : int
+        The number of MPI ranks of the planned run.
+    params : dict
+        PackSVC's parameters by name; those left out take their defaults.
+    mem_per_rank : float or None, default=None
+        Bytes each rank may use (None: this machine's memory over its ranks).
+    allreduce_latency : float, default=1e-6
+        Seconds per message, in the Allreduce model.
+    calibrate : bool, default=True
+        Time a short run on this machine for the time estimate (False: memory only).
+    rows : int or None, default=None
+        Plan for this many rows like the file's.
+    from_run : dict or None, default=None
+        A train metrics dict whose measured rates replace the calibration run.
+    bandwidth : float, default=12.5e9
+        Link bandwidth in bytes per second, in the Allreduce model.
+    node_profile : dict or None, default=None
+        A node profile (``NodeProfile``) of measured waits at each rank count.
+
+    Returns
+    -------
+    Plan
+        The report lines, warnings and the time estimate.
+
+    Raises
+    ------
+    PPackError
+        For a parameter out of range or unreadable data.
+
+    Examples
+    --------
+    >>> from ppack.data.bundled import bundled_path
+    >>> from ppack.packsvm.plan import make_plan
+    >>> plan = make_plan(bundled_path("a9a"), ranks=4, params={"pack": 100}, mem_per_rank=2**32, calibrate=False)
+    >>> print(plan.lines[2])
+      data shard            1.4 MiB  (8141 rows)
+    """
     params = PackSVC(**params).validate_params()
     if ranks < 1:
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
