@@ -148,3 +148,17 @@ def test_pipeline_is_a_parameter_of_every_kernel_estimator_and_checked(estimator
     assert cls(pipeline="off").validate_params()["pipeline"] == "off"
     with pytest.raises(PPackError, match="^pipeline: must be one of auto, on, off, got 'sideways'$"):
         cls(pipeline="sideways").validate_params()
+
+
+def test_the_estimators_docstrings_show_every_parameter_with_its_real_default():
+    """The public estimators' Parameters sections (registry.numpydoc_parameters) name every
+    constructor parameter, in order, each with the default the constructor really has."""
+    import ppack
+
+    for estimator in (ppack.PackSVC, ppack.PackSVR, ppack.PackOneClassSVM, ppack.BlockAveragedSVC):
+        parameters = [p for p in inspect.signature(estimator.__init__).parameters.values() if p.name != "self"]
+        section = estimator.__doc__.split("Parameters\n----------\n", 1)[1].split("\n\n", 1)[0]
+        entries = re.findall(r"^(\w+) : (.*)$", section, re.M)
+        assert [name for name, _ in entries] == [p.name for p in parameters], estimator.__name__
+        for (name, kind), parameter in zip(entries, parameters):
+            assert kind.endswith(f", default={parameter.default!r}"), (estimator.__name__, name, kind)
