@@ -38,7 +38,10 @@ import numpy as np
 from ppack.data.bundled import bundled_path
 from ppack.packsvm.plan import make_plan
 
-folder = Path(__file__).resolve().parent / "data"
+try:
+    folder = Path(__file__).resolve().parent / "data"
+except NameError:  # sphinx-gallery runs the example in its own folder, without __file__
+    folder = Path("data")
 runs = defaultdict(list)  # (ranks, epochs) -> the runs' metrics
 for path in sorted(folder.glob("a9a-ranks*-epochs*-run*.json")):
     metrics = json.loads(path.read_text())
