@@ -83,7 +83,7 @@ for (name, proba), marker in zip(probabilities.items(), "os"):
     print(f"{name}: expected calibration error {ece:.3f}")
 ax.set_xlabel("mean confidence in the bin")
 ax.set_ylabel("fraction predicted right")
-ax.set_title("reliability diagram, 3,000 test points")
+ax.set_title(f"reliability diagram, {len(y_test):,} test points")
 ax.set_xlim(0.2, 1.0)
 ax.set_ylim(0.2, 1.0)
 ax.legend(loc="upper left")

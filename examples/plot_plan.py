@@ -101,7 +101,7 @@ left.set_yscale("log")
 left.set_xticks(all_ranks, [str(p) for p in all_ranks])
 left.set_xlabel("ranks")
 left.set_ylabel("training seconds")
-left.set_title("a9a, 32,561 rows: planned (lines) and measured (points)")
+left.set_title(f"a9a, {profiles[0]['n_samples']:,} rows: planned (lines) and measured (points)")
 left.legend()
 left.grid(True, which="both", alpha=0.3)
 measured_all = [m["seconds"]["total"] for (ranks, epochs), ms in runs.items() if epochs != 0.25 for m in ms]
