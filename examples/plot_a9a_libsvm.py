@@ -8,8 +8,9 @@ solver behind scikit-learn's SVC, both with the rbf kernel, ``C = 1`` and
 ``gamma = 1 / 123`` (LIBSVM's defaults).
 
 An exact solver's time grows about with the square of the rows, so within a time budget it
-sees only a subset of them. PackSVC takes stochastic sub-gradient steps: its time grows with
-the epochs over all the rows, and it can stop at any of them. Both run in one process on
+sees only a subset of them. PackSVC takes stochastic sub-gradient steps over all the rows:
+its time grows with the epochs (and the support vectors they add), and one epoch or less
+is already a usable model. Both run in one process on
 one core here; under ``mpiexec`` PackSVC shares the work between the ranks.
 """
 

@@ -27,7 +27,7 @@ it starts no MPI job.
 # The measured runs
 # -----------------
 # Each metrics file says how many ranks and iterations the run had and how long its
-# training took (``seconds.total``, the packs from the first to the last).
+# training took (``seconds.total``: the training, without reading the data and compiling).
 import json
 from collections import defaultdict
 from pathlib import Path

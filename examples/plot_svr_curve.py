@@ -4,8 +4,8 @@ SVR on a curve
 
 PackSVR (epsilon-SVR, LIBSVM's ``-s 3``) fitted to noisy samples of a one-dimensional
 curve, beside scikit-learn's :class:`~sklearn.svm.SVR` with the same kernel, C and
-epsilon. Residuals within the tube of half-width epsilon cost nothing; the rows outside it
-become support vectors.
+epsilon. Residuals within the tube of half-width epsilon cost nothing; only the points
+outside it pull on the fit.
 """
 
 # %%
