@@ -8,6 +8,7 @@ are the registry's (``registry.PACKSVM_PARAMS``, ``SVM_TYPE_PARAMS``, ``LINEAR_P
 parameter, else the parser's own. The pages are written at build time into cli/generated/.
 """
 import argparse
+import re
 from pathlib import Path
 
 from ppack.cli import build_parser
@@ -76,10 +77,11 @@ def _value_text(value):
 
 
 def _escaped(text):
-    """Plain text for a reStructuredText paragraph (help strings use *, _, | and backquotes)."""
+    """Plain text for a reStructuredText paragraph (help strings use *, _, | and backquotes),
+    with the flags it names as literals (so that -- stays two hyphens)."""
     for char in "\\*`_|":
         text = text.replace(char, "\\" + char)
-    return text
+    return re.sub(r"(?<![\w-])(--[A-Za-z][A-Za-z0-9-]*)", r"``\1``", text)
 
 
 def _help(parser, action):
@@ -98,7 +100,7 @@ def _signature(action):
 
 def _usage(parser):
     """The usage lines at a fixed width (argparse's own follows the terminal's)."""
-    formatter = argparse.HelpFormatter(prog=parser.prog, width=88)
+    formatter = argparse.HelpFormatter(prog=parser.prog, width=76)
     formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
     return formatter.format_help().strip()
 
@@ -113,7 +115,8 @@ def page(words, parser, summary=None):
         if text:
             lines += [_escaped(text[0].upper() + text[1:]) + ("" if text.endswith(".") else "."), ""]
     usage = _usage(parser)
-    lines += ["::", "", *("    " + line for line in usage.splitlines()), "", f".. program:: {program}", ""]
+    lines += [".. code-block:: text", "", *("    " + line for line in usage.splitlines()), "",
+              f".. program:: {program}", ""]
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
         if not actions:
