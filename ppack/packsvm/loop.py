@@ -224,6 +224,7 @@ class PackedSolver:
         while state.iteration < limit:
             if pipelined:
                 current = ahead.pop(0)
+                self._unpack(current, compute, seconds, "delivery")  # its rows arrived with nothing to hide behind
                 r, ids, block, norms = current.r, current.ids, current.block, current.norms
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
@@ -281,44 +282,44 @@ class PackedSolver:
                 timings[SERIAL], timings[PARTIAL_SUMS] = serial, current.sums_seconds
                 timings[LOCAL] = local = current.local_seconds
                 stats.local_work.add(local)
-                # collective 2, with pack k + 2's collective 1; pack k + 1's sums while they are in flight
+                # collective 2, then pack k + 2's collective 1; pack k + 1's sums while they are in flight
                 requests = [collectives.start_sum(buf.data)]
-                start_seconds = collectives.last_seconds
+                shadow_start = MPI.Wtime()
+                start_seconds = collectives.last_seconds  # in the calls that start the collectives
                 sent["collective2"] += collectives.last_bytes
-                flight = None
-                if drawn < limit:
-                    t0 = MPI.Wtime()
-                    ids_after = sampler.take(min(self.pack, limit - drawn))
-                    drawn += len(ids_after)
-                    layout = buffer_layout(shard, ids_after, weights=weights)
-                    if delivery_buffer is None or delivery_buffer[0] != layout:
-                        delivery_buffer = (layout, new_buffer(*layout))
-                    flight = start_rows(collectives, shard, labels, ids_after, delivery_buffer[1], weights=weights,
-                                        norms_l1=self.spec.uses_l1)
-                    start_seconds += collectives.last_seconds
-                    sent["collective1"] += collectives.last_bytes
-                    seconds["delivery"] += MPI.Wtime() - t0 - collectives.last_seconds
-                    requests.append(flight.request)
                 in_flight = requests
                 following = ahead[0] if ahead else None
-                shadow_start = MPI.Wtime()
+                flight, flight_start = None, 0.0
                 try:
+                    if following is not None:  # its rows arrived last pack: out of the delivery buffer first
+                        self._unpack(following, compute, seconds, "shadow")
+                    if drawn < limit:  # pack k + 2's rows gathered while collective 2 is in flight
+                        t0 = MPI.Wtime()
+                        ids_after = sampler.take(min(self.pack, limit - drawn))
+                        drawn += len(ids_after)
+                        layout = buffer_layout(shard, ids_after, weights=weights)
+                        if delivery_buffer is None or delivery_buffer[0] != layout:
+                            delivery_buffer = (layout, new_buffer(*layout))
+                        flight = start_rows(collectives, shard, labels, ids_after, delivery_buffer[1],
+                                            weights=weights, norms_l1=self.spec.uses_l1)
+                        start_seconds += collectives.last_seconds
+                        flight_start = collectives.last_seconds
+                        sent["collective1"] += collectives.last_bytes
+                        seconds["shadow"] += MPI.Wtime() - t0 - collectives.last_seconds
+                        requests.append(flight.request)
                     if following is not None:
                         if spare is not None and spare.r == following.r:  # the buffer of the pack before
                             spare.clear()
                             following.buf = spare
                         spare = None
                         self._sums_and_pairs(compute, table, following, stats, test, stats.packs + 1)
-                    hidden = MPI.Wtime() - shadow_start
-                    seconds["hidden"] += hidden
+                    seconds["hidden"] += MPI.Wtime() - shadow_start - flight_start
                     collectives.wait(requests[0])
                     spent[1] = collectives.last_seconds
-                    if flight is not None:
-                        t0 = MPI.Wtime()
-                        after = flight.finish()
+                    if flight is not None:  # its rows stay in the delivery buffer until the next pack's shadow
+                        flight.wait()
                         spent[0] = collectives.last_seconds
-                        ahead.append(PackAhead(ids_after, after, compute.row_norms(after)))
-                        seconds["delivery"] += MPI.Wtime() - t0 - collectives.last_seconds
+                        ahead.append(PackAhead(ids_after, None, None, arrival=flight))
                     else:
                         spent[0] = 0.0
                 except BaseException:
@@ -448,6 +449,18 @@ class PackedSolver:
             self._sums_and_pairs(table.compute, table, first, stats, None, stats.packs, sums=False)
         return ahead, drawn
 
+    @staticmethod
+    def _unpack(pack, compute, seconds, phase):
+        """A ``PackAhead`` whose rows have arrived in the delivery buffer (``arrival``): its block
+        and norms taken out of it, the seconds added to ``seconds[phase]``; else nothing."""
+        if pack.arrival is None:
+            return
+        start = MPI.Wtime()
+        pack.block = pack.arrival.unpack()
+        pack.norms = compute.row_norms(pack.block)
+        pack.arrival = None
+        seconds[phase] += MPI.Wtime() - start
+
     def _sums_and_pairs(self, compute, table, pack, stats, between, index, sums=True):
         """Fill a ``PackAhead``'s collective 2 buffer (made here if it has none) with this rank's
         partial sums on the table as it stands (unless ``sums`` is False: they are there) and
@@ -461,7 +474,7 @@ class PackedSolver:
         start = MPI.Wtime()
         compute.prepare(pack.block)
         sums_start = MPI.Wtime()
-        seconds["norms"] += sums_start - start
+        seconds["norms" if between is None else "shadow"] += sums_start - start  # in the shadow: not serial
         if sums:
             compute.partial_sums(table.coef, pack.block, pack.norms, pack.buf.predictions, mirrored=True,
                                  between=between)

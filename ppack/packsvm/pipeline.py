@@ -37,7 +37,8 @@ from .pack_buffer import PackBuffer
 @dataclass
 class PackAhead:
     """A pack delivered before its turn: ``ids`` (r,), its ``block`` (a RowBlock) and ``norms``
-    (r,); ``buf``, its collective 2's PackBuffer once its sums and this rank's pair kernels
+    (r,), None while its rows wait in the delivery buffer (``arrival``, a ``RowsInFlight``
+    waited for: the next pack's shadow unpacks them); ``buf``, its collective 2's PackBuffer once its sums and this rank's pair kernels
     are in it (``ready``); ``sums_seconds``, how long its partial sums took on this rank."""
 
     ids: np.ndarray
@@ -47,6 +48,7 @@ class PackAhead:
     ready: bool = False
     sums_seconds: float = 0.0
     local_seconds: float = 0.0  # its sums, pair kernels and delay on this rank
+    arrival: object = None  # its rows, arrived in the delivery buffer, before they are unpacked
 
     @property
     def r(self):
