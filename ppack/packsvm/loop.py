@@ -224,7 +224,7 @@ class PackedSolver:
         while state.iteration < limit:
             if pipelined:
                 current = ahead.pop(0)
-                self._unpack(current, compute, seconds, "delivery")  # its rows arrived with nothing to hide behind
+                seconds["delivery"] += self._unpack(current, compute)  # arrived with nothing to hide behind
                 r, ids, block, norms = current.r, current.ids, current.block, current.norms
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
@@ -290,11 +290,11 @@ class PackedSolver:
                 in_flight = requests
                 following = ahead[0] if ahead else None
                 flight, flight_start = None, 0.0
+                products = seconds["partial_sums"] + seconds["pair_kernels"]
                 try:
                     if following is not None:  # its rows arrived last pack: out of the delivery buffer first
-                        self._unpack(following, compute, seconds, "shadow")
+                        self._unpack(following, compute)
                     if drawn < limit:  # pack k + 2's rows gathered while collective 2 is in flight
-                        t0 = MPI.Wtime()
                         ids_after = sampler.take(min(self.pack, limit - drawn))
                         drawn += len(ids_after)
                         layout = buffer_layout(shard, ids_after, weights=weights)
@@ -305,7 +305,6 @@ class PackedSolver:
                         start_seconds += collectives.last_seconds
                         flight_start = collectives.last_seconds
                         sent["collective1"] += collectives.last_bytes
-                        seconds["shadow"] += MPI.Wtime() - t0 - collectives.last_seconds
                         requests.append(flight.request)
                     if following is not None:
                         if spare is not None and spare.r == following.r:  # the buffer of the pack before
@@ -313,7 +312,10 @@ class PackedSolver:
                             following.buf = spare
                         spare = None
                         self._sums_and_pairs(compute, table, following, stats, test, stats.packs + 1)
-                    seconds["hidden"] += MPI.Wtime() - shadow_start - flight_start
+                    hidden = MPI.Wtime() - shadow_start - flight_start
+                    seconds["hidden"] += hidden
+                    # the shadow's work besides the products (delivery, columns, tests): not serial
+                    seconds["shadow"] += hidden - (seconds["partial_sums"] + seconds["pair_kernels"] - products)
                     collectives.wait(requests[0])
                     spent[1] = collectives.last_seconds
                     if flight is not None:  # its rows stay in the delivery buffer until the next pack's shadow
@@ -450,16 +452,16 @@ class PackedSolver:
         return ahead, drawn
 
     @staticmethod
-    def _unpack(pack, compute, seconds, phase):
+    def _unpack(pack, compute):
         """A ``PackAhead`` whose rows have arrived in the delivery buffer (``arrival``): its block
-        and norms taken out of it, the seconds added to ``seconds[phase]``; else nothing."""
+        and norms taken out of it (else nothing). Returns the seconds it took."""
         if pack.arrival is None:
-            return
+            return 0.0
         start = MPI.Wtime()
         pack.block = pack.arrival.unpack()
         pack.norms = compute.row_norms(pack.block)
         pack.arrival = None
-        seconds[phase] += MPI.Wtime() - start
+        return MPI.Wtime() - start
 
     def _sums_and_pairs(self, compute, table, pack, stats, between, index, sums=True):
         """Fill a ``PackAhead``'s collective 2 buffer (made here if it has none) with this rank's
@@ -474,7 +476,8 @@ class PackedSolver:
         start = MPI.Wtime()
         compute.prepare(pack.block)
         sums_start = MPI.Wtime()
-        seconds["norms" if between is None else "shadow"] += sums_start - start  # in the shadow: not serial
+        if between is None:  # in the shadow of collectives (``between``), it counts as "shadow" work
+            seconds["norms"] += sums_start - start
         if sums:
             compute.partial_sums(table.coef, pack.block, pack.norms, pack.buf.predictions, mirrored=True,
                                  between=between)
