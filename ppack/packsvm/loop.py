@@ -197,6 +197,15 @@ class PackedSolver:
         unused_waiting = np.zeros(2)  # a pipelined pack measures its waiting in Wait, not from the timings
         collective2_end = run_start  # of the previous pack; the first pack counts from here
         checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
+
+        def close_seconds():
+            """The run's totals so far into ``seconds`` and ``stats`` (kept out of the packs' serial
+            stretch: at a progress report, a checkpoint and the end)."""
+            seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
+            seconds["wait_collective1"], seconds["wait_collective2"] = waited
+            seconds["garbage_collection"] = gc_before + gc_clock.seconds
+            stats.gc_collections = collections_before + gc_clock.collections
+
         collectives = Collectives(comm)
         calls_before = stats.allreduce_calls
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
@@ -224,7 +233,8 @@ class PackedSolver:
         while state.iteration < limit:
             if pipelined:
                 current = ahead.pop(0)
-                seconds["delivery"] += self._unpack(current, compute)  # arrived with nothing to hide behind
+                if current.arrival is not None:  # its rows arrived with nothing to hide their unpacking behind
+                    seconds["delivery"] += self._unpack(current, compute)
                 r, ids, block, norms = current.r, current.ids, current.block, current.norms
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
@@ -385,6 +395,7 @@ class PackedSolver:
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
             if self.progress is not None and rank == 0:
+                close_seconds()
                 self.progress(state, stats, int(state.occupancy.sum()), limit)
             if self.tol is not None and state.loss_windows.add(mean_loss) and state.loss_windows.stable(self.tol):
                 stats.converged = True
@@ -396,12 +407,9 @@ class PackedSolver:
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             seconds["digest"] += MPI.Wtime() - digest_start
             stop = buf.stop
-            seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
-            seconds["wait_collective1"], seconds["wait_collective2"] = waited
-            seconds["garbage_collection"] = gc_before + gc_clock.seconds
-            stats.gc_collections = collections_before + gc_clock.collections
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
+                close_seconds()
                 start = MPI.Wtime()
                 self._verify_replicas(collectives, digest, state.iteration, stats.packs)
                 pending = None if not pipelined else Pending([pack.ids for pack in ahead],
@@ -412,7 +420,9 @@ class PackedSolver:
                 last_checkpoint = time.monotonic()
                 collective2_end = MPI.Wtime()  # the next pack's serial stretch starts after the write
             if stop and state.iteration < limit:
+                close_seconds()
                 return table, state, stats, True
+        close_seconds()
         self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
         return table, state, stats, False
 

@@ -7,6 +7,8 @@ the caches, every Python statement and numba dispatch runs cold and costs micros
 at many ranks is most of a pack. The parts stay where they are defined: ``replay.replay_all``,
 ``table.merge_pack`` and ``stored.append_positions``.
 """
+from functools import lru_cache
+
 from numba import njit
 
 from ..kernels.stored import append_positions
@@ -16,6 +18,8 @@ from .table import merge_pack
 
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
 DONE, DISAGREE = -1, -2
+# the replay's scratch arrays, kept per (K, r) for the next packs (every entry is written before it is read)
+_work_arrays = lru_cache(maxsize=8)(replay_work_arrays)
 # a rank's seconds per stored row is measured once it stores this many rows: below, the
 # partial sums' fixed costs (dispatch, the block's conversion) hide the per-row cost
 MEASURED_FROM_ROWS = 64
@@ -37,7 +41,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
     (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
     K, r = coef.shape
-    work = replay_work_arrays(K, r)
+    work = _work_arrays(K, r)
     entries, rows, store = table.room_for(block)
     status, projections, added = _update_after_pack(
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
