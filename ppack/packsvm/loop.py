@@ -265,9 +265,10 @@ class PackedSolver:
                 else:
                     buf.clear()
             buf.digests[rank] = digest
-            flags_start = MPI.Wtime()
-            table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
-            seconds["flags"] += MPI.Wtime() - flags_start
+            if not (pipelined and current.flagged):  # pipelined, the previous pack's update took them
+                flags_start = MPI.Wtime()
+                table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
+                seconds["flags"] += MPI.Wtime() - flags_start
             if not pipelined:
                 norms_start = MPI.Wtime()
                 norms = compute.row_norms(block)
@@ -362,13 +363,17 @@ class PackedSolver:
             # agreement check, the r sequential updates of each problem (identical on every rank),
             # then the averages' increments, the scale folds, the pack's coefficients and this
             # rank's new rows into the table: one numba call
+            following = ahead[0] if pipelined and ahead and ahead[0].ready else None
             status, projections, work = update_after_pack(
                 buf, block, ids, norms, rank, state, table, self.sigma, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
-                delta[:, :r] if pipelined else delta)
+                *((delta[:, :r], following.ids, following.buf.owner_flags) if following is not None else
+                  (delta[:, :r] if pipelined else delta,)))
             seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
+            if following is not None:
+                following.flagged = True  # the owner flags of pack k + 1, after this pack's merge
             compute.after_pack(table, ids, fold)
             if pipelined:
                 if ahead:  # pack k + 1's sums were taken before this pack's update: fold them, add the change

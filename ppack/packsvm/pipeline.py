@@ -49,6 +49,7 @@ class PackAhead:
     sums_seconds: float = 0.0
     local_seconds: float = 0.0  # its sums, pair kernels and delay on this rank
     arrival: object = None  # its rows, arrived in the delivery buffer, before they are unpacked
+    flagged: bool = False  # its buffer's owner flags were taken with the previous pack's update
 
     @property
     def r(self):
