@@ -12,9 +12,10 @@ the replicated occupancy counts and seconds per row. A non-finite value in the r
 stops every rank alike.
 
 Pipelined (``pipeline`` "on", or "auto" above one rank; ``pipeline.py``): pack k's collective 2
-and pack k+2's collective 1 start together without blocking, pack k+1's sums and pair kernels
-are taken while they are in flight (``_sums_and_pairs``, testing the requests between tiles),
-and after pack k's replay and update those sums are folded and corrected by pack k's change.
+starts without blocking; while it is in flight pack k+1's rows are unpacked, pack k+2's are
+gathered and their collective 1 started, and pack k+1's sums and pair kernels are taken
+(``_sums_and_pairs``, testing the requests between tiles); after pack k's replay and update
+those sums are folded and corrected by pack k's change.
 The packs delivered ahead are ``pipeline.PackAhead``s; nothing is in flight between packs.
 
 Waiting: collective 2 also carries each rank's seconds of work before each collective

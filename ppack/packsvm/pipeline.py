@@ -18,7 +18,11 @@ sum up to rounding.
 
 The loop (``loop.PackedSolver``) holds the packs delivered ahead as ``PackAhead``s: pack
 k+1's, its sums and pair kernels taken in pack k's shadow, and pack k+2's, delivered by the
-collective 1 started with pack k's collective 2. Nothing is in flight between packs, so
+collective 1 started in pack k's shadow, after its collective 2. Pack k+2's rows wait in the
+delivery buffer until pack k+1's shadow unpacks them (with their norms) before it gathers
+pack k+3's: the delivery, like the block's columns, is done while collectives are in flight
+(the "shadow" work of the metrics), not in the serial stretch between packs. The owner flags
+of pack k+1 are taken in pack k's update call, after its merge. Nothing is in flight between packs, so
 validation, the replicas' check and checkpoints (which save ``PackAhead``'s pending sums
 and the ids delivered ahead, so that a resumed run equals an uninterrupted one) run as in
 the unpipelined schedule.
