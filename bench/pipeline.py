@@ -17,7 +17,9 @@ Per run it reads the metrics: total seconds, the seconds blocked in MPI (the col
 the waiting for the slowest rank, "in Wait"; an older checkout's `communication`), the
 median rank's waiting, the local work hidden behind the collectives, and the serial part
 per pack with its steps (delivery, owner flags, the block's norms and columns, replay and
-table update, digest, and the rest: Python and numba dispatch) and the correction. Then
+table update, digest, and the rest: Python and numba dispatch), the correction, and the
+"shadow" work (pipelined: the packs ahead's delivery and columns, done while the collectives
+are in flight, so not part of the serial part). Then
 `plan --from-run` of one p = 1 run predicts the pipelined p = 2 run. Goals (the issue's)
 are printed with the figures; everything goes to bench/results/pipeline.json.
 """
@@ -82,9 +84,17 @@ def figures(metrics):
                             "pair_kernels": s["pair_kernels"] * per_pack, "delivery": s["delivery"] * per_pack,
                             "replay_and_update": s["sequential_updates"] * per_pack,
                             "correction": s.get("correction", 0.0) * per_pack,
+                            "shadow": s.get("shadow", 0.0) * per_pack,
                             **{step: s.get(step, 0.0) * per_pack for step in SERIAL_STEPS},
                             "python": (serial - s["delivery"] - sum(s.get(step, 0.0) for step in SERIAL_STEPS))
                             * per_pack}}
+
+
+def breakdown(run):
+    """One run's serial part per pack by step, and the shadow work beside it (us), as a line."""
+    us = run["us_per_pack"]
+    steps = " + ".join(f"{step} {us[step]:.0f}" for step in ("delivery",) + SERIAL_STEPS + ("python",))
+    return f"serial {us['serial']:.0f} us/pack = {steps}; shadow {us['shadow']:.0f}"
 
 
 def main():
@@ -113,8 +123,7 @@ def main():
                   args.compare_with if name == "before" else None)
             runs[name].append(figures(json.loads(path.read_text())))
             print(f"round {round_ + 1} {name:9s} {runs[name][-1]['total']:7.2f} s, in Wait "
-                  f"{100 * runs[name][-1]['in_wait_fraction']:.2f}%, serial "
-                  f"{runs[name][-1]['us_per_pack']['serial']:.0f} us/pack", flush=True)
+                  f"{100 * runs[name][-1]['in_wait_fraction']:.2f}%, {breakdown(runs[name][-1])}", flush=True)
     best = {name: min(runs[name], key=lambda f: f["total"]) for name in order}
     single = work / "p1.json"
     ppack(base + ["--metrics-json", single], 1, work)

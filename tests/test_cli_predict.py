@@ -62,7 +62,8 @@ def test_convert_train_save_load_predict_round_trip(sparse, mpi_tmp_path, capsys
         assert 0 < seconds["partial_sums"] + seconds["pair_kernels"] <= seconds["kernel_sums"] <= seconds["total"]
         assert seconds["startup"] > 0
         # the serial part is taken per rank, then its maximum: at least the difference of the maxima
-        differences = seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - seconds["communication"]
+        differences = seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - \
+            seconds["communication"] - seconds["shadow"]  # pipelined: the packs ahead's delivery in the shadow
         assert differences - 1e-9 <= seconds["serial"] <= seconds["total"]
         if WORLD.Get_size() == 1:
             assert seconds["serial"] == differences

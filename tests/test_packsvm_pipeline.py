@@ -278,3 +278,46 @@ def test_every_stop_leaves_no_request_in_flight(stop, tracked, mpi_tmp_path, mon
         model.fit(X, y, **fit)
         assert model.training_["iterations_done"] < params["iterations"] or stop == "last pack"
     assert tracked.open == []
+
+
+def test_the_update_flags_the_next_pack_after_its_merge():
+    """``update_after_pack`` with a next pack (pipelined): its owner flags, taken in the same
+    numba call after the merge, against numpy: rank + 1 where the next pack's key is in the
+    table then (this pack's new entries included), else 0."""
+    from ppack.data.delivery import deliver_rows
+    from ppack.data.shard import Shard
+    from ppack.packsvm.losses import Loss
+    from ppack.packsvm.pack_buffer import PackBuffer
+    from ppack.packsvm.pack_update import DONE, update_after_pack
+    from ppack.packsvm.state import LossWindows, SolverState
+    from ppack.packsvm.table import SupportVectorTable
+
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(12, 5)), np.where(rng.random(12) < 0.5, -1.0, 1.0)
+    shard = Shard.from_arrays(X, y)
+    spec = KernelSpec("rbf", gamma=0.3)
+    table = SupportVectorTable(KernelCompute(spec, 5, False))
+    for rank in (1, 0):  # rank 1 flags nothing it does not store: its new rows go to the least occupied
+        ids = np.array([0, 3, 5, 8])
+        block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids)
+        norms = table.compute.row_norms(block)
+        r = len(ids)
+        buf = PackBuffer(1, r, 2)  # zero predictions: every row steps
+        pairs = np.zeros(len(buf.pairs))
+        left, right = loop.upper_pairs(r)
+        table.compute.pair_kernels(block, norms, left, right, pairs)
+        buf.pairs[:] = pairs
+        state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.array([0, 5], dtype=np.int64),
+                            loss_windows=LossWindows(10), avg_weight=None, rho=np.zeros(1), rho_sum=np.zeros(1),
+                            row_seconds=np.zeros(2))
+        next_ids = np.array([5, 1, 0, 11, 3, 7])
+        next_flags = np.full(len(next_ids), -1.0)
+        status, _, _ = update_after_pack(buf, block, ids, norms, rank, state, table, 0.1, Loss(), 1.0, math.inf,
+                                         np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty((1, 0)),
+                                         np.empty(r), np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.0,
+                                         np.empty((1, r)), next_ids, next_flags)
+        assert status == DONE
+        expected = np.where(np.isin(next_ids, table.keys), rank + 1.0, 0.0)
+        np.testing.assert_array_equal(next_flags, expected)
+        assert rank == 1 or 0 < next_flags.sum() < len(next_ids)  # rank 0 stored some of the pack, and flags them
+    assert 0 < len(table.keys) and set(table.keys) <= {0, 3, 5, 8}

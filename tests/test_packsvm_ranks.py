@@ -56,8 +56,8 @@ def test_summarise_gives_min_median_max_per_phase():
 
 @pytest.mark.mpi(min_size=2)
 def test_the_report_over_ranks_adds_up():
-    """Each rank's phases: waiting within its communication, serial what the products and the
-    collectives leave; the summary is the per-rank lists' min, median and max; the support
+    """Each rank's phases: waiting within its communication, serial what the products, the
+    collectives and (pipelined) the shadow's other work leave; the summary is the per-rank lists' min, median and max; the support
     vectors per rank add up to the model's."""
     X, y = make_problem(800, 6, seed=23)
     model = PackSVC(comm=WORLD, **PARAMS).fit(X, y)
@@ -70,7 +70,8 @@ def test_the_report_over_ranks_adds_up():
     assert mine["waiting"] == pytest.approx(mine["wait_collective1"] + mine["wait_collective2"])
     assert mine["collective_own"] == pytest.approx(mine["communication"] - mine["waiting"])
     assert mine["serial"] == pytest.approx(mine["total"] - mine["partial_sums"] - mine["pair_kernels"]
-                                           - mine["communication"])
+                                           - mine["communication"] - mine["shadow"])
+    assert (mine["shadow"] > 0.0) == (p > 1)  # pipelined above one rank ("auto"): the packs ahead's delivery
     for phase, values in per_rank.items():
         assert len(values) == p
         assert report["seconds"][phase] == {"min": min(values), "median": float(np.median(values)),

@@ -153,14 +153,23 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
 
 class RowsInFlight:
     """Collective 1 started without blocking (``start_rows``): ``request`` is in flight until
-    ``finish`` waits for it and returns the RowBlock, as ``deliver_rows`` would."""
+    ``finish`` waits for it and returns the RowBlock, as ``deliver_rows`` would (or ``wait``,
+    then ``unpack`` later, before the buffer is filled again)."""
 
     def __init__(self, collectives, request, part, shard, n_features, dtype, norms_l1):
         self.collectives, self.request, self.part = collectives, request, part
         self._unpack_args = (shard, n_features, dtype, norms_l1)
 
     def finish(self):
+        self.wait()
+        return self.unpack()
+
+    def wait(self):
+        """Wait for the rows: they stay in the buffer until ``unpack``."""
         self.collectives.wait(self.request)
+
+    def unpack(self):
+        """The arrived rows as a RowBlock (new arrays: the buffer may be filled again after)."""
         return _unpacked(self.part, *self._unpack_args)
 
 

@@ -12,9 +12,10 @@ the replicated occupancy counts and seconds per row. A non-finite value in the r
 stops every rank alike.
 
 Pipelined (``pipeline`` "on", or "auto" above one rank; ``pipeline.py``): pack k's collective 2
-and pack k+2's collective 1 start together without blocking, pack k+1's sums and pair kernels
-are taken while they are in flight (``_sums_and_pairs``, testing the requests between tiles),
-and after pack k's replay and update those sums are folded and corrected by pack k's change.
+starts without blocking; while it is in flight pack k+1's rows are unpacked, pack k+2's are
+gathered and their collective 1 started, and pack k+1's sums and pair kernels are taken
+(``_sums_and_pairs``, testing the requests between tiles); after pack k's replay and update
+those sums are folded and corrected by pack k's change.
 The packs delivered ahead are ``pipeline.PackAhead``s; nothing is in flight between packs.
 
 Waiting: collective 2 also carries each rank's seconds of work before each collective
@@ -197,6 +198,15 @@ class PackedSolver:
         unused_waiting = np.zeros(2)  # a pipelined pack measures its waiting in Wait, not from the timings
         collective2_end = run_start  # of the previous pack; the first pack counts from here
         checkpoint_before = seconds["checkpoint"]  # checkpoint time is kept out of "total"
+
+        def close_seconds():
+            """The run's totals so far into ``seconds`` and ``stats`` (kept out of the packs' serial
+            stretch: at a progress report, a checkpoint and the end)."""
+            seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
+            seconds["wait_collective1"], seconds["wait_collective2"] = waited
+            seconds["garbage_collection"] = gc_before + gc_clock.seconds
+            stats.gc_collections = collections_before + gc_clock.collections
+
         collectives = Collectives(comm)
         calls_before = stats.allreduce_calls
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
@@ -224,6 +234,8 @@ class PackedSolver:
         while state.iteration < limit:
             if pipelined:
                 current = ahead.pop(0)
+                if current.arrival is not None:  # its rows arrived with nothing to hide their unpacking behind
+                    seconds["delivery"] += self._unpack(current, compute)
                 r, ids, block, norms = current.r, current.ids, current.block, current.norms
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
@@ -254,9 +266,10 @@ class PackedSolver:
                 else:
                     buf.clear()
             buf.digests[rank] = digest
-            flags_start = MPI.Wtime()
-            table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
-            seconds["flags"] += MPI.Wtime() - flags_start
+            if not (pipelined and current.flagged):  # pipelined, the previous pack's update took them
+                flags_start = MPI.Wtime()
+                table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
+                seconds["flags"] += MPI.Wtime() - flags_start
             if not pipelined:
                 norms_start = MPI.Wtime()
                 norms = compute.row_norms(block)
@@ -281,44 +294,46 @@ class PackedSolver:
                 timings[SERIAL], timings[PARTIAL_SUMS] = serial, current.sums_seconds
                 timings[LOCAL] = local = current.local_seconds
                 stats.local_work.add(local)
-                # collective 2, with pack k + 2's collective 1; pack k + 1's sums while they are in flight
+                # collective 2, then pack k + 2's collective 1; pack k + 1's sums while they are in flight
                 requests = [collectives.start_sum(buf.data)]
-                start_seconds = collectives.last_seconds
+                shadow_start = MPI.Wtime()
+                start_seconds = collectives.last_seconds  # in the calls that start the collectives
                 sent["collective2"] += collectives.last_bytes
-                flight = None
-                if drawn < limit:
-                    t0 = MPI.Wtime()
-                    ids_after = sampler.take(min(self.pack, limit - drawn))
-                    drawn += len(ids_after)
-                    layout = buffer_layout(shard, ids_after, weights=weights)
-                    if delivery_buffer is None or delivery_buffer[0] != layout:
-                        delivery_buffer = (layout, new_buffer(*layout))
-                    flight = start_rows(collectives, shard, labels, ids_after, delivery_buffer[1], weights=weights,
-                                        norms_l1=self.spec.uses_l1)
-                    start_seconds += collectives.last_seconds
-                    sent["collective1"] += collectives.last_bytes
-                    seconds["delivery"] += MPI.Wtime() - t0 - collectives.last_seconds
-                    requests.append(flight.request)
                 in_flight = requests
                 following = ahead[0] if ahead else None
-                shadow_start = MPI.Wtime()
+                flight, flight_start = None, 0.0
+                products = seconds["partial_sums"] + seconds["pair_kernels"]
                 try:
+                    if following is not None:  # its rows arrived last pack: out of the delivery buffer first
+                        self._unpack(following, compute)
+                    if drawn < limit:  # pack k + 2's rows gathered while collective 2 is in flight
+                        ids_after = sampler.take(min(self.pack, limit - drawn))
+                        drawn += len(ids_after)
+                        layout = buffer_layout(shard, ids_after, weights=weights)
+                        if delivery_buffer is None or delivery_buffer[0] != layout:
+                            delivery_buffer = (layout, new_buffer(*layout))
+                        flight = start_rows(collectives, shard, labels, ids_after, delivery_buffer[1],
+                                            weights=weights, norms_l1=self.spec.uses_l1)
+                        start_seconds += collectives.last_seconds
+                        flight_start = collectives.last_seconds
+                        sent["collective1"] += collectives.last_bytes
+                        requests.append(flight.request)
                     if following is not None:
                         if spare is not None and spare.r == following.r:  # the buffer of the pack before
                             spare.clear()
                             following.buf = spare
                         spare = None
                         self._sums_and_pairs(compute, table, following, stats, test, stats.packs + 1)
-                    hidden = MPI.Wtime() - shadow_start
+                    hidden = MPI.Wtime() - shadow_start - flight_start
                     seconds["hidden"] += hidden
+                    # the shadow's work besides the products (delivery, columns, tests): not serial
+                    seconds["shadow"] += hidden - (seconds["partial_sums"] + seconds["pair_kernels"] - products)
                     collectives.wait(requests[0])
                     spent[1] = collectives.last_seconds
-                    if flight is not None:
-                        t0 = MPI.Wtime()
-                        after = flight.finish()
+                    if flight is not None:  # its rows stay in the delivery buffer until the next pack's shadow
+                        flight.wait()
                         spent[0] = collectives.last_seconds
-                        ahead.append(PackAhead(ids_after, after, compute.row_norms(after)))
-                        seconds["delivery"] += MPI.Wtime() - t0 - collectives.last_seconds
+                        ahead.append(PackAhead(ids_after, None, None, arrival=flight))
                     else:
                         spent[0] = 0.0
                 except BaseException:
@@ -349,13 +364,17 @@ class PackedSolver:
             # agreement check, the r sequential updates of each problem (identical on every rank),
             # then the averages' increments, the scale folds, the pack's coefficients and this
             # rank's new rows into the table: one numba call
+            following = ahead[0] if pipelined and ahead and ahead[0].ready else None
             status, projections, work = update_after_pack(
                 buf, block, ids, norms, rank, state, table, self.sigma, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
-                delta[:, :r] if pipelined else delta)
+                *((delta[:, :r], following.ids, following.buf.owner_flags) if following is not None else
+                  (delta[:, :r] if pipelined else delta,)))
             seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
+            if following is not None:
+                following.flagged = True  # the owner flags of pack k + 1, after this pack's merge
             compute.after_pack(table, ids, fold)
             if pipelined:
                 if ahead:  # pack k + 1's sums were taken before this pack's update: fold them, add the change
@@ -382,6 +401,7 @@ class PackedSolver:
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
             if self.progress is not None and rank == 0:
+                close_seconds()
                 self.progress(state, stats, int(state.occupancy.sum()), limit)
             if self.tol is not None and state.loss_windows.add(mean_loss) and state.loss_windows.stable(self.tol):
                 stats.converged = True
@@ -393,12 +413,9 @@ class PackedSolver:
             digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
             seconds["digest"] += MPI.Wtime() - digest_start
             stop = buf.stop
-            seconds["total"] = total_before + MPI.Wtime() - run_start - (seconds["checkpoint"] - checkpoint_before)
-            seconds["wait_collective1"], seconds["wait_collective2"] = waited
-            seconds["garbage_collection"] = gc_before + gc_clock.seconds
-            stats.gc_collections = collections_before + gc_clock.collections
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
+                close_seconds()
                 start = MPI.Wtime()
                 self._verify_replicas(collectives, digest, state.iteration, stats.packs)
                 pending = None if not pipelined else Pending([pack.ids for pack in ahead],
@@ -409,7 +426,9 @@ class PackedSolver:
                 last_checkpoint = time.monotonic()
                 collective2_end = MPI.Wtime()  # the next pack's serial stretch starts after the write
             if stop and state.iteration < limit:
+                close_seconds()
                 return table, state, stats, True
+        close_seconds()
         self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
         return table, state, stats, False
 
@@ -448,6 +467,18 @@ class PackedSolver:
             self._sums_and_pairs(table.compute, table, first, stats, None, stats.packs, sums=False)
         return ahead, drawn
 
+    @staticmethod
+    def _unpack(pack, compute):
+        """A ``PackAhead`` whose rows have arrived in the delivery buffer (``arrival``): its block
+        and norms taken out of it (else nothing). Returns the seconds it took."""
+        if pack.arrival is None:
+            return 0.0
+        start = MPI.Wtime()
+        pack.block = pack.arrival.unpack()
+        pack.norms = compute.row_norms(pack.block)
+        pack.arrival = None
+        return MPI.Wtime() - start
+
     def _sums_and_pairs(self, compute, table, pack, stats, between, index, sums=True):
         """Fill a ``PackAhead``'s collective 2 buffer (made here if it has none) with this rank's
         partial sums on the table as it stands (unless ``sums`` is False: they are there) and
@@ -461,7 +492,8 @@ class PackedSolver:
         start = MPI.Wtime()
         compute.prepare(pack.block)
         sums_start = MPI.Wtime()
-        seconds["norms"] += sums_start - start
+        if between is None:  # in the shadow of collectives (``between``), it counts as "shadow" work
+            seconds["norms"] += sums_start - start
         if sums:
             compute.partial_sums(table.coef, pack.block, pack.norms, pack.buf.predictions, mirrored=True,
                                  between=between)

@@ -7,22 +7,31 @@ the caches, every Python statement and numba dispatch runs cold and costs micros
 at many ranks is most of a pack. The parts stay where they are defined: ``replay.replay_all``,
 ``table.merge_pack`` and ``stored.append_positions``.
 """
+from functools import lru_cache
+
 from numba import njit
 
+import numpy as np
+
 from ..kernels.stored import append_positions
+from .key_slots import _flag_held
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL
 from .replay import replay_all, replay_work_arrays
 from .table import merge_pack
 
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
 DONE, DISAGREE = -1, -2
+_NO_IDS, _NO_FLAGS = np.empty(0, dtype=np.int64), np.empty(0)  # no next pack to flag
+# the replay's scratch arrays, kept per (K, r) for the next packs (every entry is written before it is read)
+_work_arrays = lru_cache(maxsize=8)(replay_work_arrays)
 # a rank's seconds per stored row is measured once it stores this many rows: below, the
 # partial sums' fixed costs (dispatch, the block's conversion) hide the per-row cost
 MEASURED_FROM_ROWS = 64
 
 
 def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_rule, step, max_weight, coef, loss,
-                      fold, average, mean_loss, offsets, spent, waited, row_memory, delta):
+                      fold, average, mean_loss, offsets, spent, waited, row_memory, delta, next_ids=_NO_IDS,
+                      next_flags=_NO_FLAGS):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
     RowBlock, with its norms): check the replicas' agreement, replay the K problems from
     ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
@@ -32,19 +41,21 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
     pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
     (``account_timings``); row_memory: the weight of this
     pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
-    delta (K, r) or (0, 0): ``table.merge_pack``'s.
+    delta (K, r) or (0, 0): ``table.merge_pack``'s. next_ids (r',) and next_flags (r',), or
+    empty: the next pack's rows and its buffer's ``owner_flags``, flagged (``KeySlots.flag_held``)
+    once this pack is merged, in the same call (a pipelined pack's next one is known by then).
     Returns (status, projections, work):
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
     (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
     K, r = coef.shape
-    work = replay_work_arrays(K, r)
+    work = _work_arrays(K, r)
     entries, rows, store = table.room_for(block)
     status, projections, added = _update_after_pack(
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
         sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
         step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
         loss_rule.rho_low, loss_rule.rho_high, ids, rank, state.occupancy, buf.timings, spent, waited,
-        state.row_seconds, row_memory, *entries, delta, *rows, norms, *store)
+        state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags)
     table.added(added)
     return status, projections, work
 
@@ -55,14 +66,14 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
                       rho_step, rho_low, rho_high, ids, rank, occupancy, timings, spent, waited, row_seconds,
                       row_memory, map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, dense,
                       indptr, indices, values, norms, n_stored, out_features, out_indptr, out_indices, out_values,
-                      out_norms):
+                      out_norms, next_ids, next_flags):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
     (``info`` (K, 4) says which, the table is untouched); DONE: the replay
     (``replay.replay_all``'s arguments, its folds then copied into ``fold`` (K, 2)) and the
     table update (``table.merge_pack``, then ``stored.append_positions`` of this rank's new
-    rows) are done."""
+    rows, then the next pack's owner flags) are done."""
     if not all_equal(digests):
         return DISAGREE, 0, 0
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
@@ -77,6 +88,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
                            map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta)
     added = append_positions(dense, indptr, indices, values, positions, norms, n_stored, out_features, out_indptr,
                              out_indices, out_values, out_norms)
+    _flag_held(map_keys, next_ids, float(rank + 1), next_flags)
     return DONE, projections, added
 
 

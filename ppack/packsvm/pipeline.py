@@ -18,7 +18,11 @@ sum up to rounding.
 
 The loop (``loop.PackedSolver``) holds the packs delivered ahead as ``PackAhead``s: pack
 k+1's, its sums and pair kernels taken in pack k's shadow, and pack k+2's, delivered by the
-collective 1 started with pack k's collective 2. Nothing is in flight between packs, so
+collective 1 started in pack k's shadow, after its collective 2. Pack k+2's rows wait in the
+delivery buffer until pack k+1's shadow unpacks them (with their norms) before it gathers
+pack k+3's: the delivery, like the block's columns, is done while collectives are in flight
+(the "shadow" work of the metrics), not in the serial stretch between packs. The owner flags
+of pack k+1 are taken in pack k's update call, after its merge. Nothing is in flight between packs, so
 validation, the replicas' check and checkpoints (which save ``PackAhead``'s pending sums
 and the ids delivered ahead, so that a resumed run equals an uninterrupted one) run as in
 the unpipelined schedule.
@@ -37,7 +41,8 @@ from .pack_buffer import PackBuffer
 @dataclass
 class PackAhead:
     """A pack delivered before its turn: ``ids`` (r,), its ``block`` (a RowBlock) and ``norms``
-    (r,); ``buf``, its collective 2's PackBuffer once its sums and this rank's pair kernels
+    (r,), None while its rows wait in the delivery buffer (``arrival``, a ``RowsInFlight``
+    waited for: the next pack's shadow unpacks them); ``buf``, its collective 2's PackBuffer once its sums and this rank's pair kernels
     are in it (``ready``); ``sums_seconds``, how long its partial sums took on this rank."""
 
     ids: np.ndarray
@@ -47,6 +52,8 @@ class PackAhead:
     ready: bool = False
     sums_seconds: float = 0.0
     local_seconds: float = 0.0  # its sums, pair kernels and delay on this rank
+    arrival: object = None  # its rows, arrived in the delivery buffer, before they are unpacked
+    flagged: bool = False  # its buffer's owner flags were taken with the previous pack's update
 
     @property
     def r(self):

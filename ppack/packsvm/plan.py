@@ -320,7 +320,9 @@ def rates_of_run(metrics):
         correction = float(seconds.get("correction", 0.0))
         if all(k in seconds for k in ("partial_sums", "pair_kernels", "serial")):
             kernel, pairs = float(seconds["partial_sums"]) - correction, float(seconds["pair_kernels"]) * ranks
-            fixed = float(seconds["serial"])
+            # the work a pipelined run did in the collectives' shadow besides the products (the packs
+            # ahead's delivery) does not shrink with more ranks either: the model keeps it with the serial part
+            fixed = float(seconds["serial"]) + float(seconds.get("shadow", 0.0))
         else:
             kernel, pairs = float(seconds["kernel_sums"]) - correction, 0.0
             fixed = float(seconds["sequential_updates"] + seconds["delivery"])

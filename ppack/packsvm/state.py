@@ -17,12 +17,15 @@ from ..random_stream import GOLDEN, float_bits, fmix64
 # before the previous pack's update ("correction", pipelined only, part of "partial_sums"),
 # the replay and table update ("sequential_updates", and of it the one numba call of both,
 # "replay_update", and the replica digest, "digest"), the rows' delivery apart from its
-# Allreduce, the owner flags ("flags"), the block's norms and columns ("norms"), the garbage
+# Allreduce, the owner flags ("flags"), the block's norms and columns ("norms"), the same kind of
+# work for the packs ahead done while the collectives were in flight ("shadow", pipelined only:
+# their rows' gather and unpacking with norms, the block's columns; part of "hidden", not of the
+# serial part, and not of "delivery" or "norms", which count the serial stretch's), the garbage
 # collector's pauses, the whole run, and the checkpoints written during it (not part of
 # "total"; a checkpoint holds those written before it)
 PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "in_collective1", "in_collective2",
           "wait_collective1", "wait_collective2", "hidden", "correction", "sequential_updates", "replay_update",
-          "digest", "delivery", "flags", "norms", "garbage_collection", "total", "checkpoint")
+          "digest", "delivery", "flags", "norms", "shadow", "garbage_collection", "total", "checkpoint")
 COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
@@ -121,9 +124,11 @@ class SolverStats:
 
 def serial_seconds(seconds):
     """The part of a run that more ranks do not shrink, from one rank's ``seconds`` by phase:
-    total - partial_sums - pair_kernels - communication (replay, table update, delivery,
-    norms, flags, averaging, digest and every Python call)."""
-    return seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - seconds["communication"]
+    total - partial_sums - pair_kernels - communication - shadow (replay, table update, delivery,
+    norms, flags, averaging, digest and every Python call; pipelined, the packs ahead's delivery
+    and columns run in the collectives' shadow and count as "shadow", not here)."""
+    return seconds["total"] - seconds["partial_sums"] - seconds["pair_kernels"] - seconds["communication"] - \
+        seconds.get("shadow", 0.0)
 
 
 def waiting_seconds(seconds):
