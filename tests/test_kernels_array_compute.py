@@ -181,18 +181,19 @@ def watch_the_mirror(monkeypatch):
     """Wrap ArrayCompute.partial_sums: each call given the table's coefficients checks that the
     device's mirror equals them bit for bit; returns the record of (packs checked, coef bytes sent)."""
     record = {"checked": 0, "coef_bytes": 0, "whole": 0}
-    real = ArrayCompute.partial_sums
+    real = ArrayCompute.launch
 
-    def checked(self, coef, block, block_norms, out, mirrored=False):
-        if mirrored and self._coef is not None and self._coef_rows == len(coef):
+    def checked(self, coef, block, block_norms, out, *args, mirrored=False, **kwargs):
+        if coef is not None and mirrored and self._coef is not None and self._coef_rows == len(coef):
             np.testing.assert_array_equal(asnumpy(self._coef[:len(coef)]), coef)
             record["checked"] += 1
-        elif mirrored and len(coef):
+        elif coef is not None and mirrored and len(coef):
             record["whole"] += 1
         before = self.sent["coef"]
-        real(self, coef, block, block_norms, out, mirrored)
+        pending = real(self, coef, block, block_norms, out, *args, mirrored=mirrored, **kwargs)
         record["coef_bytes"] += self.sent["coef"] - before
-    monkeypatch.setattr(ArrayCompute, "partial_sums", checked)
+        return pending
+    monkeypatch.setattr(ArrayCompute, "launch", checked)
     return record
 
 
@@ -271,3 +272,66 @@ def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, xp, tmp_pat
     fails_with(capsys, ["predict", "--model", str(tmp_path / "lin.h5"), "--data", str(tmp_path / "d.h5"),
                         "--device", "gpu", "--quiet"], "is a linear model; its predictions run on the CPU",
                comm=MPI.COMM_SELF)
+
+
+def count_per_pack(monkeypatch):
+    """Record each compute's queue counts between its consecutive ``launch`` calls (a pack's
+    launch, its sync and the ``after_pack`` before the next): {compute: a Counter per pack}."""
+    packs, last = {}, {}
+    real = ArrayCompute.launch
+
+    def counted(self, *args, **kwargs):
+        if self in last:
+            packs.setdefault(self, []).append(self.queue.counts - last[self])
+        last[self] = self.queue.counts.copy()
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(ArrayCompute, "launch", counted)
+    return packs
+
+
+def test_a_pack_takes_two_uploads_one_download_one_sync_and_a_few_launches(monkeypatch):
+    """The fixed cost of a pack on the device, counted by the stand-in's queue: the block (with
+    the pack's new rows) in one copy, after_pack's fold and coefficients in one, the sums and
+    pair kernels back in one, one sync; GEMM, formula and coefficient GEMM for the one tile,
+    the pair kernel, the coefficients' kernel (and the fold's); the new rows copied into the
+    device's store. (Before: about 27 launches, 8 small copies up, 2 down and 2 syncs.)"""
+    packs = count_per_pack(monkeypatch)
+    X, y = make_multiclass(n=400, d=8, seed=5)
+    fitted_on_the_stand_in(monkeypatch, X, y, kernel="rbf", gamma=0.3, C=5.0, iterations=1200, pack=100,
+                           dtype="float32", pipeline="off")
+    packs = max(packs.values(), key=len)  # the training's compute (not the warm-up's twin)
+    assert len(packs) == 11
+    # pack 1: an empty table, pair kernels only; pack 2: the mirror starts (coefficients sent whole)
+    # pack 1: an empty table, so the pair kernels only (their indices copied apart, kept for r);
+    # pack 2: the mirror starts (the coefficients sent whole, one more copy up and one on the device)
+    assert packs[0] == {"h2d": 1, "d2d": 2, "launches": 1, "d2h": 1, "syncs": 1}
+    assert packs[1]["h2d"] == 3 and packs[1]["d2d"] == 3
+    for counts in packs[1:]:
+        assert counts["d2h"] == 1 and counts["syncs"] == 1, counts
+        assert counts["launches"] in (5, 6), counts  # the fold's kernel only where a column's scale folded
+    for counts in packs[2:]:
+        assert counts["h2d"] == 2 and counts["d2d"] == 2, counts  # the new rows into the device's store
+
+
+def test_a_pipelined_pack_queues_the_next_sums_before_its_replay(monkeypatch):
+    """--pipeline on: pack k + 1's sums and pair kernels are launched before pack k's update
+    reaches the device (after_pack) and waited for after it; the model is the CPU's."""
+    from ppack.kernels.array_compute import PendingSums
+
+    events = []
+    launch, after, finish = ArrayCompute.launch, ArrayCompute.after_pack, PendingSums.finish
+    monkeypatch.setattr(ArrayCompute, "launch", lambda self, *a, **k: events.append("launch") or launch(self, *a, **k))
+    monkeypatch.setattr(ArrayCompute, "after_pack", lambda self, *a: events.append("update") or after(self, *a))
+    monkeypatch.setattr(PendingSums, "finish", lambda self: (None if self.done else events.append("finish"),
+                                                             finish(self)))
+    X, y = make_problem(500, 7, seed=8)
+    params = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1000, "pack": 100, "dtype": "float64",
+              "pipeline": "on"}
+    cpu = PackSVC(comm=MPI.COMM_SELF, **params).fit(X, y)
+    device = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    training = "".join({"launch": "L", "update": "U", "finish": "F"}[e] for e in events)
+    # the warm-up's sums and pairs; the first pack alone (launched and waited for); then per pack:
+    # the next one launched, this one's update, the next one waited for; the last has no next
+    assert training == "LFLF" + "LF" + "LUF" * 9 + "U"
+    expected = cpu.decision_function(X)
+    np.testing.assert_allclose(device.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())

@@ -47,6 +47,7 @@ class PackAhead:
     ready: bool = False
     sums_seconds: float = 0.0
     local_seconds: float = 0.0  # its sums, pair kernels and delay on this rank
+    queued: object = None  # its sums and pair kernels queued on a device, until the fold (``PendingSums``)
 
     @property
     def r(self):
