@@ -235,17 +235,25 @@ def test_all_ranks_on_the_device_give_the_one_rank_model(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,params", KERNELS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_the_gpu_matches_the_cpu_kernels(name, params, dtype):
+@pytest.mark.parametrize("passes", ["fused", "unfused"])
+def test_the_gpu_matches_the_cpu_kernels(name, params, dtype, passes):
+    """At the bench's width: the sums (several tiles) and the pair kernels, queued together."""
     cupy = cupy_on_a_gpu()
-    cpu, device = both_computes(name, params, dtype, xp=cupy, n_sv=3000, d=784)
+    cpu, _ = both_computes(name, params, dtype, xp=cupy, n_sv=3000, d=784)
+    device = ArrayCompute.beside(cpu, cupy, passes)
     block = a_block(d=784, r=100, dtype=dtype)
     norms = cpu.row_norms(block)
     coef = np.random.default_rng(2).normal(size=(cpu.stored.n, 10))
     expected, got = np.zeros((10, 100)), np.zeros((10, 100))
+    left, right = upper_pairs(100)
+    pairs, got_pairs = np.empty(len(left)), np.empty(len(left))
     cpu.partial_sums(coef, block, norms, expected)
-    device.partial_sums(coef, block, norms, got)
+    cpu.pair_kernels(block, norms, left, right, pairs)
+    device.launch(coef, block, norms, got, left, right, got_pairs).finish()
     tol = RTOL[dtype]
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
+    np.testing.assert_allclose(got_pairs, pairs, rtol=tol, atol=tol * np.abs(pairs).max())
+    assert device.queue.counts["syncs"] == 1
 
 
 def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, xp, tmp_path, capsys):
@@ -335,3 +343,22 @@ def test_a_pipelined_pack_queues_the_next_sums_before_its_replay(monkeypatch):
     assert training == "LFLF" + "LF" + "LUF" * 9 + "U"
     expected = cpu.decision_function(X)
     np.testing.assert_allclose(device.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
+def test_the_unfused_passes_stay_selectable_and_give_the_same_model(monkeypatch):
+    """PPACK_DEVICE_PASSES=unfused: the earlier passes (to compare and fall back on), the same
+    model as the fused ones; a value it does not know is one line naming the variable."""
+    X, y = make_problem(300, 6, seed=4)
+    params = {"kernel": "laplacian", "gamma": 0.2, "C": 5.0, "iterations": 600, "pack": 100, "dtype": "float64"}
+    fused = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    monkeypatch.setenv("PPACK_DEVICE_PASSES", "unfused")
+    passes = []
+    real = ArrayCompute.launch
+    monkeypatch.setattr(ArrayCompute, "launch", lambda self, *a, **k: passes.append(self.passes) or real(self, *a, **k))
+    unfused = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    assert set(passes) == {"unfused"}
+    expected = fused.decision_function(X)
+    np.testing.assert_allclose(unfused.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    monkeypatch.setenv("PPACK_DEVICE_PASSES", "fast")
+    with pytest.raises(PPackError, match=r"PPACK_DEVICE_PASSES='fast': expected one of fused, unfused"):
+        fitted_on_the_stand_in(monkeypatch, X, y, **params)

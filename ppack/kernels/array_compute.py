@@ -188,15 +188,17 @@ class ArrayCompute(KernelCompute):
             grown = self.queue.empty((max(table.n, 2 * self._coef.shape[0]), self._coef.shape[1]), np.float64)
             self.queue.d2d(grown[:old], self._coef[:old])
             self._coef = grown
-        if folds or len(slots):
+        parts = [np.ascontiguousarray(fold, dtype=np.float64)] if folds and old else []
+        if len(slots):
             values = np.ascontiguousarray(table.coef[slots], dtype=np.float64)
             self.sent["coef"] += values.nbytes
-            fold_d, slots_d, values_d = self._uploads["coef"].send(
-                [np.ascontiguousarray(fold, dtype=np.float64), slots.astype(np.int64), values])
+            parts += [slots.astype(np.int64), values]
+        if parts:  # no empty part goes: a zero-size view of the device buffer is not worth the doubt
+            sent = self._uploads["coef"].send(parts)
             if folds and old:  # as table.merge_pack folds the entries it held
-                self._formulas.fold_columns(self._coef[:old], fold_d)
+                self._formulas.fold_columns(self._coef[:old], sent[0])
             if len(slots):
-                self._formulas.set_rows(self._coef, slots_d, values_d)
+                self._formulas.set_rows(self._coef, sent[-2], sent[-1])
         self._coef_rows = table.n
 
     def _after_pack_unfused(self, table, ids, fold):
