@@ -218,9 +218,8 @@ class NumpyFormulas:
     def pair_values(self, columns, norms, left, right, out):
         self.queue.launched()
         x, y = columns[:, left].astype(np.float64), columns[:, right].astype(np.float64)
-        z = np.zeros(len(left))
-        for f in range(columns.shape[0]):  # in feature order, as the CUDA loop
-            z += np.abs(x[f] - y[f]) if self.spec.uses_l1 else x[f] * y[f]
+        terms = np.abs(x - y) if self.spec.uses_l1 else x * y
+        z = np.add.reduce(terms, axis=0)  # (d, Q) over its first axis: row after row, the CUDA loop's order
         out[...] = self._formula(z, norms[left], norms[right])
 
     def fold_columns(self, coef, fold):
