@@ -194,7 +194,7 @@ class ArrayCompute(KernelCompute):
             self.sent["coef"] += values.nbytes
             parts += [slots.astype(np.int64), values]
         if parts:  # no empty part goes: a zero-size view of the device buffer is not worth the doubt
-            sent = self._uploads["coef"].send(parts)
+            sent = self._uploads["coef"].put(parts)
             if folds and old:  # as table.merge_pack folds the entries it held
                 self._formulas.fold_columns(self._coef[:old], sent[0])
             if len(slots):
@@ -286,7 +286,7 @@ class ArrayCompute(KernelCompute):
         if new_index:
             parts += [np.ascontiguousarray(left, dtype=np.int64), np.ascontiguousarray(right, dtype=np.int64)]
             self.sent["index"] += parts[-1].nbytes + parts[-2].nbytes
-        sent = self._uploads["block"].send(parts)
+        sent = self._uploads["block"].put(parts)
         columns_d, norms_d = sent[:2]
         if fresh is not None:
             self._room_for_rows(n)

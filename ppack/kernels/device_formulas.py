@@ -219,7 +219,7 @@ class NumpyFormulas:
         self.queue.launched()
         x, y = columns[:, left].astype(np.float64), columns[:, right].astype(np.float64)
         terms = np.abs(x - y) if self.spec.uses_l1 else x * y
-        z = np.add.reduce(terms, axis=0)  # (d, Q) over its first axis: row after row, the CUDA loop's order
+        z = terms.sum(axis=0)  # (d, Q) over its first axis: row after row, the CUDA loop's order
         out[...] = self._formula(z, norms[left], norms[right])
 
     def fold_columns(self, coef, fold):

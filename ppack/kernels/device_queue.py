@@ -107,7 +107,7 @@ class Upload:
         self.queue = queue
         self.host = self.device = None
 
-    def send(self, arrays):
+    def put(self, arrays):
         """Device views of ``arrays`` (host arrays, each with its dtype and shape), one copy."""
         offsets, end = [], 0
         for array in arrays:
