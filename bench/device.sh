@@ -35,7 +35,7 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd); cd "$root" || exit 1
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-out.XXXXXX")}; mkdir -p "$out"
 data=${data:-$root/.device}
-budget=${budget:-$([ -n "$stand_in" ] && echo 360 || echo 540)}
+budget=${budget:-$([ -n "$stand_in" ] && echo 600 || echo 540)}
 deadline=$((SECONDS + budget))
 if [ -n "$stand_in" ]; then
     work=$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-work.XXXXXX"); trap 'rm -rf "$work"' EXIT

@@ -23,7 +23,7 @@ from .formulas import LAPLACIAN, LINEAR, POLY, RBF, SIGMOID
 
 THREADS = 256  # per CUDA block
 MAX_BLOCKS = 1 << 16  # grid-stride loops beyond this
-COMPILE_OPTIONS = ("--fmad=false", "--std=c++11")
+COMPILE_OPTIONS = ("--fmad=false",)
 # the rows' dtypes and their C types: one variant of each templated kernel per dtype
 C_TYPES = {"float32": "float", "float64": "double"}
 
