@@ -53,6 +53,12 @@ __device__ double kernel_value(int kind, double z, double na, double nb, double 
     return v + offset;
 }}
 
+// k / b, by 32-bit division where a * b fits in 32 bits (64-bit division is emulated: many
+// times slower, in a pass that is otherwise bound by memory)
+__device__ __forceinline__ long long row_of(long long k, long long b, bool narrow) {{
+    return narrow ? (long long)((unsigned int)k / (unsigned int)b) : k / b;
+}}
+
 // coef (n, K): each column c whose fold (mantissa, exponent) is not (1, 0) becomes
 // ldexp(coef * mantissa, exponent), the exponent clamped to [-4000, 4000]
 extern "C" __global__ void fold_columns(double* coef, long long n, long long K, const double* fold) {{
@@ -81,9 +87,10 @@ _TYPED = r"""
 extern "C" __global__ void values_{T}(const {T}* dots, const double* norms_a, const double* norms_b,
                                      long long a, long long b, int kind, double gamma, double coef0,
                                      int degree, double offset, double* out) {{
+    bool narrow = a * b <= 0xffffffffLL;
     for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < a * b;
          k += (long long)gridDim.x * blockDim.x) {{
-        long long i = k / b;
+        long long i = row_of(k, b, narrow);
         out[k] = kernel_value(kind, (double)dots[k], norms_a[i], norms_b[k - i * b], gamma, coef0, degree, offset);
     }}
 }}
@@ -93,9 +100,10 @@ extern "C" __global__ void values_{T}(const {T}* dots, const double* norms_a, co
 extern "C" __global__ void l1_values_{T}(const {T}* rows, const {T}* columns, long long a, long long b,
                                         long long d, int kind, double gamma, double coef0, int degree,
                                         double offset, double* out) {{
+    bool narrow = a * b <= 0xffffffffLL;
     for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < a * b;
          k += (long long)gridDim.x * blockDim.x) {{
-        long long i = k / b, j = k - i * b;
+        long long i = row_of(k, b, narrow), j = k - i * b;
         double z = 0.0;
         for (long long f = 0; f < d; ++f) z += fabs((double)rows[i * d + f] - (double)columns[f * b + j]);
         out[k] = kernel_value(kind, z, 0.0, 0.0, gamma, coef0, degree, offset);
