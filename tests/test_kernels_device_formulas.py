@@ -216,7 +216,7 @@ def fake_cupy(launched):
     cupy.cuda = types.SimpleNamespace(runtime=runtime, Stream=lambda non_blocking: stream)
     cupy.empty = lambda shape, dtype: device(np.empty(shape, dtype=dtype))
     cupy.asarray = lambda a: device(np.array(a))
-    cupy.matmul = np.matmul
+    cupy.matmul = lambda a, b, out: out.__setitem__(Ellipsis, a @ b)  # as the stand-in's queue multiplies
     return cupy
 
 
