@@ -24,6 +24,7 @@ from .formulas import LAPLACIAN, LINEAR, POLY, RBF, SIGMOID
 THREADS = 256  # per CUDA block
 MAX_BLOCKS = 1 << 16  # grid-stride loops beyond this
 COMPILE_OPTIONS = ("--fmad=false",)
+PAIRS_AT_ONCE = 256  # the numpy twin's pair kernels, a piece at a time
 # the rows' dtypes and their C types: one variant of each templated kernel per dtype
 C_TYPES = {"float32": "float", "float64": "double"}
 
@@ -225,9 +226,12 @@ class NumpyFormulas:
 
     def pair_values(self, columns, norms, left, right, out):
         self.queue.launched()
-        x, y = columns[:, left].astype(np.float64), columns[:, right].astype(np.float64)
-        terms = np.abs(x - y) if self.spec.uses_l1 else x * y
-        z = terms.sum(axis=0)  # (d, Q) over its first axis: row after row, the CUDA loop's order
+        z = np.empty(len(left))
+        for p0 in range(0, len(left), PAIRS_AT_ONCE):  # in pieces: (d, pairs) float64 work arrays stay small
+            at = slice(p0, p0 + PAIRS_AT_ONCE)
+            x, y = columns[:, left[at]].astype(np.float64), columns[:, right[at]].astype(np.float64)
+            terms = np.abs(x - y) if self.spec.uses_l1 else x * y
+            z[at] = terms.sum(axis=0)  # (d, pairs) over its first axis: row after row, the CUDA loop's order
         out[...] = self._formula(z, norms[left], norms[right])
 
     def fold_columns(self, coef, fold):
