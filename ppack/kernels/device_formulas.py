@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .formulas import LAPLACIAN, LINEAR, POLY, RBF, SIGMOID
+from ..registry import KERNELS
 
 THREADS = 256  # per CUDA block
 MAX_BLOCKS = 1 << 16  # grid-stride loops beyond this
@@ -134,7 +134,7 @@ extern "C" __global__ void pair_values_{T}(const {T}* columns, long long d, long
 
 def cuda_source():
     """The CUDA C++ source of every raw kernel, for each rows' dtype of ``C_TYPES``."""
-    kinds = {"RBF": RBF, "LINEAR": LINEAR, "POLY": POLY, "LAPLACIAN": LAPLACIAN, "SIGMOID": SIGMOID}
+    kinds = {name.upper(): KERNELS.index(name) for name in ("rbf", "linear", "poly", "laplacian", "sigmoid")}
     return _COMMON.format(**kinds) + "".join(_TYPED.format(T=t) for t in C_TYPES.values())
 
 
