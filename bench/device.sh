@@ -10,8 +10,10 @@
 # Steps: environment; a smoke run of at most 2 minutes (smoke-probe: import CuPy, a small
 # GEMM, the device's name; smoke-tests: a few gpu-marked tests; smoke-sums: one size), then
 # the defects only a GPU shows (check-probe, check-first-use, check-local-ids, check-tf32:
-# bench/device_checks.py, PASS or FAIL each), the gpu-marked tests, bench/gpu.py sums
-# (20,000 to 1,000,000 stored rows, beside 16 CPU ranks), bench/gpu.py train --rows 1000000
+# bench/device_checks.py, PASS or FAIL each), the fused and unfused passes against the CPU
+# kernels (check-fused: PASS or FAIL with the largest difference), the gpu-marked tests,
+# bench/gpu.py sums (the fixed cost of a pack, then 20,000 to 1,000,000 stored rows, fused
+# and unfused, beside 16 CPU ranks), bench/gpu.py train --rows 1000000
 # and bench/node_scaling.py (the digits, both schedules, both placements). Each step runs under `timeout` within
 # what is left of the budget (a step with under 20 s left is skipped); its log is
 # $OUT/<step>.log, and $OUT/device.json is rewritten after every step, so a step cut off
@@ -33,7 +35,7 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd); cd "$root" || exit 1
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-out.XXXXXX")}; mkdir -p "$out"
 data=${data:-$root/.device}
-budget=${budget:-$([ -n "$stand_in" ] && echo 240 || echo 540)}
+budget=${budget:-$([ -n "$stand_in" ] && echo 600 || echo 540)}
 deadline=$((SECONDS + budget))
 if [ -n "$stand_in" ]; then
     work=$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-work.XXXXXX"); trap 'rm -rf "$work"' EXIT
@@ -175,11 +177,12 @@ export py out stand_in mpi
 
 if [ -n "$stand_in" ]; then  # tiny sizes: a check of the script, not a measurement
     sums_small=(--stored 2000 --packs 3); sums_all=(--stored 2000 6000 --packs 3 --cpu-ranks 2)
-    first_use=(--rows 3000 --packs 20); train=(--rows 20000 --device cpu --gen-ranks 2)
+    first_use=(--rows 3000 --packs 20); fused=(--rows 600); train=(--rows 20000 --device cpu --gen-ranks 2)
     scaling=(--rows 3000 --cores 2 --workloads digits --placements count)
 else
     sums_small=(--stored 20000 --packs 5); sums_all=(--stored 20000 60000 300000 1000000 --packs 10 --cpu-ranks 16)
-    first_use=(); train=(--rows 1000000 --gen-ranks 16); scaling=(--workloads digits --pipeline on,off)
+    first_use=(); fused=(--rows 20000); train=(--rows 1000000 --gen-ranks 16)
+    scaling=(--workloads digits --pipeline on,off)
 fi
 tests=(-m pytest -m gpu -p no:mpi -p no:cacheprovider -q -rs)
 gpu_py=(bench/gpu.py --launcher "$launcher" --data-dir "$data" --work-dir "$work/gpu" --results-dir "$out")
@@ -193,6 +196,7 @@ step check-probe 60 "$py" "${checks[@]}" probe
 step check-first-use 60 "$py" "${checks[@]}" first-use "${first_use[@]}"
 step check-local-ids 30 $launcher -n 2 "$py" "${checks[@]}" local-ids
 step check-tf32 40 "$py" "${checks[@]}" tf32
+step check-fused 60 "$py" "${checks[@]}" fused "${fused[@]}"
 step gpu-tests 90 "$py" "${tests[@]}" tests
 step sums 120 "$py" "${gpu_py[@]}" sums "${si[@]}" "${sums_all[@]}"
 step train 150 "$py" "${gpu_py[@]}" train "${train[@]}"
@@ -200,7 +204,7 @@ step node-scaling 300 "$py" bench/node_scaling.py --launcher "$launcher" --data-
     --work-dir "$work/ns" --results-dir "$out" "${scaling[@]}"
 
 echo "## the defects only a GPU shows${stand_in:+ (numpy stand-in: not a GPU result)}:"
-for c in probe:1 first-use:2 local-ids:5 tf32:6; do
+for c in probe:1 first-use:2 local-ids:5 tf32:6 fused:passes; do
     name=${c%:*}; number=${c#*:}
     wanted "check-$name" || continue
     verdict=$(grep -hE '^(PASS|FAIL) ' "$out/check-$name.log" 2>/dev/null | tail -1)

@@ -5,6 +5,7 @@ with its reason (never a traceback) and writes its JSON: `bench/device.sh` runs 
     python3 bench/device_checks.py first-use   # (2) first-use costs are compile time, not packs'
     mpirun -n 2 python3 bench/device_checks.py local-ids   # (5) two ranks: distinct local ids
     python3 bench/device_checks.py tf32        # (6) CUPY_TF32=1 refused for float32 rows
+    python3 bench/device_checks.py fused       # the fused and unfused passes against the CPU kernels
 
 `--stand-in numpy` runs each check with numpy in place of CuPy (a dry run of the script on a
 machine without a GPU: what it prints is not a GPU's result and says so). `--out DIR`: where
@@ -27,7 +28,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-NUMBERS = {"probe": 1, "first-use": 2, "local-ids": 5, "tf32": 6}
+NUMBERS = {"probe": 1, "first-use": 2, "local-ids": 5, "tf32": 6, "fused": "passes"}
+# the fused check's kernels, and its tolerance per dtype: the largest difference from the CPU's
+# sums and pair kernels, relative to the largest CPU value (float32 storage: the dot products'
+# bound, as in tests/test_kernels_array_compute.py)
+FUSED_KERNELS = [("rbf", {}), ("laplacian", {}), ("linear", {}), ("poly", {"degree": 3, "coef0": 0.5}),
+                 ("sigmoid", {"coef0": -0.5}), ("rbf", {"offset": 1.0})]
+FUSED_TOLERANCE = {"float64": 1e-12, "float32": 1e-5}
 
 
 def array_module(stand_in):
@@ -145,26 +152,30 @@ def check_first_use(args):
 
     X, y = digits_like(args.rows, seed=1)
     calls, ends = [], []
-    real = {name: getattr(ArrayCompute, name) for name in ("partial_sums", "pair_kernels")}
+    real = ArrayCompute.launch  # every device pass: partial_sums and pair_kernels go through it
 
-    def timed(name):
-        def call(self, *a, **k):
-            start = time.perf_counter()
-            real[name](self, *a, **k)  # the results come back to the host: synchronised
-            calls.append((id(self), start, time.perf_counter() - start))
-        return call
+    def timed(self, *a, **k):
+        """The launch's seconds to queue plus its finish's (which waits for the device)."""
+        start = time.perf_counter()
+        pending = real(self, *a, **k)
+        queued, finish = time.perf_counter() - start, pending.finish
+
+        def timed_finish():
+            wait = time.perf_counter()
+            finish()
+            calls.append((id(self), start, queued + time.perf_counter() - wait))
+        pending.finish = timed_finish
+        return pending
 
     def progress(*_):
         ends.append(time.perf_counter())
-    for name in real:
-        setattr(ArrayCompute, name, timed(name))
+    ArrayCompute.launch = timed
     try:
         with standing_in(args.stand_in):
             model = PackSVC(kernel="rbf", gamma=0.02, C=10.0, dtype="float32", pack=100, iterations=100 * args.packs,
                             device="gpu", progress=progress).fit(X, y)
     finally:
-        for name, method in real.items():
-            setattr(ArrayCompute, name, method)
+        ArrayCompute.launch = real
     trainer = calls[-1][0]  # the warm-up runs in a twin compute: its calls are not the packs'
     per_pack = np.zeros(len(ends))
     for who, start, seconds in calls:
@@ -245,16 +256,64 @@ def check_tf32(args):
     return reasons, facts
 
 
+def check_fused(args):
+    """The fused pass (one formula kernel per tile, the L1 kernel, the pair kernel) and the
+    unfused one against the CPU kernels: --rows stored rows of 784 pixel-like features, a
+    block of 100, K = 10, every kernel, float32 and float64; the largest relative difference."""
+    from ppack.kernels.array_compute import ArrayCompute
+    from ppack.kernels.block import RowBlock
+    from ppack.kernels.compute import KernelCompute
+    from ppack.kernels.spec import KernelSpec
+    from ppack.packsvm.loop import upper_pairs
+
+    xp, name = array_module(args.stand_in)
+    n, d, r, K = args.rows, 784, 100, 10
+    X, _ = digits_like(n + r, d, seed=4)
+    rng = np.random.default_rng(5)
+    coef = rng.normal(size=(n, K))
+    left, right = upper_pairs(r)
+    facts, reasons, worst = {"device": name, "rows": n}, [], (0.0, "")
+    for kernel, params in FUSED_KERNELS:
+        spec = KernelSpec(kernel, gamma=0.02 if kernel != "laplacian" else 0.002, **params)
+        for dtype in ("float32", "float64"):
+            cpu = KernelCompute(spec, d, False, np.dtype(dtype))
+            cpu.store(X[:n].astype(dtype))
+            block = RowBlock.from_rows(X[n:].astype(dtype), np.zeros(r), d)
+            norms = cpu.row_norms(block)
+            expected, pairs = np.zeros((K, r)), np.empty(len(left))
+            cpu.partial_sums(coef, block, norms, expected)
+            cpu.pair_kernels(block, norms, left, right, pairs)
+            label = f"{kernel}{'+offset' if params.get('offset') else ''} {dtype}"
+            for passes in ("fused", "unfused"):
+                device = ArrayCompute.beside(cpu, xp, passes)
+                got, got_pairs = np.zeros((K, r)), np.empty(len(left))
+                start = time.perf_counter()
+                device.launch(coef, block, norms, got, left, right, got_pairs, mirrored=True).finish()
+                sums_diff = float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-300))
+                pairs_diff = float(np.abs(got_pairs - pairs).max() / max(np.abs(pairs).max(), 1e-300))
+                facts[f"{label} {passes}"] = {"sums": sums_diff, "pairs": pairs_diff,
+                                              "first_call_seconds": time.perf_counter() - start}
+                diff = max(sums_diff, pairs_diff)
+                if not diff <= FUSED_TOLERANCE[dtype]:
+                    reasons.append(f"{label} {passes}: max relative difference {diff:.3g} (sums {sums_diff:.3g}, "
+                                   f"pairs {pairs_diff:.3g}) > {FUSED_TOLERANCE[dtype]:g}")
+                if passes == "fused" and diff / FUSED_TOLERANCE[dtype] >= worst[0]:
+                    worst = (diff / FUSED_TOLERANCE[dtype], f"{label}: {diff:.3g}")
+    facts["summary"] = f"fused vs CPU, worst against its dtype's tolerance: {worst[1]} ({n} stored rows)"
+    return reasons, facts
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("check", choices=list(NUMBERS))
     ap.add_argument("--stand-in", choices=["numpy"], default=None, help="numpy in place of CuPy (a dry run)")
     ap.add_argument("--out", default=".", help="folder for check_<name>.json")
-    ap.add_argument("--rows", type=int, default=6000, help="first-use: training rows (784 features)")
+    ap.add_argument("--rows", type=int, default=6000, help="first-use: training rows (784 features); fused: "
+                    "stored rows")
     ap.add_argument("--packs", type=int, default=30, help="first-use: packs of 100")
     args = ap.parse_args()
     check = {"probe": check_probe, "first-use": check_first_use, "local-ids": check_local_ids,
-             "tf32": check_tf32}[args.check]
+             "tf32": check_tf32, "fused": check_fused}[args.check]
     start = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -265,8 +324,9 @@ def main():
         return
     verdict = "FAIL" if reasons else "PASS"
     where = " (numpy stand-in, not a GPU result)" if args.stand_in else ""
-    print(f"{verdict} ({NUMBERS[args.check]}) {args.check}{where}" + (": " + "; ".join(reasons) if reasons else ""),
-          flush=True)
+    summary = facts.get("summary", "") if isinstance(facts, dict) else ""
+    print(f"{verdict} ({NUMBERS[args.check]}) {args.check}{where}" + (": " + "; ".join(reasons) if reasons else "")
+          + (f" [{summary}]" if summary else ""), flush=True)
     result = {"check": args.check, "defect": NUMBERS[args.check], "verdict": verdict, "reasons": reasons,
               "stand_in": args.stand_in, "seconds": time.perf_counter() - start, "facts": facts}
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,11 @@ these on the GPU node with `.device/` as DATA). Open MPI run as root needs
 `sums`: d = 784 float32 rows (pixel-like values in [0, 1]), r = 100, K = 10 coefficient
 columns; for each stored-row count the median seconds per pack over --packs packs of
 `ArrayCompute.partial_sums` (the coefficients mirrored, so a pack sends the block and gets
-the sums back, as in training) and, with --cpu-ranks P, of `KernelCompute.partial_sums` on
-P CPU ranks each holding a P-th of the rows (the slowest rank's time per pack).
+the sums back, as in training), fused and (--passes fused,unfused) unfused; the whole pack
+(after_pack, the sums and 5,050 pair kernels, one sync) with the queue's launches, copies and
+syncs per pack; and, with --cpu-ranks P, `KernelCompute.partial_sums` on P CPU ranks each
+holding a P-th of the rows (the slowest rank's time per pack). First, the fixed cost of a
+pack: the whole pack at --fixed-rows (100) stored rows.
 `train`: `data mnist8m --rows N` (on --gen-ranks ranks) and the MNIST test set, then `train
 --device gpu` on one rank with gamma 0.02, sigma 1e-6, T = m, float32; prints and saves its
 time, accuracy, support vectors and time per pack by phase. Results: bench/results/gpu_*.json
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -80,26 +84,74 @@ def time_packs(compute, n, packs, seed=1):
     return float(np.median(seconds))
 
 
-def stored_compute(n, seed=0, device=None):
+def time_whole_packs(compute, n, packs, seed=1):
+    """A device's whole pack as training runs it, after one untimed: ``after_pack`` (every
+    column's scale folded, the r rows' coefficients set), then the sums and this rank's pair
+    kernels (all r(r+1)/2 of them) queued and waited for (one sync). Returns (median seconds
+    per pack, median seconds the host took to queue it, the queue's counts per pack)."""
+    rng = np.random.default_rng(seed)
+    coef = rng.normal(size=(n, K))
+    block = RowBlock.from_rows(pixel_rows(R, seed + 7), np.zeros(R), D)
+    norms = compute.row_norms(block)
+    left, right = np.triu_indices(R)
+    out, pairs = np.zeros((K, R)), np.empty(len(left))
+    table = SimpleNamespace(n=n, coef=coef, key_slots=SimpleNamespace(lookup=lambda ids: ids))
+    ids = np.arange(min(R, n), dtype=np.int64)
+    fold = np.column_stack([np.full(K, 0.999), np.zeros(K)])
+    compute.launch(coef, block, norms, out, left, right, pairs, mirrored=True).finish()
+    seconds, queued = [], []
+    before = compute.queue.counts.copy()
+    for _ in range(packs):
+        start = time.perf_counter()
+        compute.after_pack(table, ids, fold)
+        pending = compute.launch(coef, block, norms, out, left, right, pairs, mirrored=True)
+        queued.append(time.perf_counter() - start)
+        pending.finish()
+        seconds.append(time.perf_counter() - start)
+    counts = {k: v / packs for k, v in (compute.queue.counts - before).items()}
+    return float(np.median(seconds)), float(np.median(queued)), counts
+
+
+def stored_compute(n, seed=0, device=None, passes="fused"):
     spec = KernelSpec("rbf", gamma=0.02)
     compute = KernelCompute(spec, D, False, np.float32)
     compute.store(pixel_rows(n, seed))
-    return compute if device is None else ArrayCompute.beside(compute, device)
+    return compute if device is None else ArrayCompute.beside(compute, device, passes)
 
 
 def sums(args):
+    """Per stored-row count: the partial sums per pack, fused and unfused; the whole pack
+    (fused: after_pack, sums, pair kernels, one sync) and what it queued; the fixed cost of a
+    pack (the whole pack at --fixed-rows stored rows, where the products cost next to nothing)."""
     xp, device_name = array_module(args.stand_in)
     result = {"device": device_name, "d": D, "r": R, "K": K, "rows": {}}
+    fixed, fixed_queued, fixed_counts = time_whole_packs(stored_compute(args.fixed_rows, device=xp), args.fixed_rows,
+                                                        args.packs)
+    result["fixed_cost"] = {"rows": args.fixed_rows, "seconds_per_pack": fixed, "host_seconds_to_queue": fixed_queued,
+                            "per_pack": fixed_counts}
+    print(f"fixed cost of a pack ({args.fixed_rows} stored rows, after_pack + sums + {R * (R + 1) // 2} pair kernels):"
+          f" {1e6 * fixed:.0f} us ({1e6 * fixed_queued:.0f} us to queue it); per pack {fixed_counts}", flush=True)
+    save("gpu_sums.json", result)
     for n in args.stored:
-        gpu = time_packs(stored_compute(n, device=xp), n, args.packs)
-        entry = {"gpu_seconds_per_pack": gpu}
+        host = stored_compute(n)  # the rows made once; each pass's device copy in turn
+        compute = ArrayCompute.beside(host, xp)
+        entry = {"gpu_seconds_per_pack": time_packs(compute, n, args.packs)}
+        entry["whole_pack_seconds"], entry["whole_pack_queue_seconds"], entry["per_pack"] = time_whole_packs(
+            compute, n, args.packs)
+        del compute
+        if "unfused" in args.passes:
+            entry["unfused_seconds_per_pack"] = time_packs(ArrayCompute.beside(host, xp, "unfused"), n, args.packs)
+        del host
         if args.cpu_ranks:
             entry["cpu_seconds_per_pack"] = cpu_ranks(args, n)
             entry["cpu_ranks"] = args.cpu_ranks
         result["rows"][n] = entry
+        unfused = (f", unfused {1e6 * entry['unfused_seconds_per_pack']:9.0f} us" if "unfused_seconds_per_pack" in entry
+                   else "")
         cpu = f", {args.cpu_ranks} CPU ranks {1e6 * entry['cpu_seconds_per_pack']:9.0f} us" if args.cpu_ranks else ""
-        print(f"{n:9d} stored rows: {device_name} {1e6 * gpu:9.0f} us per pack{cpu}", flush=True)
-    save("gpu_sums.json", result)
+        print(f"{n:9d} stored rows: {device_name} fused {1e6 * entry['gpu_seconds_per_pack']:9.0f} us per pack"
+              f"{unfused}, whole pack {1e6 * entry['whole_pack_seconds']:9.0f} us{cpu}", flush=True)
+        save("gpu_sums.json", result)  # after each size: a run cut off keeps the sizes done
     plot_sums(result)
 
 
@@ -181,7 +233,11 @@ def plot_sums(result):
         return
     rows = sorted(int(n) for n in result["rows"])
     fig, ax = plt.subplots(figsize=(6, 4.2))
-    ax.plot(rows, [1e3 * result["rows"][n]["gpu_seconds_per_pack"] for n in rows], "o-", label=result["device"])
+    ax.plot(rows, [1e3 * result["rows"][n]["gpu_seconds_per_pack"] for n in rows], "o-",
+            label=f"{result['device']}, fused")
+    if all("unfused_seconds_per_pack" in result["rows"][n] for n in rows):
+        ax.plot(rows, [1e3 * result["rows"][n]["unfused_seconds_per_pack"] for n in rows], "^--",
+                label=f"{result['device']}, unfused")
     if all("cpu_seconds_per_pack" in result["rows"][n] for n in rows):
         ax.plot(rows, [1e3 * result["rows"][n]["cpu_seconds_per_pack"] for n in rows], "s-",
                 label=f"{result['rows'][rows[0]]['cpu_ranks']} CPU ranks")
@@ -199,6 +255,8 @@ def parse_args():
     ap.add_argument("--stored", type=int, nargs="+", default=[20000, 60000, 300000, 1000000])
     ap.add_argument("--packs", type=int, default=20)
     ap.add_argument("--cpu-ranks", type=int, default=0, help="also time the sums on this many CPU ranks")
+    ap.add_argument("--passes", default="fused,unfused", help="sums: fused, or fused,unfused (both timed)")
+    ap.add_argument("--fixed-rows", type=int, default=100, help="sums: stored rows of the fixed-cost pack")
     ap.add_argument("--rows", type=int, default=1000000, help="train: mnist8m-style rows; cpu-share: stored rows")
     ap.add_argument("--device", default="gpu", choices=["cpu", "gpu"], help="train: where the kernel sums run")
     ap.add_argument("--gen-ranks", type=int, default=1, help="train: ranks that generate the data")

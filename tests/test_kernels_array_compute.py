@@ -181,18 +181,19 @@ def watch_the_mirror(monkeypatch):
     """Wrap ArrayCompute.partial_sums: each call given the table's coefficients checks that the
     device's mirror equals them bit for bit; returns the record of (packs checked, coef bytes sent)."""
     record = {"checked": 0, "coef_bytes": 0, "whole": 0}
-    real = ArrayCompute.partial_sums
+    real = ArrayCompute.launch
 
-    def checked(self, coef, block, block_norms, out, mirrored=False):
-        if mirrored and self._coef is not None and self._coef_rows == len(coef):
+    def checked(self, coef, block, block_norms, out, *args, mirrored=False, **kwargs):
+        if coef is not None and mirrored and self._coef is not None and self._coef_rows == len(coef):
             np.testing.assert_array_equal(asnumpy(self._coef[:len(coef)]), coef)
             record["checked"] += 1
-        elif mirrored and len(coef):
+        elif coef is not None and mirrored and len(coef):
             record["whole"] += 1
         before = self.sent["coef"]
-        real(self, coef, block, block_norms, out, mirrored)
+        pending = real(self, coef, block, block_norms, out, *args, mirrored=mirrored, **kwargs)
         record["coef_bytes"] += self.sent["coef"] - before
-    monkeypatch.setattr(ArrayCompute, "partial_sums", checked)
+        return pending
+    monkeypatch.setattr(ArrayCompute, "launch", checked)
     return record
 
 
@@ -234,17 +235,25 @@ def test_all_ranks_on_the_device_give_the_one_rank_model(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,params", KERNELS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_the_gpu_matches_the_cpu_kernels(name, params, dtype):
+@pytest.mark.parametrize("passes", ["fused", "unfused"])
+def test_the_gpu_matches_the_cpu_kernels(name, params, dtype, passes):
+    """At the bench's width: the sums (several tiles) and the pair kernels, queued together."""
     cupy = cupy_on_a_gpu()
-    cpu, device = both_computes(name, params, dtype, xp=cupy, n_sv=3000, d=784)
+    cpu, _ = both_computes(name, params, dtype, xp=cupy, n_sv=3000, d=784)
+    device = ArrayCompute.beside(cpu, cupy, passes)
     block = a_block(d=784, r=100, dtype=dtype)
     norms = cpu.row_norms(block)
     coef = np.random.default_rng(2).normal(size=(cpu.stored.n, 10))
     expected, got = np.zeros((10, 100)), np.zeros((10, 100))
+    left, right = upper_pairs(100)
+    pairs, got_pairs = np.empty(len(left)), np.empty(len(left))
     cpu.partial_sums(coef, block, norms, expected)
-    device.partial_sums(coef, block, norms, got)
+    cpu.pair_kernels(block, norms, left, right, pairs)
+    device.launch(coef, block, norms, got, left, right, got_pairs).finish()
     tol = RTOL[dtype]
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
+    np.testing.assert_allclose(got_pairs, pairs, rtol=tol, atol=tol * np.abs(pairs).max())
+    assert device.queue.counts["syncs"] == 1
 
 
 def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, xp, tmp_path, capsys):
@@ -271,3 +280,85 @@ def test_predict_on_the_device_writes_the_cpu_decisions(monkeypatch, xp, tmp_pat
     fails_with(capsys, ["predict", "--model", str(tmp_path / "lin.h5"), "--data", str(tmp_path / "d.h5"),
                         "--device", "gpu", "--quiet"], "is a linear model; its predictions run on the CPU",
                comm=MPI.COMM_SELF)
+
+
+def count_per_pack(monkeypatch):
+    """Record each compute's queue counts between its consecutive ``launch`` calls (a pack's
+    launch, its sync and the ``after_pack`` before the next): {compute: a Counter per pack}."""
+    packs, last = {}, {}
+    real = ArrayCompute.launch
+
+    def counted(self, *args, **kwargs):
+        if self in last:
+            packs.setdefault(self, []).append(self.queue.counts - last[self])
+        last[self] = self.queue.counts.copy()
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(ArrayCompute, "launch", counted)
+    return packs
+
+
+def test_a_pack_takes_two_uploads_one_download_one_sync_and_a_few_launches(monkeypatch):
+    """The fixed cost of a pack on the device, counted by the stand-in's queue: the block (with
+    the pack's new rows) in one copy, after_pack's fold and coefficients in one, the sums and
+    pair kernels back in one, one sync; GEMM, formula and coefficient GEMM for the one tile,
+    the pair kernel, the coefficients' kernel (and the fold's); the new rows copied into the
+    device's store. (Before: about 27 launches, 8 small copies up, 2 down and 2 syncs.)"""
+    packs = count_per_pack(monkeypatch)
+    X, y = make_multiclass(n=400, d=8, seed=5)
+    fitted_on_the_stand_in(monkeypatch, X, y, kernel="rbf", gamma=0.3, C=5.0, iterations=1200, pack=100,
+                           dtype="float32", pipeline="off")
+    packs = max(packs.values(), key=len)  # the training's compute (not the warm-up's twin)
+    assert len(packs) == 11
+    # pack 1: an empty table, pair kernels only; pack 2: the mirror starts (coefficients sent whole)
+    # pack 1: an empty table, so the pair kernels only (their indices copied apart, kept for r);
+    # pack 2: the mirror starts (the coefficients sent whole, one more copy up and one on the device)
+    assert packs[0] == {"h2d": 1, "d2d": 2, "launches": 1, "d2h": 1, "syncs": 1}
+    assert packs[1]["h2d"] == 3 and packs[1]["d2d"] == 3
+    for counts in packs[1:]:
+        assert counts["d2h"] == 1 and counts["syncs"] == 1, counts
+        assert counts["launches"] in (5, 6), counts  # the fold's kernel only where a column's scale folded
+    for counts in packs[2:]:
+        assert counts["h2d"] == 2 and counts["d2d"] == 2, counts  # the new rows into the device's store
+
+
+def test_a_pipelined_pack_queues_the_next_sums_before_its_replay(monkeypatch):
+    """--pipeline on: pack k + 1's sums and pair kernels are launched before pack k's update
+    reaches the device (after_pack) and waited for after it; the model is the CPU's."""
+    from ppack.kernels.array_compute import PendingSums
+
+    events = []
+    launch, after, finish = ArrayCompute.launch, ArrayCompute.after_pack, PendingSums.finish
+    monkeypatch.setattr(ArrayCompute, "launch", lambda self, *a, **k: events.append("launch") or launch(self, *a, **k))
+    monkeypatch.setattr(ArrayCompute, "after_pack", lambda self, *a: events.append("update") or after(self, *a))
+    monkeypatch.setattr(PendingSums, "finish", lambda self: (None if self.done else events.append("finish"),
+                                                             finish(self)))
+    X, y = make_problem(500, 7, seed=8)
+    params = {"kernel": "rbf", "gamma": 0.2, "C": 5.0, "iterations": 1000, "pack": 100, "dtype": "float64",
+              "pipeline": "on"}
+    cpu = PackSVC(comm=MPI.COMM_SELF, **params).fit(X, y)
+    device = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    training = "".join({"launch": "L", "update": "U", "finish": "F"}[e] for e in events)
+    # the warm-up's sums and pairs; the first pack alone (launched and waited for); then per pack:
+    # the next one launched, this one's update, the next one waited for; the last has no next
+    assert training == "LFLF" + "LF" + "LUF" * 9 + "U"
+    expected = cpu.decision_function(X)
+    np.testing.assert_allclose(device.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+
+
+def test_the_unfused_passes_stay_selectable_and_give_the_same_model(monkeypatch):
+    """PPACK_DEVICE_PASSES=unfused: the earlier passes (to compare and fall back on), the same
+    model as the fused ones; a value it does not know is one line naming the variable."""
+    X, y = make_problem(300, 6, seed=4)
+    params = {"kernel": "laplacian", "gamma": 0.2, "C": 5.0, "iterations": 600, "pack": 100, "dtype": "float64"}
+    fused = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    monkeypatch.setenv("PPACK_DEVICE_PASSES", "unfused")
+    passes = []
+    real = ArrayCompute.launch
+    monkeypatch.setattr(ArrayCompute, "launch", lambda self, *a, **k: passes.append(self.passes) or real(self, *a, **k))
+    unfused = fitted_on_the_stand_in(monkeypatch, X, y, **params)
+    assert set(passes) == {"unfused"}
+    expected = fused.decision_function(X)
+    np.testing.assert_allclose(unfused.decision_function(X), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    monkeypatch.setenv("PPACK_DEVICE_PASSES", "fast")
+    with pytest.raises(PPackError, match=r"PPACK_DEVICE_PASSES='fast': expected one of fused, unfused"):
+        fitted_on_the_stand_in(monkeypatch, X, y, **params)

@@ -33,18 +33,18 @@ def test_averaged_validation_sends_its_coefficients_once_per_pass(monkeypatch):
         device = table.compute
         assert isinstance(device, ArrayCompute) and coef is not None  # averaged: its own coefficients
         uploads, calls = [], []
-        real_send, real_sums = device._to_device, device.partial_sums
+        queue = device.queue
+        real_send, real_sums = queue.to_device, device.partial_sums
 
-        def send(kind, array, dtype=None):
-            if kind == "coef":
-                uploads.append(np.asarray(array).nbytes)
-            return real_send(kind, array, dtype)
-        device._to_device = send
+        def send(array, dtype=None):  # whole arrays: the coefficients not mirrored
+            uploads.append(np.asarray(array).nbytes)
+            return real_send(array, dtype)
+        queue.to_device = send
         device.partial_sums = lambda *a, **k: calls.append(k) or real_sums(*a, **k)
         try:
             got = real_decisions(comm, table, scale, shard, n_features, ids, collectives, coef)
         finally:
-            del device._to_device, device.partial_sums
+            del queue.to_device, device.partial_sums
         # the same pass on the CPU: the averaged model's decisions, not the mirror's
         table.compute = device.host()
         try:

@@ -9,6 +9,7 @@ it. Before any pack the GPU is probed (``probe``: a GEMM in each float type and 
 elementwise kernel, brought back to the host), so a GPU that cannot compute is a one-line
 error on every rank, and the device path is run once (``ArrayCompute.warm_up``), so CuPy's
 kernel compiles and cuBLAS's start-up count as compile time, not as the first packs' work.
+``PPACK_DEVICE_PASSES=unfused`` selects the device's earlier, unfused passes.
 """
 import os
 
@@ -23,6 +24,9 @@ from ..registry import COMPUTE_DEVICES
 # SLURM's srun, MPICH's and Intel MPI's Hydra, MVAPICH2. Read without communication, so a
 # model on a one-rank communicator under mpiexec takes its own GPU too.
 LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK")
+# "unfused" selects the GPU path's earlier passes (``array_compute``: the formula as array
+# operations) instead of the fused kernels: to compare the two, or to fall back on.
+PASSES_VARIABLE = "PPACK_DEVICE_PASSES"
 # Why a GPU may fail the probe, for the error message.
 PROBE_HINTS = ("the CUDA libraries CuPy loads (NVRTC, cuBLAS) missing: pip install \"ppack[gpu]\" brings them; "
                "an exclusive-process GPU given to two ranks (nvidia-smi's compute mode); or two CuPy packages "
@@ -125,6 +129,16 @@ def refuse_tf32(compute):
                      "CUPY_TF32=0), or use float64 rows")
 
 
+def device_passes():
+    """The passes ``PPACK_DEVICE_PASSES`` asks for: "fused" (the default) or "unfused"."""
+    from .array_compute import PASSES
+
+    value = os.environ.get(PASSES_VARIABLE, "").strip() or PASSES[0]
+    if value not in PASSES:
+        raise PPackError(f"{PASSES_VARIABLE}={value!r}: expected one of {', '.join(PASSES)} (or unset: fused)")
+    return value
+
+
 def on_device(compute, device, comm):
     """Collective: ``compute`` (a KernelCompute) as it runs on ``device``: itself for "cpu", an
     ``ArrayCompute`` on this rank's GPU sharing its stored rows for "gpu", its device path
@@ -136,6 +150,7 @@ def on_device(compute, device, comm):
     from .array_compute import ArrayCompute
 
     run_collectively(comm, refuse_tf32, compute)
-    on_gpu = run_collectively(comm, ArrayCompute.beside, compute, gpu_array_module(comm))
+    passes = run_collectively(comm, device_passes)
+    on_gpu = run_collectively(comm, ArrayCompute.beside, compute, gpu_array_module(comm), passes)
     on_gpu.warm_seconds = comm.allreduce(run_collectively(comm, on_gpu.warm_up), op=MPI.MAX)
     return on_gpu

@@ -16,6 +16,9 @@ starts without blocking; while it is in flight pack k+1's rows are unpacked, pac
 gathered and their collective 1 started, and pack k+1's sums and pair kernels are taken
 (``_sums_and_pairs``, testing the requests between tiles); after pack k's replay and update
 those sums are folded and corrected by pack k's change.
+On a device (``--device gpu``) pack k + 1's sums and pair kernels are queued there instead
+(``ArrayCompute.launch``) and waited for only when the fold needs them, so the device computes
+them while the CPU waits for the collectives and replays pack k.
 The packs delivered ahead are ``pipeline.PackAhead``s; nothing is in flight between packs.
 
 Waiting: collective 2 also carries each rank's seconds of work before each collective
@@ -276,11 +279,16 @@ class PackedSolver:
                 compute.prepare(block)  # the block's columns: serial work, timed apart from the products
                 sums_start = MPI.Wtime()
                 seconds["norms"] += sums_start - norms_start
-                compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
+                if compute.on_device:  # the sums and the pair kernels queued together: one sync
+                    compute.launch(table.coef, block, norms, buf.predictions, left, right, my_pairs,
+                                   mirrored=True).finish()
+                else:
+                    compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
                 if self.delay is not None:
                     spend(self.delay.seconds(stats.packs, rank, MPI.Wtime() - sums_start))
                 pairs_start = MPI.Wtime()
-                compute.pair_kernels(block, norms, left, right, my_pairs)
+                if not compute.on_device:
+                    compute.pair_kernels(block, norms, left, right, my_pairs)
                 seconds["partial_sums"] += pairs_start - sums_start
                 seconds["pair_kernels"] += MPI.Wtime() - pairs_start
             # two control votes ride along: rank 0's "checkpoint is due" clock, anyone's stop
@@ -378,8 +386,10 @@ class PackedSolver:
             compute.after_pack(table, ids, fold)
             if pipelined:
                 if ahead:  # pack k + 1's sums were taken before this pack's update: fold them, add the change
-                    t4 = MPI.Wtime()
                     following = ahead[0]
+                    if following.queued is not None:  # a device's, queued before this pack's replay
+                        self._finish_queued(following, seconds)
+                    t4 = MPI.Wtime()
                     fold_sums(following.buf.predictions, fold)
                     correction.add(block, norms, delta[:, :r], rank, size, following.block, following.norms,
                                    following.buf.predictions)
@@ -494,14 +504,21 @@ class PackedSolver:
         sums_start = MPI.Wtime()
         if between is None:  # in the shadow of collectives (``between``), it counts as "shadow" work
             seconds["norms"] += sums_start - start
-        if sums:
+        left, right, mine = pair_arguments(pack.buf, rank, size)
+        queued = sums and compute.on_device
+        if queued:  # queued on the device with the pair kernels; waited for when the fold needs them
+            pack.queued = compute.launch(table.coef, pack.block, pack.norms, pack.buf.predictions, left, right,
+                                         mine, mirrored=True)
+            if between is None:  # nothing to hide them behind (a run's first pack)
+                self._finish_queued(pack, seconds)
+        elif sums:
             compute.partial_sums(table.coef, pack.block, pack.norms, pack.buf.predictions, mirrored=True,
                                  between=between)
-            if self.delay is not None:
-                spend(self.delay.seconds(index, rank, MPI.Wtime() - sums_start), between)
+        if sums and self.delay is not None:
+            spend(self.delay.seconds(index, rank, MPI.Wtime() - sums_start), between)
         pairs_start = MPI.Wtime()
-        left, right, mine = pair_arguments(pack.buf, rank, size)
-        compute.pair_kernels(pack.block, pack.norms, left, right, mine)
+        if not queued:
+            compute.pair_kernels(pack.block, pack.norms, left, right, mine)
         end = MPI.Wtime()
         pack.sums_seconds = pairs_start - sums_start
         pack.local_seconds = end - start
@@ -509,6 +526,19 @@ class PackedSolver:
         seconds["pair_kernels"] += end - pairs_start
         seconds["kernel_sums"] += end - start
         pack.ready = True
+
+    @staticmethod
+    def _finish_queued(pack, seconds):
+        """Wait for a ``PackAhead``'s sums and pair kernels queued on a device (``ArrayCompute.launch``),
+        its wait counted as its partial sums' time."""
+        start = MPI.Wtime()
+        pack.queued.finish()
+        pack.queued = None
+        waited = MPI.Wtime() - start
+        pack.sums_seconds += waited
+        pack.local_seconds += waited
+        for phase in ("partial_sums", "kernel_sums"):
+            seconds[phase] += waited
 
     def _raise_failed(self, status, digests, work, state, coef, packs):
         """Raise, on every rank alike, what ``update_after_pack`` met: the ranks' disagreement

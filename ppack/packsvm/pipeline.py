@@ -54,6 +54,7 @@ class PackAhead:
     local_seconds: float = 0.0  # its sums, pair kernels and delay on this rank
     arrival: object = None  # its rows, arrived in the delivery buffer, before they are unpacked
     flagged: bool = False  # its buffer's owner flags were taken with the previous pack's update
+    queued: object = None  # its sums and pair kernels queued on a device, until the fold (``PendingSums``)
 
     @property
     def r(self):
