@@ -152,6 +152,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/cli/common.py": {"gather": 1, "allreduce": 2, "bcast": 2},  # peak memory, seconds, accuracy, the
     #   input files' widths
     "ppack/cli/predict.py": {"allreduce": 1},  # seconds
+    "ppack/cli/tune.py": {"allreduce": 1},  # seconds
     "ppack/cli/train.py": {"gather": 2, "allgather": 2, "allreduce": 1},  # shard/table bytes, start-up, the
     #   stopping signal's name, seconds
     "ppack/data/shard.py": {"allreduce": 2},  # gamma="scale": the values' sum and squared deviations
