@@ -62,10 +62,11 @@ class GridMemory:
                 f"{_size(self.total)} per rank (limit {_size(self.limit)})")
 
 
-def grid_memory(shard, n_columns, averaged, iterations, ranks, limit=None):
+def grid_memory(shard, n_columns, averaged, iterations, ranks, limit=None, collectives=None):
     """The ``GridMemory`` of ``n_columns`` columns on ``shard``'s data at T = ``iterations``
     on ``ranks`` ranks; limit: bytes per rank (None: this machine's memory over the ranks
-    that share its cores)."""
+    that share its cores). With ``collectives`` (collective), the widest rank's stored row
+    and the smallest limit, so that every rank decides alike."""
     item = np.dtype(shard.dtype).itemsize
     if shard.sparse:
         per_row = shard.X.nnz / max(1, shard.X.shape[0])
@@ -82,6 +83,9 @@ def grid_memory(shard, n_columns, averaged, iterations, ranks, limit=None):
         except (ValueError, OSError):
             physical = math.inf
         limit = 0.8 * physical / max(1, min(ranks, cores))
+    if collectives is not None:
+        agreed = collectives.max(np.array([float(per_row), -float(limit)]))
+        per_row, limit = int(agreed[0]), -agreed[1]
     return GridMemory(n_columns, per_row, column_bytes, rows, rows * per_row, float(limit))
 
 
@@ -95,18 +99,21 @@ def refuse_unsupported(estimator):
     name = type(estimator).__name__
     if getattr(estimator, "SVM_TYPE", None) not in ("c_svc", "epsilon_svr"):
         raise PPackError(f"{name}: a grid search trains PackSVC and PackSVR columns in one pass; "
-                         f"{name} is not supported yet")
+                         f"{name} is not supported yet", collective=True)
     if getattr(estimator, "probability", False):
         raise PPackError(f"{given('probability', True)}: a grid search does not calibrate its columns; search "
-                         "with probability=False, then fit the best parameters with probability=True")
+                         "with probability=False, then fit the best parameters with probability=True", collective=True)
     if getattr(estimator, "tol", None) is not None:
         raise PPackError(f"{given('tol', estimator.tol)}: the stopping test averages over all columns, so one "
-                         "grid column's convergence would stop the others; a grid search runs to T (tol=None)")
+                         "grid column's convergence would stop the others; a grid search runs to T (tol=None)",
+                         collective=True)
     if getattr(estimator, "validation", None) is not None:
         raise PPackError(f"{given('validation', estimator.validation)}: early stopping on held-out rows would "
-                         "stop every grid column together; a grid search runs to T (validation=None)")
+                         "stop every grid column together; a grid search runs to T (validation=None)",
+                         collective=True)
     if getattr(estimator, "sigma", None) is not None:
-        raise PPackError("sigma: a grid search sets each column's sigma from its C; give C values, not sigma")
+        raise PPackError("sigma: a grid search sets each column's sigma from its C; give C values, not sigma",
+                         collective=True)
 
 
 class GridFit:
@@ -207,7 +214,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     refuse_unsupported(est)
     Cs = [float(C) for C in Cs]
     if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
-        raise PPackError(f"C: a grid needs positive finite values, got {Cs}")
+        raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
     comm = est._comm()
     ensure_threads(comm)
     est.__dict__.pop("dtype_", None)
@@ -216,21 +223,22 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     shard = shard.computed_in(DTYPES[est.dtype_])
     folds = np.asarray(folds, dtype=np.int64)
     if folds.shape != (shard.n_samples,):
-        raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows")
+        raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows", collective=True)
     labels, weights, _, K = est._targets(shard)
     m, seed = shard.n_samples, est.seed_
     est.held_out_ = None
     T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
     G, F = len(Cs), int(n_folds)
     Q = K * G * (F + 1)
-    memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit)
+    memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit, Collectives(comm))
     if console is not None:
         console(f"grid of {G} C values x {F} folds + the refit: {memory.line()}")
     if memory.total > memory.limit:
         raise PPackError(f"grid: {Q} columns ({K} class columns x {G} grid points x {F + 1} folds and refit) need "
                          f"{_size(memory.total).strip()} per rank ({memory.bytes_per_row} bytes per stored row, up "
                          f"to {memory.rows} rows), more than the {_size(memory.limit).strip()} available: use fewer "
-                         "C values or folds, more ranks, or average=False (8 bytes a column instead of 24)")
+                         "C values or folds, more ranks, or average=False (8 bytes a column instead of 24)",
+                         collective=True)
     # each fold's loss from the rows it trains on, as a fit with sample_weight 0 on the fold gets it
     local = shard.start + np.arange(shard.stop - shard.start)
     losses = []
