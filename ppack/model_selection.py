@@ -20,6 +20,7 @@ from sklearn.utils.metaestimators import available_if
 
 from .errors import PPackError
 from .mpi.collectives import Collectives
+from .progress import Console
 from .packsvm.grid import refuse_unsupported, train_grid
 
 # the estimator's parameters a pass shares across its columns (C) and those that split passes
@@ -113,7 +114,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         for other, members in passes.items():
             template = clone(estimator).set_params(**{k: candidates[members[0][0]][k] for k, _ in other})
             Cs = sorted({float(C) for _, C in members})
-            console = template._console() if self.verbose else None
+            console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
             fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
                              memory_limit=self.memory_limit, console=console)
             for index, C in members:

@@ -135,3 +135,11 @@ def test_other_refusals():
         PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=ShuffleSplit(3, random_state=0)).fit(X, y)
     with pytest.raises(PPackError, match="PackOneClassSVM is not supported yet"):
         PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3).fit(X)
+
+
+def test_verbose_reports_the_memory_per_stored_row(capsys):
+    X, y = make_problem(60, 4, seed=1)
+    PackGridSearchCV(PackSVC(comm=SELF, average=True, **PARAMS), {"C": Cs}, cv=3, verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    # 2 C values x (3 folds + refit) = 8 columns, 24 bytes each with averaging
+    assert "PackGridSearchCV: grid of 2 C values x 3 folds + the refit: 8 columns: 192 bytes per stored row" in err
