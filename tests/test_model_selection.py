@@ -24,8 +24,7 @@ def problems():
 
 
 @pytest.mark.parametrize("comm", COMMS)
-@pytest.mark.parametrize("which", ["binary", "multiclass"])
-@pytest.mark.parametrize("average", [False, True])
+@pytest.mark.parametrize("which, average", [("binary", False), ("multiclass", True)])
 def test_each_grid_column_equals_the_separate_fit_it_stands_for(comm, which, average):
     """Column (C, fold f) predicts fold f's rows as a PackSVC with the same seed and C fitted
     with sample_weight 0 on fold f; the refit column is a fit on every row."""
