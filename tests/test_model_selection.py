@@ -53,7 +53,8 @@ def test_svr_columns_and_class_weights_equal_their_separate_fits():
     params = {k: v for k, v in PARAMS.items()}
     fit = train_grid(PackSVR(epsilon=0.05, comm=SELF, **params), X, target, Cs, folds, 3)
     rows, decisions, _ = fit.held_out(1, 2)
-    separate = PackSVR(epsilon=0.05, C=Cs[1], comm=SELF, **params).fit(X, target, sample_weight=(folds != 2).astype(float))
+    separate = PackSVR(epsilon=0.05, C=Cs[1], comm=SELF, **params).fit(
+        X, target, sample_weight=(folds != 2).astype(float))
     np.testing.assert_allclose(decisions, separate.predict(X[rows]), rtol=0, atol=1e-9)
     search = PackGridSearchCV(PackSVR(epsilon=0.05, comm=SELF, **params), {"C": Cs}, cv=3).fit(X, target)
     refit = PackSVR(epsilon=0.05, comm=SELF, **params, **search.best_params_).fit(X, target)
@@ -61,7 +62,8 @@ def test_svr_columns_and_class_weights_equal_their_separate_fits():
     assert search.score(X, target) == pytest.approx(refit.score(X, target), abs=1e-12)
     fit = train_grid(PackSVC(class_weight="balanced", comm=SELF, **PARAMS), X, y, Cs, folds, 3)
     rows, decisions, _ = fit.held_out(0, 1)
-    separate = PackSVC(class_weight="balanced", C=Cs[0], comm=SELF, **PARAMS).fit(X, y, sample_weight=(folds != 1).astype(float))
+    separate = PackSVC(class_weight="balanced", C=Cs[0], comm=SELF, **PARAMS).fit(
+        X, y, sample_weight=(folds != 1).astype(float))
     np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=0, atol=1e-9)
 
 
@@ -89,7 +91,8 @@ def test_search_has_gridsearchcvs_results_and_refits_the_best(comm):
     from sklearn.model_selection import StratifiedKFold
     for f, (_, test) in enumerate(StratifiedKFold(3).split(X, y)):
         folds[test] = f
-    column = PackSVC(comm=comm, **{**PARAMS, **ours.best_params_}).fit(X, y, sample_weight=(folds != 1).astype(float))
+    column = PackSVC(comm=comm, **{**PARAMS, **ours.best_params_}).fit(
+        X, y, sample_weight=(folds != 1).astype(float))
     assert ours.cv_results_["split1_test_score"][ours.best_index_] == column.score(X[folds == 1], y[folds == 1])
 
 

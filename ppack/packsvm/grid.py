@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..errors import PPackError, given
@@ -176,7 +177,6 @@ class GridFit:
                                                compute.work_bytes), K, averaged=table.averaged)
         features = table.features
         if table.sparse:
-            import scipy.sparse as sp
             indptr, indices, values = features
             rows = sp.csr_matrix((values, indices, indptr), shape=(len(table), table.n_features))[keep]
         else:

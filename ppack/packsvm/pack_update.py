@@ -29,8 +29,8 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     the pack into ``table``. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
     (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s;
     columns: the run's ``columns.Columns`` (each column's sigma, class and held-out fold);
-    max_weight (K,): each column's projection bound (inf: none); spent (2,): this rank's seconds in this
-    pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
+    max_weight (K,): each column's projection bound (inf: none); spent (2,): this rank's
+    seconds in this pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
     (``account_timings``); row_memory: the weight of this
     pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
     delta (K, r) or (0, 0): ``table.merge_pack``'s.
@@ -43,8 +43,8 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     row_fold = columns.row_folds(ids, work.row_fold)
     status, projections, added = _update_after_pack(
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
-        columns.sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
-        step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
+        columns.sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight,
+        average, step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
         loss_rule.rho_low, loss_rule.rho_high, columns.column_class, row_fold, columns.column_fold,
         work.column_weight, ids, rank, state.occupancy, buf.timings, spent, waited, state.row_seconds, row_memory,
         *entries, delta, *rows, norms, *store)
@@ -56,9 +56,9 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                       rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, ids, rank,
-                      occupancy, timings, spent, waited, row_seconds, row_memory, map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, dense,
-                      indptr, indices, values, norms, n_stored, out_features, out_indptr, out_indices, out_values,
-                      out_norms):
+                      occupancy, timings, spent, waited, row_seconds, row_memory, map_keys, map_slots, entry_keys,
+                      table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
+                      n_stored, out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
