@@ -152,6 +152,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/cli/common.py": {"gather": 1, "allreduce": 2, "bcast": 2},  # peak memory, seconds, accuracy, the
     #   input files' widths
     "ppack/cli/predict.py": {"allreduce": 1},  # seconds
+    "ppack/cli/tune.py": {"allreduce": 1},  # seconds
     "ppack/cli/train.py": {"gather": 2, "allgather": 2, "allreduce": 1},  # shard/table bytes, start-up, the
     #   stopping signal's name, seconds
     "ppack/data/shard.py": {"allreduce": 2},  # gamma="scale": the values' sum and squared deviations
@@ -170,6 +171,7 @@ SMALL_LOWERCASE_CALLS = {
     #   min; the weights' max
     "ppack/packsvm/offset_estimator.py": {"allreduce": 2, "bcast": 1},  # the count of rows without a finite
     #   target, seconds; one-class's rho and objective
+    "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 1},  # each rank's entries in a refit column, seconds
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
     "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
     "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows

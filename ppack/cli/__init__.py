@@ -1,4 +1,4 @@
-"""Command line: ``python -m ppack {convert,data,train,predict,info,plan,export}``; run it under mpiexec/srun.
+"""Command line: ``python -m ppack {convert,data,train,tune,predict,info,plan,export}``; run it under mpiexec/srun.
 
 One module per command, each with ``add_parser(subparsers)`` and ``run(comm, args)``.
 Options are parsed and validated identically on every rank before the first collective.
@@ -13,11 +13,11 @@ so no command imports scikit-learn (tests/test_startup.py holds this).
 import os
 import sys
 
-from . import convert, data, export, info, plan, predict, train
+from . import convert, data, export, info, plan, predict, train, tune
 from .common import Parser, Version
 
-COMMANDS = {"convert": convert, "data": data, "plan": plan, "train": train, "info": info, "predict": predict,
-            "export": export}
+COMMANDS = {"convert": convert, "data": data, "plan": plan, "train": train, "tune": tune, "info": info,
+            "predict": predict, "export": export}
 
 
 def build_parser():

@@ -62,9 +62,10 @@ def _number_or(number, words):
     return parse
 
 
-def add_packsvm_options(p):
+def add_packsvm_options(p, skip=()):
     """The kernel trainer's options, in groups; the registry's exclusive pairs (--C or
-    --sigma, --epochs or --iterations) are mutually exclusive."""
+    --sigma, --epochs or --iterations) are mutually exclusive; ``skip``: parameters the
+    command declares its own way (tune's lists of C and gamma)."""
     kernel = p.add_argument_group("kernel (packsvm)")
     other = p.add_argument_group("packsvm (C = 1 / (n_samples * sigma); T = epochs * n_samples; "
                                  "--C and --seed serve the linear solvers too)")
@@ -73,6 +74,8 @@ def add_packsvm_options(p):
         exclusive = other.add_mutually_exclusive_group()
         group_of.update(dict.fromkeys(pair, exclusive))
     for name, param in PACKSVM_PARAMS.items():
+        if name in skip:
+            continue
         group = group_of.get(name, kernel if name in KERNEL_OPTIONS else other)
         _argument(group, PACKSVM_FLAGS[name], name, param, negate=PACKSVM_FLAGS[name].startswith("--no-"))
     problem = p.add_argument_group("problem (packsvm): LIBSVM's -s 0, 3 and 2 with their -p and -n")

@@ -54,6 +54,7 @@ from ..mpi.collectives import Collectives
 from ..registry import PIPELINES, PLACEMENTS
 from . import averaging
 from .checkpoint import write_checkpoint
+from .columns import Columns
 from .losses import Loss
 from .gc_clock import GcClock
 from .delay import spend
@@ -119,7 +120,7 @@ class PackedSolver:
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
-                 holdout=None, loss=None, placement="count", device="cpu", pipeline="auto", delay=None):
+                 holdout=None, loss=None, placement="count", device="cpu", pipeline="auto", delay=None, columns=None):
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
         # pipelined packs (``pipeline.py``): the next pack's sums run while this pack's collectives
@@ -143,6 +144,11 @@ class PackedSolver:
         self.n_columns = int(n_columns)
         self.spec = spec
         self.sigma = float(sigma)
+        # each column's sigma, bound, class and held-out fold (``columns.py``): a grid search's,
+        # or the ordinary run's n_columns problems with this sigma and the loss's bound
+        self.columns = Columns.plain(self.n_columns, self.sigma, self.loss.bound) if columns is None else columns
+        if self.columns.n_columns != self.n_columns:
+            raise ValueError(f"columns: {self.columns.n_columns} columns for a run of {self.n_columns}")
         self.iterations = int(iterations)
         self.pack = int(pack)
         self.seed = seed
@@ -221,7 +227,8 @@ class PackedSolver:
         offsets = np.empty((Q, 2))  # [rho, the pack's sum of a_t rho_t] per problem (the replay's)
         offsets[:, 0] = state.rho
 
-        max_weight = loss_rule.bound if self.spec.facts.psd else math.inf  # the replay's projection radius
+        # the replay's projection radius, per column
+        max_weight = self.columns.bound if self.spec.facts.psd else np.full(Q, math.inf)
         limit = self.iterations
         pipelined = self.pipelined
         if pipelined:  # the packs delivered ahead (``pipeline.PackAhead``), their delivery buffer and sums' fix
@@ -374,7 +381,7 @@ class PackedSolver:
             # rank's new rows into the table: one numba call
             following = ahead[0] if pipelined and ahead and ahead[0].ready else None
             status, projections, work = update_after_pack(
-                buf, block, ids, norms, rank, state, table, self.sigma, loss_rule, self.step, max_weight, coef, loss,
+                buf, block, ids, norms, rank, state, table, self.columns, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
                 *((delta[:, :r], following.ids, following.buf.owner_flags) if following is not None else
                   (delta[:, :r] if pipelined else delta,)))
@@ -553,7 +560,8 @@ class PackedSolver:
 
     def _divergence_message(self, exc, problem=None):
         where = "" if problem is None else f" in the one-vs-rest problem of class number {problem}"
-        return (f"training diverged at iteration {exc.iteration}{where} (sigma={self.sigma:g}, pack={self.pack}): "
+        sigma = self.columns.sigma[problem or 0]
+        return (f"training diverged at iteration {exc.iteration}{where} (sigma={sigma:g}, pack={self.pack}): "
                 f"{exc.what} is {exc.value}; each step adds c/(sigma (t + c - 1)) times a kernel row, and with "
                 f"this sigma or these kernel values the numbers leave the float range: use a larger sigma (a "
                 f"smaller C), or scale the features (or gamma) so that kernel values stay moderate")

@@ -29,7 +29,7 @@ _work_arrays = lru_cache(maxsize=8)(replay_work_arrays)
 MEASURED_FROM_ROWS = 64
 
 
-def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_rule, step, max_weight, coef, loss,
+def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_rule, step, max_weight, coef, loss,
                       fold, average, mean_loss, offsets, spent, waited, row_memory, delta, next_ids=_NO_IDS,
                       next_flags=_NO_FLAGS):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
@@ -37,8 +37,9 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
     ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
     the pack into ``table``. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
     (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s;
-    max_weight: the projection's bound (inf: none); spent (2,): this rank's seconds in this
-    pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
+    columns: the run's ``columns.Columns`` (each column's sigma, class and held-out fold);
+    max_weight (K,): each column's projection bound (inf: none); spent (2,): this rank's
+    seconds in this pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
     (``account_timings``); row_memory: the weight of this
     pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
     delta (K, r) or (0, 0): ``table.merge_pack``'s. next_ids (r',) and next_flags (r',), or
@@ -50,12 +51,14 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
     K, r = coef.shape
     work = _work_arrays(K, r)
     entries, rows, store = table.room_for(block)
+    row_fold = columns.row_folds(ids, work.row_fold)
     status, projections, added = _update_after_pack(
         buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
-        sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight, average,
-        step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
-        loss_rule.rho_low, loss_rule.rho_high, ids, rank, state.occupancy, buf.timings, spent, waited,
-        state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags)
+        columns.sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight,
+        average, step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
+        loss_rule.rho_low, loss_rule.rho_high, columns.column_class, row_fold, columns.column_fold,
+        work.column_weight, ids, rank, state.occupancy, buf.timings, spent, waited, state.row_seconds, row_memory,
+        *entries, delta, *rows, norms, *store, next_ids, next_flags)
     table.added(added)
     return status, projections, work
 
@@ -63,10 +66,11 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, sigma, loss_ru
 @njit(cache=True)
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, rho_low, rho_high, ids, rank, occupancy, timings, spent, waited, row_seconds,
-                      row_memory, map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, dense,
-                      indptr, indices, values, norms, n_stored, out_features, out_indptr, out_indices, out_values,
-                      out_norms, next_ids, next_flags):
+                      rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, ids, rank,
+                      occupancy, timings, spent, waited, row_seconds, row_memory, map_keys, map_slots, entry_keys,
+                      table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
+                      n_stored, out_features, out_indptr, out_indices, out_values, out_norms,
+                      next_ids, next_flags):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
@@ -79,7 +83,8 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                                         rho_step, rho_low, rho_high)
+                                         rho_step, rho_low, rho_high, column_class, row_fold, column_fold,
+                                         column_weight)
     if failed >= 0:
         return failed, projections, 0
     for c in range(fold.shape[0]):

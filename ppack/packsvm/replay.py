@@ -236,39 +236,53 @@ def _add_segment(average_out, coef_out, weighted_scale, start, end):
 @functools.lru_cache(maxsize=4)
 def replay_work_arrays(K, r):
     """Scratch arrays of ``replay_all`` for K problems and packs of r rows (info, pred, sign,
-    and unit weights ``ones``), kept for the run's next packs (every entry is written before
-    it is read)."""
-    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), sign=np.empty(r), ones=np.ones(r))
+    unit weights ``ones``, a column's row weights ``column_weight`` and the rows' folds
+    ``row_fold``), kept for the run's next packs (every entry is written before it is read)."""
+    return SimpleNamespace(info=np.empty((K, 4)), pred=np.empty(r), sign=np.empty(r), ones=np.ones(r),
+                           column_weight=np.empty(r), row_fold=np.full(r, -1, dtype=np.int64))
 
 
 @njit(cache=True)
 def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
-                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step, rho_low, rho_high):
-    """``replay_pack`` for the K binary problems of a pack in one numba call; returns (the
-    first problem that met a non-finite value or -1, the projections of all of them).
+               average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step, rho_low, rho_high,
+               column_class, row_fold, column_fold, column_weight):
+    """``replay_pack`` for the K binary problems (columns) of a pack in one numba call; returns
+    (the first problem that met a non-finite value or -1, the projections of all of them).
 
     predictions (K, r): the summed partial predictions of the unscaled w_c (collective 2),
     read only; pairs (r (r + 1) / 2): the pack's pair kernels, the upper triangle row by row;
     scale, norm (K,): each problem's s and ||w||^2, updated in place; labels (r,): the rows'
-    +-1 labels for K = 1, else their class codes 0..K-1 (problem c's label is +1 where the
-    code is c); coef_out, loss_out (K, r), average (K, r + 1) or (K, 0) (not averaging):
+    +-1 labels, or their class codes 0..K-1; column_class (K,): which class column c trains
+    one-vs-rest (its label is +1 where the code is column_class[c]), or -1: the labels are
+    the +-1 themselves; sigma and max_weight (K,): each column's regularisation weight and
+    projection bound (inf: no projection); row_fold (r,) the rows' cross-validation folds
+    and column_fold (K,) the fold column c holds out (-1: none): a held-out row carries no
+    loss for that column (weight 0, as a row of sample_weight 0), while its scale still
+    decays. coef_out, loss_out (K, r), average (K, r + 1) or (K, 0) (not averaging):
     ``replay_pack``'s outputs, one row per problem; info (K, 4): each problem's ``_replay``
     info (``non_finite`` reads a failure from it, with ``pred``); weight (r,) and the
-    scalars as ``replay_pack``'s (max_weight inf: no projection; mode, epsilon, rho_step,
-    rho_low, rho_high: K = 1 for the regression and one-class losses, whose labels are the
-    targets or ignored); offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred
-    and sign (r,) are work arrays (``replay_work_arrays``); mean_loss (r,) gets the losses'
-    mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
+    scalars as ``replay_pack``'s (mode, epsilon, rho_step, rho_low, rho_high: the regression
+    and one-class losses, whose labels are the targets or ignored, have column_class -1);
+    offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred, sign and
+    column_weight (r,) are work arrays (``replay_work_arrays``); mean_loss (r,) gets the
+    losses' mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
     K, r = predictions.shape
     projections = 0
     for c in range(K):
         info[c, :] = 0.0
+        code = column_class[c]
         for k in range(r):
             pred[k] = scale[c] * predictions[c, k]
-            sign[k] = labels[k] if K == 1 else (1.0 if labels[k] == c else -1.0)
-        scale[c], norm[c], done = _replay(sign, pred, pairs, t0, scale[c], norm[c], sigma, coef_out[c], loss_out[c],
-                                          info[c], weight, max_weight, average[c], step, mode, epsilon, offsets[c],
-                                          rho_step, rho_low, rho_high)
+            sign[k] = labels[k] if code < 0 else (1.0 if labels[k] == code else -1.0)
+        held = column_fold[c]
+        rows_weight = weight
+        if held >= 0:
+            for k in range(r):
+                column_weight[k] = 0.0 if row_fold[k] == held else weight[k]
+            rows_weight = column_weight
+        scale[c], norm[c], done = _replay(sign, pred, pairs, t0, scale[c], norm[c], sigma[c], coef_out[c],
+                                          loss_out[c], info[c], rows_weight, max_weight[c], average[c], step, mode,
+                                          epsilon, offsets[c], rho_step, rho_low, rho_high)
         projections += done
         if info[c, 2] != 0.0:
             return c, projections

@@ -25,6 +25,7 @@ from .loop import upper_pairs
 from .losses import Loss
 from .pack_buffer import PackBuffer
 from .pipeline import fold_sums
+from .columns import Columns
 from .pack_update import all_equal, update_after_pack
 from .state import LossWindows, SolverState, moving_average, replica_digest
 from .table import SupportVectorTable
@@ -117,7 +118,8 @@ def _run_kernels(spec, dtype, sparse, stored=None):
                         loss_windows=LossWindows(10), avg_weight=0.0, rho=np.zeros(1), rho_sum=np.zeros(1),
                         row_seconds=np.zeros(2))
     coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
-    update_after_pack(buf, block, ids, norms, 0, state, table, 1.0, Loss(), 1.0, 1.0, coef, loss, fold,
+    update_after_pack(buf, block, ids, norms, 0, state, table, Columns.plain(1, 1.0, 1.0), Loss(), 1.0,
+                      np.ones(1), coef, loss, fold,
                       np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.05,
                       np.empty((1, r)))
     replica_digest(state, coef.ravel(), loss.ravel())

@@ -1,0 +1,120 @@
+"""`tune --data D --C 0.1,1,10 --gamma 0.01,0.1 --folds 5`: a grid of C x gamma with
+cross-validation, every C value and fold of a gamma trained in one pass (``packsvm.grid``);
+prints the mean and std score per grid point, writes the best grid point's refit model and
+the results."""
+import argparse
+import json
+import math
+
+import numpy as np
+from mpi4py import MPI
+
+from ..errors import PPackError
+from ..mpi.comm import on_rank0
+from .common import Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard
+from ..registry import PACKSVM_PARAMS
+from .options import add_packsvm_options, svm_type_of
+
+DEFAULT_FOLDS = 5
+
+
+def add_parser(sub):
+    t = sub.add_parser("tune", help="cross-validated grid search over C and gamma, every C and fold of a gamma "
+                                    "in one pass")
+    t.add_argument("--data", required=True, help="training data, HDF5 or LIBSVM text")
+    t.add_argument("--C", dest="C", type=_values, default=None, metavar="C1,C2,...",
+                   help="the C values of the grid, comma-separated (default: 1)")
+    t.add_argument("--gamma", dest="gamma", type=_values, default=None, metavar="G1,G2,...",
+                   help="the kernel widths of the grid, comma-separated (default: the trainer's, 1 / n_features); "
+                        "one training pass per gamma")
+    t.add_argument("--folds", type=int, default=None, metavar="K",
+                   help=f"cross-validation folds (default {DEFAULT_FOLDS}): row i's fold is its place in a "
+                        "permutation drawn from --seed, modulo K, the same on every rank (not stratified)")
+    t.add_argument("--model", help="write the best grid point's model, refit on every row, to this file (.h5)")
+    t.add_argument("--results", help="write every grid point's scores to this JSON file")
+    t.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
+                   help="memory a rank's table may take, GiB (default: this machine's memory over its ranks); "
+                        "a grid that would not fit is refused before training")
+    add_packsvm_options(t, skip=("C", "gamma", "sigma"))
+    add_common(t)
+
+
+def _values(text):
+    """'0.1,1,10' -> [0.1, 1.0, 10.0] (positive, finite)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive finite numbers, got {text!r}")
+    return values
+
+
+def run(comm, args):
+    from ..packsvm.grid import train_grid
+    from ..packsvm.offset_estimator import SVM_TYPE_CLASSES
+
+    say = Report(comm, args.quiet)
+    svm_type = svm_type_of(args)
+    if svm_type not in ("c_svc", "epsilon_svr"):
+        raise PPackError(f"--svm-type {svm_type}: tune searches c_svc and epsilon_svr grids", collective=True)
+    folds_k = DEFAULT_FOLDS if args.folds is None else args.folds
+    if folds_k < 2:
+        raise PPackError(f"--folds: at least 2, got {folds_k}", collective=True)
+    Cs = args.C or [1.0]
+    gammas = args.gamma or [None]
+    params = {name: getattr(args, name) for name in [*PACKSVM_PARAMS, "epsilon"]
+              if name not in ("C", "gamma", "sigma") and getattr(args, name, None) is not None}
+    estimator = SVM_TYPE_CLASSES[svm_type]
+    check_outputs(comm, {"--model": args.model, "--results": args.results, "--metrics-json": args.metrics_json})
+    threads = rank_threads(comm, args.threads)
+    check_inputs(comm, {"--data": args.data}, data=("--data",))
+    template = estimator(**params, comm=comm)
+    shard, read_seconds = read_shard(comm, args.data, template.feature_dtype)
+    say(describe_run(comm, args.data, shard, threads))
+    n = shard.n_samples
+    if n < folds_k:
+        raise PPackError(f"--folds {folds_k}: the data has only {n} rows", collective=True)
+    folds = np.random.RandomState(template.seed_).permutation(n) % folds_k  # the same on every rank
+    limit = None if args.memory_limit is None else args.memory_limit * 2**30
+    rows, best = [], None
+    start = MPI.Wtime()
+    for gamma in gammas:
+        model = estimator(**params, **({} if gamma is None else {"gamma": gamma}), comm=comm)
+        fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say)
+        for g, C in enumerate(fit.Cs):
+            splits = []
+            for f in range(folds_k):
+                _, decisions, labels = fit.held_out(g, f)
+                splits.append(model.validation_score(decisions, labels))
+            row = {"C": C, "gamma": float(model.spec_.gamma), "mean": float(np.mean(splits)),
+                   "std": float(np.std(splits)), "splits": splits}
+            rows.append(row)
+            if best is None or row["mean"] > best[0]["mean"]:
+                best = (row, fit, g)
+        say(f"gamma {model.spec_.gamma:.6g}: {fit.table.n_columns} columns trained in {fit.seconds['train']:.2f} s, "
+            f"scored in {fit.seconds['score']:.2f} s")
+    seconds = MPI.Wtime() - start
+    metric = "R^2" if svm_type == "epsilon_svr" else "accuracy"
+    say(f"{'C':>10} {'gamma':>10} {'mean ' + metric:>14} {'std':>8}")
+    for row in rows:
+        mark = "  <- best" if row is best[0] else ""
+        say(f"{row['C']:>10.6g} {row['gamma']:>10.6g} {row['mean']:>14.4f} {row['std']:>8.4f}{mark}")
+    row, fit, g = best
+    refit = fit.refit(g)
+    if args.model:
+        refit.save(args.model)
+        say(f"best model (C={row['C']:.6g}, gamma={row['gamma']:.6g}, refit on every row) written to {args.model}")
+    results = {"command": "tune", "data": args.data, "ranks": comm.Get_size(), "folds": folds_k,
+               "svm_type": svm_type, "metric": metric, "grid": rows,
+               "best": {k: row[k] for k in ("C", "gamma", "mean", "std")},
+               "seconds": {"read": read_seconds, "grid": comm.allreduce(seconds, op=MPI.MAX)}}
+    for path in (args.results, args.metrics_json):
+        if path:
+            on_rank0(comm, _write_json, path, results)
+
+
+def _write_json(path, results):
+    from ..atomic import atomic_write
+
+    atomic_write(path, lambda f: f.write(json.dumps(results, indent=2) + "\n"))

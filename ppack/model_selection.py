@@ -1,0 +1,261 @@
+"""PackGridSearchCV: scikit-learn's GridSearchCV for ppack's kernel estimators, with the C
+values and the folds of each pass trained as columns of one run (``packsvm.grid``).
+
+What shares a pass: every C value of the grid and every fold (plus the refit, one more
+column per C) for one setting of the other parameters. Kernel parameters (kernel, gamma,
+degree, coef0) take one pass per distinct setting in this version; any other parameter in
+the grid is one pass per value too. Scores come from one predict pass over the training
+rows after each training pass, each row scored by the columns that held it out.
+"""
+import time
+from collections import defaultdict
+
+import numpy as np
+from mpi4py import MPI
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, RegressorMixin, clone, is_classifier
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import ParameterGrid, check_cv
+from sklearn.utils.metaestimators import available_if
+
+from .errors import PPackError
+from .mpi.collectives import Collectives
+from .progress import Console
+from .packsvm.grid import refuse_unsupported, train_grid
+
+# the estimator's parameters a pass shares across its columns (C) and those that split passes
+SHARED_IN_A_PASS = ("C",)
+
+
+class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
+    """Exhaustive search over ``param_grid`` with cross-validation, as scikit-learn's
+    GridSearchCV, for PackSVC and PackSVR.
+
+    Every C value of the grid and every fold, plus one refit column per C, train in one
+    pass: columns = classes x C values x (folds + 1) of one table, sharing every sampled row
+    and kernel value; column (C, fold f) is, to rounding, a fit with sample_weight 0 on fold
+    f's rows and the same seed (sigma = 1 / (n C) with n all the rows, so C keeps its
+    meaning), and the refit column of the best grid point is ``best_estimator_``: a fit on all
+    rows, without a second training pass. Kernel parameters (kernel, gamma, degree, coef0)
+    take one pass per distinct setting (this version does not yet share the dot products
+    across gammas), and so does every other parameter's value.
+
+    param_grid: a dict or list of dicts, as GridSearchCV's. cv: an int (StratifiedKFold for
+    classifiers, KFold otherwise, unshuffled, as scikit-learn's ``check_cv``), a scikit-learn
+    splitter, or an iterable of (train, test) index arrays, with ``groups``; the test sets
+    must be disjoint and each train set the rows outside its test set. scoring: None (the
+    estimator's own score: accuracy, or R^2 for PackSVR) or one scikit-learn scorer (a name or
+    a callable) that needs only ``predict`` or ``decision_function``. refit: True or False.
+    memory_limit: bytes per rank a pass's table may take (None: the machine's memory over
+    the ranks that share it); a grid that would not fit is refused in one line before
+    training. verbose: > 0 tells each pass and its memory per stored row on rank 0.
+
+    Refused in one line: probability=True (the columns are not calibrated), tol and
+    validation (their tests average over all columns, so one column would stop the others),
+    sigma instead of C, PackOneClassSVM, several scorers at once.
+
+    Under mpiexec every rank calls fit with the same data, as PackSVC's fit; the folds are
+    computed on rank 0 and broadcast, so every rank trains the same columns.
+
+    Fitted: ``cv_results_`` (GridSearchCV's keys: mean/std/rank/split<i>_test_score, params,
+    param_<name>, mean/std_fit_time and mean/std_score_time: a pass's seconds spread evenly
+    over its grid points, std 0), ``best_index_``, ``best_params_``, ``best_score_``,
+    ``best_estimator_``, ``refit_time_``, ``n_splits_``, ``scorer_``, ``multimetric_``
+    (False), ``grid_passes_`` (each pass's parameters, seconds and ``GridMemory`` line).
+    """
+
+    def __init__(self, estimator, param_grid, cv=5, scoring=None, refit=True, memory_limit=None, verbose=0):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.cv = cv
+        self.scoring = scoring
+        self.refit = refit
+        self.memory_limit = memory_limit
+        self.verbose = verbose
+
+    @property
+    def _estimator_type(self):
+        return getattr(self.estimator, "_estimator_type", None)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        base = self.estimator.__sklearn_tags__()
+        tags.estimator_type = base.estimator_type
+        tags.classifier_tags = base.classifier_tags
+        tags.regressor_tags = base.regressor_tags
+        tags.input_tags.sparse = base.input_tags.sparse
+        return tags
+
+    def fit(self, X, y=None, groups=None, sample_weight=None):
+        """Search the grid on data every rank holds: X (n, d) array or CSR, y (n,), groups for
+        the splitter, sample_weight (n,) on the rows' loss (a held-out row's is 0 for its fold)."""
+        estimator = self.estimator
+        comm = estimator._comm()
+        refuse_unsupported(estimator)
+        default_C = 1.0 if estimator.get_params()["C"] is None else estimator.get_params()["C"]
+        if not isinstance(self.refit, bool):
+            raise PPackError(f"refit: True or False (one scorer), got {self.refit!r}")
+        if isinstance(self.scoring, (list, tuple, set, dict)):
+            raise PPackError("scoring: one scorer (a name or a callable); several at once are not supported yet")
+        scorer = None if self.scoring is None else check_scoring(estimator, scoring=self.scoring)
+        n = X.shape[0]
+        folds, n_splits = self._folds(comm, X, y, groups, n)
+        candidates = list(ParameterGrid(self.param_grid))
+        if not candidates:
+            raise PPackError("param_grid: no grid points")
+        passes = defaultdict(list)  # the other parameters' setting -> [(candidate index, C)]
+        for index, params in enumerate(candidates):
+            other = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k not in SHARED_IN_A_PASS))
+            passes[other].append((index, params.get("C", default_C)))
+        scores = np.full((len(candidates), n_splits), np.nan)
+        fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
+        best = None  # (mean score, candidate index, its pass, its grid point)
+        self.grid_passes_ = []
+        for other, members in passes.items():
+            template = clone(estimator).set_params(**{k: candidates[members[0][0]][k] for k, _ in other})
+            Cs = sorted({float(C) for _, C in members})
+            console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
+            fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
+                             memory_limit=self.memory_limit, console=console)
+            for index, C in members:
+                g = Cs.index(float(C))
+                for f in range(n_splits):
+                    rows, decisions, labels = fit.held_out(g, f)
+                    scores[index, f] = self._score(fit.template, scorer, decisions, labels, rows)
+                fit_time[index] = fit.seconds["train"] / len(members)
+                score_time[index] = fit.seconds["score"] / len(members)
+                mean = float(np.mean(scores[index]))
+                if best is None or mean > best[0] or (mean == best[0] and index < best[1]):
+                    best = (mean, index, fit, g)
+            self.grid_passes_.append({"params": dict(other), "C": Cs, "columns": fit.table.n_columns,
+                                      "seconds": dict(fit.seconds), "memory": fit.memory.line()})
+        self.cv_results_ = _results(candidates, scores, fit_time, score_time)
+        self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))
+        self.best_params_ = candidates[self.best_index_]
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+        self.n_splits_ = n_splits
+        self.scorer_ = scorer if scorer is not None else "score"
+        self.multimetric_ = False
+        if self.refit:
+            start = MPI.Wtime()
+            _, _, fit, g = best  # the pass of best_index_ (the first of the highest mean, as the ranks)
+            self.best_estimator_ = fit.refit(g)
+            self.refit_time_ = MPI.Wtime() - start
+        return self
+
+    def _folds(self, comm, X, y, groups, n):
+        """(each row's fold (n,) int64, or -1 for a row in no test set; the number of splits):
+        on rank 0 from ``cv``, broadcast. A splitter whose train sets are not the complements of
+        disjoint test sets is refused in one line."""
+        folds = np.full(n, -1, dtype=np.int64)
+        header = np.zeros(2, dtype=np.int64)  # n_splits, and 0 or the split that breaks the rule + 1
+        if comm.Get_rank() == 0:
+            splitter = check_cv(self.cv, y, classifier=is_classifier(self.estimator))
+            splits = list(splitter.split(X, y, groups))
+            header[0] = len(splits)
+            for f, (train, test) in enumerate(splits):
+                test = np.asarray(test)
+                if np.any(folds[test] >= 0) or len(train) + len(test) != n or \
+                        np.intersect1d(train, test).size:
+                    header[1] = f + 1
+                    break
+                folds[test] = f
+        collectives = Collectives(comm)
+        collectives.broadcast(header)
+        if header[1]:
+            raise PPackError(f"cv: split {header[1] - 1}'s train set is not the rows outside its test set, or the "
+                             "test sets overlap; a grid pass trains each fold's columns on every row outside its "
+                             "test set (KFold, StratifiedKFold, GroupKFold and the like)")
+        if header[0] < 2:
+            raise PPackError(f"cv: at least 2 splits, got {header[0]}")
+        return collectives.broadcast(folds), int(header[0])
+
+    @staticmethod
+    def _score(template, scorer, decisions, labels, rows):
+        """A fold's score of one grid point from its held-out decision values."""
+        if scorer is None:
+            return template.validation_score(decisions, labels)
+        view = _HeldOut(template, decisions)
+        try:
+            return float(scorer(view, rows.reshape(-1, 1), labels))
+        except AttributeError as error:
+            if "predict_proba" in str(error):
+                raise PPackError(f"scoring: {scorer} needs predict_proba, which grid columns do not give; use a "
+                                 "scorer on predict or decision_function") from None
+            raise
+
+    # -- delegation to the best estimator ---------------------------------------------
+    def _check_refit(self):
+        if not self.refit:
+            raise PPackError("this PackGridSearchCV was fitted with refit=False: no best_estimator_ to predict with")
+        if not hasattr(self, "best_estimator_"):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError("This PackGridSearchCV instance is not fitted yet. Call 'fit' first.")
+        return self.best_estimator_
+
+    def predict(self, X):
+        return self._check_refit().predict(X)
+
+    @available_if(lambda self: hasattr(self.estimator, "decision_function"))
+    def decision_function(self, X):
+        return self._check_refit().decision_function(X)
+
+    def score(self, X, y=None):
+        estimator = self._check_refit()
+        if self.scoring is None:
+            return estimator.score(X, y)
+        return float(self.scorer_(estimator, X, y))
+
+    @property
+    def classes_(self):
+        return self._check_refit().classes_
+
+    @property
+    def n_features_in_(self):
+        return self._check_refit().n_features_in_
+
+
+class _HeldOut:
+    """What a scikit-learn scorer asks of an estimator, answered from a column's held-out
+    decision values: X is the rows' positions (n, 1), ignored."""
+
+    def __init__(self, template, decisions):
+        self._template, self._decisions = template, decisions
+        self.classes_ = getattr(template, "classes_", None)
+        self._estimator_type = "classifier" if is_classifier(template) else "regressor"
+
+    def __sklearn_tags__(self):
+        base = ClassifierMixin if self._estimator_type == "classifier" else RegressorMixin
+        return type("_Tagged", (base, BaseEstimator), {})().__sklearn_tags__()
+
+    def decision_function(self, X):
+        return self._decisions
+
+    def predict(self, X):
+        return self._template.labels_of(self._decisions)
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _results(candidates, scores, fit_time, score_time):
+    """GridSearchCV's cv_results_ for the candidates' (n_candidates, n_splits) scores."""
+    results = {"mean_fit_time": fit_time, "std_fit_time": np.zeros(len(candidates)),
+               "mean_score_time": score_time, "std_score_time": np.zeros(len(candidates))}
+    names = sorted({name for params in candidates for name in params})
+    for name in names:
+        column = np.ma.MaskedArray(np.empty(len(candidates), dtype=object), mask=True)
+        for k, params in enumerate(candidates):
+            if name in params:
+                column[k] = params[name]
+        results[f"param_{name}"] = column
+    results["params"] = candidates
+    for f in range(scores.shape[1]):
+        results[f"split{f}_test_score"] = scores[:, f]
+    mean = scores.mean(axis=1)
+    results["mean_test_score"] = mean
+    results["std_test_score"] = scores.std(axis=1)
+    finite = np.where(np.isnan(mean), -np.inf, mean)
+    results["rank_test_score"] = np.asarray(rankdata(-finite, method="min"), dtype=np.int32)
+    return results

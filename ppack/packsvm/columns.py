@@ -1,0 +1,62 @@
+"""What each coefficient column of a packed run trains: its sigma, projection bound, class
+and held-out fold (``replay.replay_all`` reads them per column).
+
+An ordinary run has one column per binary problem (1, or K classes one-vs-rest), all with the
+run's sigma and bound and no fold held out (``Columns.plain``). A grid search
+(``ppack.model_selection``) adds columns: classes x grid points x (folds + 1), each with the
+sigma = 1 / (n C) of its grid point, holding out the rows of its fold (they carry no loss
+for it: weight 0, as a row of sample_weight 0, while its scale still decays), or none for
+the refit column.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Columns:
+    """Per column (Q,): ``sigma``, ``bound`` (sigma times the squared projection radius, the
+    replay's max_weight before a kernel that is not positive semi-definite turns it off),
+    ``column_class`` (int64: the class code trained one-vs-rest, -1: the labels are +-1 or
+    targets as given) and ``column_fold`` (int64: the fold held out, -1: none); ``folds``:
+    (n_samples,) int64, each global row's fold (the same on every rank), or None when no
+    column holds one out."""
+
+    sigma: np.ndarray
+    bound: np.ndarray
+    column_class: np.ndarray
+    column_fold: np.ndarray
+    folds: np.ndarray = None
+
+    def __post_init__(self):
+        self.sigma = np.ascontiguousarray(self.sigma, dtype=np.float64)
+        self.bound = np.ascontiguousarray(self.bound, dtype=np.float64)
+        self.column_class = np.ascontiguousarray(self.column_class, dtype=np.int64)
+        self.column_fold = np.ascontiguousarray(self.column_fold, dtype=np.int64)
+        if self.folds is not None:
+            self.folds = np.ascontiguousarray(self.folds, dtype=np.int64)
+        Q = len(self.sigma)
+        if not all(len(a) == Q for a in (self.bound, self.column_class, self.column_fold)):
+            raise ValueError("Columns: sigma, bound, column_class and column_fold need one entry per column")
+
+    @classmethod
+    def plain(cls, n_columns, sigma, bound):
+        """An ordinary run's: ``n_columns`` problems (1: labels +-1 or targets; K: class codes
+        0..K-1), all with ``sigma`` and ``bound``, none holding rows out."""
+        Q = int(n_columns)
+        return cls(np.full(Q, float(sigma)), np.full(Q, float(bound)),
+                   np.full(1, -1) if Q == 1 else np.arange(Q), np.full(Q, -1))
+
+    @property
+    def n_columns(self):
+        return len(self.sigma)
+
+    def row_folds(self, ids, out):
+        """The folds of the pack's global row ids (r,) into ``out`` (at least r,), -1 when no
+        column holds a fold out; returns out[:r]."""
+        r = len(ids)
+        if self.folds is None:
+            out[:r] = -1
+        else:
+            out[:r] = self.folds[ids]
+        return out[:r]

@@ -1,0 +1,282 @@
+"""A grid of C values times the folds of a cross-validation, trained in one pass as columns
+of one table (``columns.py``), then scored on each column's held-out rows and split into the
+refit model of any grid point. No scikit-learn here: ``ppack.model_selection`` (the
+GridSearchCV face) and ``python -m ppack tune`` both run it.
+
+Columns = classes x grid points x (folds + 1), grid point g's block contiguous, in it fold
+f's K class columns (f = n_folds: the refit, no fold held out). Every column shares every
+sampled row, delivered block and kernel value; column (g, f) has sigma = 1 / (n C_g) (n all
+the rows, as a PackSVC fit with sample_weight 0 on fold f has: C keeps its meaning) and
+weight 0 on fold f's rows. So each column is, to rounding, that separate fit, and the refit
+column is a fit on every row.
+
+Memory: each stored row keeps 8 bytes a column (its coefficient), 24 with averaging (and the
+average's sum and clock), besides its features: ``grid_memory`` estimates a rank's table at T
+and ``train_grid`` refuses, in one line and before training, a grid that would not fit.
+"""
+import copy
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ..errors import PPackError, given
+from ..kernels.compute import KernelCompute
+from ..kernels.precision import resolve_dtype
+from ..kernels.threads import ensure_threads
+from ..mpi.collectives import Collectives
+from ..mpi.comm import run_collectively
+from ..registry import DTYPES
+from .averaging import averaged_coefficients, averaged_offset
+from .columns import Columns
+from .loop import PackedSolver
+from .predict import distributed_decisions
+from .state import SolverState
+from .table import SupportVectorTable
+from .warmup import warm_kernels
+
+# bytes a stored row keeps per column: its coefficient; with averaging also the average's sum and clock
+COLUMN_BYTES, AVERAGED_COLUMN_BYTES = 8, 24
+# besides its features and columns: the key, the norm, the key map's slot (about)
+ROW_OVERHEAD_BYTES = 32
+
+
+@dataclass
+class GridMemory:
+    """A rank's worst-case table for a grid (at T, every sampled row stored): ``columns``,
+    ``bytes_per_row`` (features + columns + overhead), of which ``column_bytes_per_row``,
+    ``rows`` per rank and ``total`` bytes; ``limit``: what the rank may use."""
+
+    columns: int
+    bytes_per_row: int
+    column_bytes_per_row: int
+    rows: int
+    total: int
+    limit: float
+
+    def line(self):
+        return (f"{self.columns} columns: {self.column_bytes_per_row} bytes per stored row for the columns, "
+                f"{self.bytes_per_row} with its features; up to {self.rows} stored rows per rank: "
+                f"{_size(self.total)} per rank (limit {_size(self.limit)})")
+
+
+def grid_memory(shard, n_columns, averaged, iterations, ranks, limit=None, collectives=None):
+    """The ``GridMemory`` of ``n_columns`` columns on ``shard``'s data at T = ``iterations``
+    on ``ranks`` ranks; limit: bytes per rank (None: this machine's memory over the ranks
+    that share its cores). With ``collectives`` (collective), the widest rank's stored row
+    and the smallest limit, so that every rank decides alike."""
+    item = np.dtype(shard.dtype).itemsize
+    if shard.sparse:
+        per_row = shard.X.nnz / max(1, shard.X.shape[0])
+        feature_bytes = int(math.ceil(per_row * (item + 4))) + 8
+    else:
+        feature_bytes = shard.n_features * item
+    column_bytes = n_columns * (AVERAGED_COLUMN_BYTES if averaged else COLUMN_BYTES)
+    per_row = feature_bytes + column_bytes + ROW_OVERHEAD_BYTES
+    rows = math.ceil(min(iterations, shard.n_samples) / ranks)
+    if limit is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            physical = math.inf
+        limit = 0.8 * physical / max(1, min(ranks, cores))
+    if collectives is not None:
+        agreed = collectives.max(np.array([float(per_row), -float(limit)]))
+        per_row, limit = int(agreed[0]), -agreed[1]
+    return GridMemory(n_columns, per_row, column_bytes, rows, rows * per_row, float(limit))
+
+
+def column_of(K, n_folds, g, f, k=0):
+    """The column of grid point g, fold f (n_folds: the refit) and class column k."""
+    return (g * (n_folds + 1) + f) * K + k
+
+
+def refuse_unsupported(estimator):
+    """A one-line PPackError for what a grid pass does not do (yet)."""
+    name = type(estimator).__name__
+    if getattr(estimator, "SVM_TYPE", None) not in ("c_svc", "epsilon_svr"):
+        raise PPackError(f"{name}: a grid search trains PackSVC and PackSVR columns in one pass; "
+                         f"{name} is not supported yet", collective=True)
+    if getattr(estimator, "probability", False):
+        raise PPackError(f"{given('probability', True)}: a grid search does not calibrate its columns; search "
+                         "with probability=False, then fit the best parameters with probability=True", collective=True)
+    if getattr(estimator, "tol", None) is not None:
+        raise PPackError(f"{given('tol', estimator.tol)}: the stopping test averages over all columns, so one "
+                         "grid column's convergence would stop the others; a grid search runs to T (tol=None)",
+                         collective=True)
+    if getattr(estimator, "validation", None) is not None:
+        raise PPackError(f"{given('validation', estimator.validation)}: early stopping on held-out rows would "
+                         "stop every grid column together; a grid search runs to T (validation=None)",
+                         collective=True)
+    if getattr(estimator, "sigma", None) is not None:
+        raise PPackError("sigma: a grid search sets each column's sigma from its C; give C values, not sigma",
+                         collective=True)
+
+
+class GridFit:
+    """A trained grid pass (``train_grid``): ``held`` (n_samples, G, K) each row's decision
+    values from the columns that held it out (NaN for a row no fold holds out), ``labels``
+    (n_samples,) the raw labels, on every rank; ``refit(g)`` the fitted estimator of grid
+    point g; ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``."""
+
+    def __init__(self, template, Cs, n_folds, folds, shard, weights, table, state, stats, loss, T, seed,
+                 compile_seconds, memory):
+        self.template, self.Cs, self.n_folds, self.folds = template, list(Cs), int(n_folds), folds
+        self.shard, self.weights, self.table, self.state, self.stats = shard, weights, table, state, stats
+        self.loss, self.T, self.seed, self.compile_seconds, self.memory = loss, T, seed, compile_seconds, memory
+        self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
+        self.seconds = {"train": stats.seconds["total"], "score": 0.0}
+
+    def score_pass(self):
+        """Collective: one predict pass over the training rows with every column; sets ``held``
+        and ``labels`` (every rank)."""
+        comm = self.template._comm()
+        start = MPI.Wtime()
+        table, state = self.table, self.state
+        if table.averaged:
+            coef, scale, rho = averaged_coefficients(table, state), np.ones(table.n_columns), \
+                averaged_offset(state, self.loss)
+        else:
+            coef, scale, rho = table.coef, state.scale, state.rho
+        decisions, labels = distributed_decisions(comm, table, scale, self.shard, self.shard.n_features, coef=coef)
+        n, G, K, F = self.shard.n_samples, len(self.Cs), self.K, self.n_folds
+        held = np.full((n, G, K), np.nan)
+        if comm.Get_rank() == 0:
+            decisions = decisions.reshape(n, table.n_columns) - rho[None, :]
+            for f in range(F):
+                rows = np.flatnonzero(self.folds == f)
+                for g in range(G):
+                    held[rows, g, :] = decisions[rows, column_of(K, F, g, f):column_of(K, F, g, f) + K]
+        collectives = Collectives(comm)
+        self.held = collectives.broadcast(held)
+        self.labels = collectives.broadcast(labels if comm.Get_rank() == 0 else np.empty(n))
+        self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+    def held_out(self, g, f):
+        """(rows of fold f, their decision values (rows,) or (rows, K), their raw labels) for grid point g."""
+        rows = np.flatnonzero(self.folds == f)
+        values = self.held[rows, g, :]
+        return rows, values[:, 0] if self.K == 1 else values, self.labels[rows]
+
+    def refit(self, g):
+        """Collective: a fitted estimator of the template's class with C = Cs[g], from grid point
+        g's refit column: a fit on every row with the same seed, without a second pass."""
+        comm = self.template._comm()
+        table, state, K, F = self.table, self.state, self.K, self.n_folds
+        first = column_of(K, F, g, F)
+        cols = slice(first, first + K)
+        coef = table.coef[:, cols]
+        avg = table.avg[:, cols] if table.averaged else None
+        keep = np.any(coef != 0.0, axis=1) if avg is None else np.any((coef != 0.0) | (avg != 0.0), axis=1)
+        compute = table.compute
+        sub = SupportVectorTable(KernelCompute(compute.spec, table.n_features, table.sparse, table.dtype,
+                                               compute.work_bytes), K, averaged=table.averaged)
+        features = table.features
+        if table.sparse:
+            indptr, indices, values = features
+            rows = sp.csr_matrix((values, indices, indptr), shape=(len(table), table.n_features))[keep]
+        else:
+            rows = features[keep]
+        sub.insert_many(table.keys[keep], coef[keep], rows, norms=table.norms[keep],
+                        avg=None if avg is None else avg[keep])
+        occupancy = np.array(comm.allgather(int(np.count_nonzero(keep))), dtype=np.int64)
+        sub_state = SolverState(iteration=state.iteration, scale=state.scale[cols].copy(),
+                                norm=state.norm[cols].copy(), occupancy=occupancy, loss_windows=state.loss_windows,
+                                avg_weight=state.avg_weight, rho=state.rho[cols].copy(),
+                                rho_sum=state.rho_sum[cols].copy(), row_seconds=state.row_seconds)
+        model = copy.copy(self.template)
+        model.C = self.Cs[g]
+        model.table_ = sub
+        model.sigma_ = 1.0 / (self.shard.n_samples * float(self.Cs[g]))
+        model.C_ = float(self.Cs[g])
+        model.stopped_ = False
+        model.resumed_from_ = None
+        model._finish(comm, self.shard, sub_state, self.stats, self.weights, None, self.seed, self.T,
+                      self.compile_seconds)
+        model.training_["grid"] = {"columns": table.n_columns, "grid_points": len(self.Cs), "folds": F,
+                                   "C": [float(C) for C in self.Cs], "refit_of": g}
+        return model
+
+
+def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None):
+    """Collective: train ``estimator``'s settings at every C of ``Cs`` on every fold of
+    ``folds`` ((n_samples,) int: each row's fold 0..n_folds-1, or -1 for a row no fold
+    holds out; the same on every rank) and on all rows, in one pass; returns the scored
+    ``GridFit``. X, y, sample_weight: as ``PackSVC.fit`` takes them (a Shard, or data every
+    rank holds). ``estimator`` becomes the template of the refit models (its fitted state is
+    the pass's data, not a model). memory_limit: bytes per rank the table may take (None:
+    ``grid_memory``'s). console: a callable for the memory line (verbose), or None."""
+    est = estimator
+    refuse_unsupported(est)
+    Cs = [float(C) for C in Cs]
+    if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
+        raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
+    comm = est._comm()
+    ensure_threads(comm)
+    est.__dict__.pop("dtype_", None)
+    shard = run_collectively(comm, est._validated_shard, X, y, sample_weight)
+    est.dtype_, est.float32_error_bound_ = resolve_dtype(comm, est.dtype, shard, est.spec_)
+    shard = shard.computed_in(DTYPES[est.dtype_])
+    folds = np.asarray(folds, dtype=np.int64)
+    if folds.shape != (shard.n_samples,):
+        raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows", collective=True)
+    labels, weights, _, K = est._targets(shard)
+    m, seed = shard.n_samples, est.seed_
+    est.held_out_ = None
+    T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
+    G, F = len(Cs), int(n_folds)
+    Q = K * G * (F + 1)
+    memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit, Collectives(comm))
+    if console is not None:
+        console(f"grid of {G} C values x {F} folds + the refit: {memory.line()}")
+    if memory.total > memory.limit:
+        raise PPackError(f"grid: {Q} columns ({K} class columns x {G} grid points x {F + 1} folds and refit) need "
+                         f"{_size(memory.total).strip()} per rank ({memory.bytes_per_row} bytes per stored row, up "
+                         f"to {memory.rows} rows), more than the {_size(memory.limit).strip()} available: use fewer "
+                         "C values or folds, more ranks, or average=False (8 bytes a column instead of 24)",
+                         collective=True)
+    # each fold's loss from the rows it trains on, as a fit with sample_weight 0 on the fold gets it
+    local = shard.start + np.arange(shard.stop - shard.start)
+    losses = []
+    for f in list(range(F)) + [-1]:
+        if f < 0:
+            fold_weights = weights
+        else:
+            fold_weights = np.ones(len(local)) if weights is None else weights.copy()
+            fold_weights[folds[local] == f] = 0.0
+        losses.append(est._loss(comm, shard, labels, fold_weights))
+    est.loss_ = losses[-1]
+    sigma = np.empty(Q)
+    bound = np.empty(Q)
+    column_class = np.empty(Q, dtype=np.int64)
+    column_fold = np.empty(Q, dtype=np.int64)
+    for g, C in enumerate(Cs):
+        for f in range(F + 1):
+            for k in range(K):
+                q = column_of(K, F, g, f, k)
+                sigma[q] = 1.0 / (m * C)
+                bound[q] = losses[f].bound
+                column_class[q] = -1 if K == 1 else k
+                column_fold[q] = f if f < F else -1
+    columns = Columns(sigma, bound, column_class, column_fold, folds)
+    solver = PackedSolver(comm, est.spec_, sigma[0], T, est.pack, seed, est.work_bytes, None, tol=None,
+                          tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
+                          sampling=est.sampling, loss=losses[-1], placement=est.placement, device=est.device,
+                          pipeline=est.pipeline, columns=columns)
+    compile_seconds = warm_kernels(comm, est.spec_, shard.dtype, shard.sparse, shard.X.dtype)
+    table, state, stats, _ = solver.run(shard, labels, None, None, None, weights)
+    fit = GridFit(est, Cs, F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
+                  compile_seconds + solver.device_seconds, memory)
+    fit.score_pass()
+    return fit
+
+
+def _size(n):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"

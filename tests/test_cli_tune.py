@@ -1,0 +1,51 @@
+"""`tune`: a C x gamma grid with cross-validation on every rank's shard, the table of scores,
+the best grid point's refit model (equal to `train` at those parameters) and the results."""
+import json
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack.base import load_model
+from ppack.cli import main
+from ppack.mpi.comm import polite_barrier
+
+from helpers import fails_with, make_problem, write_libsvm
+
+WORLD = MPI.COMM_WORLD
+OPTIONS = ["--epochs", "2", "--pack", "20", "--seed", "4", "--dtype", "float64", "--quiet"]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_tune_writes_the_scores_and_the_refit_best_model(mpi_tmp_path, capsys):
+    d = mpi_tmp_path
+    X, y = make_problem(160, 6, seed=3)
+    write_libsvm(d / "train.txt", X, y, comm=WORLD)
+    main(["tune", "--data", str(d / "train.txt"), "--C", "0.5,4", "--gamma", "0.1,0.4", "--folds", "3",
+          "--model", str(d / "best.h5"), "--results", str(d / "cv.json"), *OPTIONS])
+    results = json.loads((d / "cv.json").read_text())
+    assert results["ranks"] == WORLD.Get_size() and results["folds"] == 3
+    assert [(row["C"], row["gamma"]) for row in results["grid"]] == [(0.5, 0.1), (4.0, 0.1), (0.5, 0.4), (4.0, 0.4)]
+    for row in results["grid"]:
+        assert len(row["splits"]) == 3 and row["mean"] == pytest.approx(np.mean(row["splits"]))
+    best = max(results["grid"], key=lambda row: row["mean"])
+    assert results["best"]["C"] == best["C"] and results["best"]["gamma"] == best["gamma"]
+    main(["train", "--data", str(d / "train.txt"), "--C", str(best["C"]), "--gamma", str(best["gamma"]),
+          "--model", str(d / "separate.h5"), *OPTIONS])
+    tuned, separate = load_model(d / "best.h5", comm=WORLD), load_model(d / "separate.h5", comm=WORLD)
+    np.testing.assert_allclose(tuned.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-9)
+    assert tuned.n_support_ == separate.n_support_
+    polite_barrier(WORLD)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_tune_refusals_are_one_line_on_every_rank(mpi_tmp_path, capsys):
+    d = mpi_tmp_path
+    X, y = make_problem(60, 4, seed=3)
+    write_libsvm(d / "train.txt", X, y, comm=WORLD)
+    base = ["tune", "--data", str(d / "train.txt"), "--C", "1,10", "--model", str(d / "m.h5"), *OPTIONS]
+    fails_with(capsys, base + ["--memory-limit", "1e-6"], "grid: 12 columns (1 class columns x 2 grid points x 6 "
+                                                          "folds and refit) need")
+    fails_with(capsys, base + ["--tol", "0.01"], "--tol 0.01: the stopping test averages over all columns")
+    fails_with(capsys, base[:3] + base[5:] + ["--svm-type", "one_class"], "tune searches c_svc and epsilon_svr grids")
+    assert not (d / "m.h5").exists()

@@ -1,0 +1,151 @@
+"""PackGridSearchCV and the grid pass (``packsvm/grid.py``): each column equals the single run
+it stands for, the refit equals a separate fit, scikit-learn's interface, the refusals."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+from sklearn.model_selection import GridSearchCV, KFold, ShuffleSplit
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ppack import PackSVC, PackSVR, PackOneClassSVM, PPackError
+from ppack.model_selection import PackGridSearchCV
+from ppack.packsvm.grid import train_grid
+
+from helpers import make_multiclass, make_problem
+
+SELF, WORLD = MPI.COMM_SELF, MPI.COMM_WORLD
+COMMS = [pytest.param(SELF, id="1rank"), pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))]
+PARAMS = {"kernel": "rbf", "gamma": 0.3, "epochs": 2, "pack": 20, "seed": 5, "dtype": "float64"}
+Cs = [0.5, 4.0]
+
+
+def problems():
+    return [make_problem(150, 6, seed=1), make_multiclass(180, 6, seed=2)]
+
+
+@pytest.mark.parametrize("comm", COMMS)
+@pytest.mark.parametrize("which, average", [("binary", False), ("multiclass", True)])
+def test_each_grid_column_equals_the_separate_fit_it_stands_for(comm, which, average):
+    """Column (C, fold f) predicts fold f's rows as a PackSVC with the same seed and C fitted
+    with sample_weight 0 on fold f; the refit column is a fit on every row."""
+    X, y = problems()[0 if which == "binary" else 1]
+    folds = np.arange(len(y)) % 3
+    fit = train_grid(PackSVC(comm=comm, average=average, **PARAMS), X, y, Cs, folds, 3)
+    for g, C in enumerate(Cs):
+        for f in ([0, 2] if g == 0 else [1]):
+            rows, decisions, labels = fit.held_out(g, f)
+            separate = PackSVC(comm=comm, C=C, average=average, **PARAMS).fit(
+                X, y, sample_weight=(folds != f).astype(float))
+            np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=0, atol=1e-9)
+            assert np.array_equal(labels, y[rows])
+    refit = fit.refit(1)
+    separate = PackSVC(comm=comm, C=Cs[1], average=average, **PARAMS).fit(X, y)
+    np.testing.assert_allclose(refit.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-9)
+    assert refit.n_support_ == separate.n_support_
+    assert refit.C_ == separate.C_ and refit.sigma_ == separate.sigma_
+    assert np.array_equal(refit.classes_, separate.classes_)
+
+
+def test_svr_columns_and_class_weights_equal_their_separate_fits():
+    X, y = make_problem(150, 5, seed=4)
+    target = X[:, 0] - 0.5 * X[:, 1]
+    folds = np.arange(150) % 3
+    params = {k: v for k, v in PARAMS.items()}
+    fit = train_grid(PackSVR(epsilon=0.05, comm=SELF, **params), X, target, Cs, folds, 3)
+    rows, decisions, _ = fit.held_out(1, 2)
+    separate = PackSVR(epsilon=0.05, C=Cs[1], comm=SELF, **params).fit(
+        X, target, sample_weight=(folds != 2).astype(float))
+    np.testing.assert_allclose(decisions, separate.predict(X[rows]), rtol=0, atol=1e-9)
+    search = PackGridSearchCV(PackSVR(epsilon=0.05, comm=SELF, **params), {"C": Cs}, cv=3).fit(X, target)
+    refit = PackSVR(epsilon=0.05, comm=SELF, **params, **search.best_params_).fit(X, target)
+    np.testing.assert_allclose(search.predict(X), refit.predict(X), rtol=0, atol=1e-9)
+    assert search.score(X, target) == pytest.approx(refit.score(X, target), abs=1e-12)
+    fit = train_grid(PackSVC(class_weight="balanced", comm=SELF, **PARAMS), X, y, Cs, folds, 3)
+    rows, decisions, _ = fit.held_out(0, 1)
+    separate = PackSVC(class_weight="balanced", C=Cs[0], comm=SELF, **PARAMS).fit(
+        X, y, sample_weight=(folds != 1).astype(float))
+    np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("comm", COMMS)
+def test_search_has_gridsearchcvs_results_and_refits_the_best(comm):
+    X, y = make_multiclass(180, 6, seed=2)
+    estimator = PackSVC(comm=comm, **PARAMS)
+    grid = {"C": Cs, "gamma": [0.1, 0.3]}
+    ours = PackGridSearchCV(estimator, grid, cv=3).fit(X, y)
+    theirs = GridSearchCV(estimator, grid, cv=3).fit(X, y)
+    assert set(ours.cv_results_) == set(theirs.cv_results_)
+    assert ours.cv_results_["params"] == theirs.cv_results_["params"]
+    assert len(ours.grid_passes_) == 2  # one pass per gamma, both C values and the folds in it
+    scores = np.array([ours.cv_results_[f"split{f}_test_score"] for f in range(3)]).T
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"], scores.mean(axis=1))
+    assert ours.best_index_ == int(np.argmax(ours.cv_results_["mean_test_score"]))
+    assert ours.cv_results_["rank_test_score"][ours.best_index_] == 1
+    assert ours.best_params_ == ours.cv_results_["params"][ours.best_index_]
+    separate = PackSVC(comm=comm, **{**PARAMS, **ours.best_params_}).fit(X, y)
+    np.testing.assert_allclose(ours.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-9)
+    assert ours.score(X, y) == separate.score(X, y)
+    assert np.array_equal(ours.predict(X), separate.predict(X))
+    # a fold's score is the accuracy of that fold's column on its held-out rows
+    folds = np.zeros(len(y), dtype=int)
+    from sklearn.model_selection import StratifiedKFold
+    for f, (_, test) in enumerate(StratifiedKFold(3).split(X, y)):
+        folds[test] = f
+    column = PackSVC(comm=comm, **{**PARAMS, **ours.best_params_}).fit(
+        X, y, sample_weight=(folds != 1).astype(float))
+    assert ours.cv_results_["split1_test_score"][ours.best_index_] == column.score(X[folds == 1], y[folds == 1])
+
+
+def test_scorers_splitters_and_a_pipeline():
+    X, y = make_problem(150, 6, seed=1)
+    estimator = PackSVC(comm=SELF, **PARAMS)
+    search = PackGridSearchCV(estimator, {"C": Cs}, cv=KFold(3, shuffle=True, random_state=0),
+                              scoring="roc_auc").fit(X, y)
+    assert np.all((search.cv_results_["mean_test_score"] > 0.5) & (search.cv_results_["mean_test_score"] <= 1))
+    splits = list(KFold(3).split(X))
+    by_list = PackGridSearchCV(estimator, {"C": Cs}, cv=splits, scoring="accuracy").fit(X, y)
+    by_int = PackGridSearchCV(estimator, {"C": Cs}, cv=KFold(3)).fit(X, y)
+    np.testing.assert_array_equal(by_list.cv_results_["mean_test_score"], by_int.cv_results_["mean_test_score"])
+    pipeline = make_pipeline(StandardScaler(), PackGridSearchCV(estimator, {"C": Cs}, cv=3)).fit(X, y)
+    assert pipeline.score(X, y) > 0.8
+    assert pipeline[-1].best_estimator_.n_features_in_ == 6
+
+
+@pytest.mark.parametrize("change, pattern", [
+    ({"probability": True}, "probability=True: a grid search does not calibrate"),
+    ({"tol": 1e-3}, "tol=0.001: the stopping test averages over all columns"),
+    ({"validation": 0.2}, "validation=0.2: early stopping"),
+])
+def test_refusals_are_one_line(change, pattern):
+    X, y = make_problem(60, 4, seed=1)
+    with pytest.raises(PPackError, match=pattern) as error:
+        PackGridSearchCV(PackSVC(comm=SELF, **{**PARAMS, **change}), {"C": Cs}, cv=3).fit(X, y)
+    assert "\n" not in str(error.value)
+
+
+def test_a_grid_that_would_not_fit_is_refused_before_training():
+    X, y = make_multiclass(180, 6, seed=2)
+    search = PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": [0.1, 1, 10, 100]}, cv=5, memory_limit=100_000)
+    with pytest.raises(PPackError, match=r"grid: 96 columns \(4 class columns x 4 grid points x 6 folds and refit\) "
+                                         r"need .* per rank \(\d+ bytes per stored row") as error:
+        search.fit(X, y)
+    assert "\n" not in str(error.value)
+    assert not hasattr(search, "cv_results_")
+
+
+def test_other_refusals():
+    X, y = make_problem(60, 4, seed=1)
+    with pytest.raises(PPackError, match="needs predict_proba"):
+        PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=3, scoring="neg_log_loss").fit(X, y)
+    with pytest.raises(PPackError, match="the test sets overlap"):
+        PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=ShuffleSplit(3, random_state=0)).fit(X, y)
+    with pytest.raises(PPackError, match="PackOneClassSVM is not supported yet"):
+        PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3).fit(X)
+
+
+def test_verbose_reports_the_memory_per_stored_row(capsys):
+    X, y = make_problem(60, 4, seed=1)
+    PackGridSearchCV(PackSVC(comm=SELF, average=True, **PARAMS), {"C": Cs}, cv=3, verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    # 2 C values x (3 folds + refit) = 8 columns, 24 bytes each with averaging
+    assert "PackGridSearchCV: grid of 2 C values x 3 folds + the refit: 8 columns: 192 bytes per stored row" in err
