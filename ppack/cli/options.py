@@ -71,8 +71,10 @@ def add_packsvm_options(p, skip=()):
                                  "--C and --seed serve the linear solvers too)")
     group_of = {}
     for pair in EXCLUSIVE:
-        exclusive = other.add_mutually_exclusive_group()
-        group_of.update(dict.fromkeys(pair, exclusive))
+        kept = [name for name in pair if name not in skip]
+        if len(kept) > 1:  # argparse cannot format the usage of an emptied group
+            exclusive = other.add_mutually_exclusive_group()
+            group_of.update(dict.fromkeys(kept, exclusive))
     for name, param in PACKSVM_PARAMS.items():
         if name in skip:
             continue
