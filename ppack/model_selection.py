@@ -28,40 +28,81 @@ SHARED_IN_A_PASS = ("C",)
 
 
 class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
-    """Exhaustive search over ``param_grid`` with cross-validation, as scikit-learn's
-    GridSearchCV, for PackSVC and PackSVR.
+    """Exhaustive search over a grid of parameters with cross-validation, as scikit-learn's
+    GridSearchCV, for PackSVC and PackSVR, with each pass's C values and folds trained as
+    columns of one run.
 
     Every C value of the grid and every fold, plus one refit column per C, train in one
     pass: columns = classes x C values x (folds + 1) of one table, sharing every sampled row
-    and kernel value; column (C, fold f) is, to rounding, a fit with sample_weight 0 on fold
+    and kernel value. Column (C, fold f) is, to rounding, a fit with sample_weight 0 on fold
     f's rows and the same seed (sigma = 1 / (n C) with n all the rows, so C keeps its
-    meaning), and the refit column of the best grid point is ``best_estimator_``: a fit on all
+    meaning); the refit column of the best grid point is ``best_estimator_``, a fit on all
     rows, without a second training pass. Kernel parameters (kernel, gamma, degree, coef0)
-    take one pass per distinct setting (this version does not yet share the dot products
-    across gammas), and so does every other parameter's value.
+    take one pass per distinct setting (the dot products are not yet shared across gammas),
+    and so does every other parameter's value.
 
-    param_grid: a dict or list of dicts, as GridSearchCV's. cv: an int (StratifiedKFold for
-    classifiers, KFold otherwise, unshuffled, as scikit-learn's ``check_cv``), a scikit-learn
-    splitter, or an iterable of (train, test) index arrays, with ``groups``; the test sets
-    must be disjoint and each train set the rows outside its test set. scoring: None (the
-    estimator's own score: accuracy, or R^2 for PackSVR) or one scikit-learn scorer (a name or
-    a callable) that needs only ``predict`` or ``decision_function``. refit: True or False.
-    memory_limit: bytes per rank a pass's table may take (None: the machine's memory over
-    the ranks that share it); a grid that would not fit is refused in one line before
-    training. verbose: > 0 tells each pass and its memory per stored row on rank 0.
+    Parameters
+    ----------
+    estimator : PackSVC or PackSVR
+        The estimator whose parameters are searched; its other parameters hold for every
+        grid point.
+    param_grid : dict or list of dict
+        Parameter names to lists of values, as GridSearchCV's.
+    cv : int, cross-validation splitter or iterable, default=5
+        An int (StratifiedKFold for classifiers, KFold otherwise, unshuffled, as
+        scikit-learn's ``check_cv``), a scikit-learn splitter, or an iterable of (train,
+        test) index arrays. The test sets must be disjoint and each train set the rows
+        outside its test set.
+    scoring : str, callable or None, default=None
+        None for the estimator's own score (accuracy, or R^2 for PackSVR), or one
+        scikit-learn scorer that needs only ``predict`` or ``decision_function``.
+    refit : bool, default=True
+        Keep the best grid point's refit column as ``best_estimator_``.
+    memory_limit : int or None, default=None
+        Bytes per rank a pass's table may take (None: the machine's memory over the ranks
+        that share it); a grid that would not fit is refused in one line before training.
+    verbose : int, default=0
+        Above 0, rank 0 tells each pass and its memory per stored row.
 
-    Refused in one line: probability=True (the columns are not calibrated), tol and
-    validation (their tests average over all columns, so one column would stop the others),
-    sigma instead of C, PackOneClassSVM, several scorers at once.
+    Attributes
+    ----------
+    cv_results_ : dict
+        GridSearchCV's keys: ``mean_test_score``, ``std_test_score``, ``rank_test_score``,
+        ``split<i>_test_score``, ``params``, ``param_<name>``, and the fit and score times
+        (a pass's seconds spread evenly over its grid points, std 0).
+    best_index_ : int
+        The best grid point's index in ``cv_results_``.
+    best_params_ : dict
+        The best grid point's parameters.
+    best_score_ : float
+        The best grid point's mean cross-validated score.
+    best_estimator_ : PackSVC or PackSVR
+        The best grid point's refit column, a fitted estimator.
+    grid_passes_ : list of dict
+        Each pass's parameters, seconds and memory line.
 
-    Under mpiexec every rank calls fit with the same data, as PackSVC's fit; the folds are
-    computed on rank 0 and broadcast, so every rank trains the same columns.
+    Raises
+    ------
+    PPackError
+        In one line, for what the columns cannot do: ``probability=True`` (the columns are
+        not calibrated), ``tol`` and ``validation`` (their tests average over all columns),
+        sigma instead of C, PackOneClassSVM, several scorers at once, a grid that would not
+        fit in memory.
 
-    Fitted: ``cv_results_`` (GridSearchCV's keys: mean/std/rank/split<i>_test_score, params,
-    param_<name>, mean/std_fit_time and mean/std_score_time: a pass's seconds spread evenly
-    over its grid points, std 0), ``best_index_``, ``best_params_``, ``best_score_``,
-    ``best_estimator_``, ``refit_time_``, ``n_splits_``, ``scorer_``, ``multimetric_``
-    (False), ``grid_passes_`` (each pass's parameters, seconds and ``GridMemory`` line).
+    Notes
+    -----
+    Under mpiexec every rank calls ``fit`` with the same data, as PackSVC's ``fit``; the
+    folds are computed on rank 0 and broadcast, so every rank trains the same columns.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from ppack import PackSVC
+    >>> from ppack.model_selection import PackGridSearchCV
+    >>> X, y = load_iris(return_X_y=True)
+    >>> search = PackGridSearchCV(PackSVC(epochs=2), {"C": [1, 10], "gamma": [0.1, 0.5]}, cv=3)
+    >>> search.fit(X, y).best_params_ in search.cv_results_["params"]
+    True
     """
 
     def __init__(self, estimator, param_grid, cv=5, scoring=None, refit=True, memory_limit=None, verbose=0):
@@ -86,9 +127,26 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         tags.input_tags.sparse = base.input_tags.sparse
         return tags
 
-    def fit(self, X, y=None, groups=None, sample_weight=None):
-        """Search the grid on data every rank holds: X (n, d) array or CSR, y (n,), groups for
-        the splitter, sample_weight (n,) on the rows' loss (a held-out row's is 0 for its fold)."""
+    def fit(self, X, y=None, groups=None, sample_weight=None) -> "PackGridSearchCV":
+        """Search the grid on data every rank holds.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        y : array of shape (n_samples,)
+            Their labels or targets.
+        groups : array of shape (n_samples,) or None
+            Group labels for a group splitter.
+        sample_weight : array of shape (n_samples,) or None
+            Weights on the rows' loss (a held-out row's is 0 for its fold).
+
+        Returns
+        -------
+        PackGridSearchCV
+            This search, fitted.
+
+        """
         estimator = self.estimator
         comm = estimator._comm()
         refuse_unsupported(estimator)
@@ -193,14 +251,55 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             raise NotFittedError("This PackGridSearchCV instance is not fitted yet. Call 'fit' first.")
         return self.best_estimator_
 
-    def predict(self, X):
+    def predict(self, X) -> np.ndarray:
+        """Predict with the best estimator.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The best estimator's predictions.
+
+        """
         return self._check_refit().predict(X)
 
     @available_if(lambda self: hasattr(self.estimator, "decision_function"))
-    def decision_function(self, X):
+    def decision_function(self, X) -> np.ndarray:
+        """Decision values of the best estimator.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            The best estimator's decision values.
+
+        """
         return self._check_refit().decision_function(X)
 
-    def score(self, X, y=None):
+    def score(self, X, y=None) -> float:
+        """The search's score (``scoring``, else the estimator's own) of the best estimator.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            The rows.
+        y : array of shape (n_samples,)
+            Their labels or targets.
+
+        Returns
+        -------
+        float
+            The score.
+
+        """
         estimator = self._check_refit()
         if self.scoring is None:
             return estimator.score(X, y)

@@ -1,7 +1,7 @@
 """The Examples sections of the public API's docstrings run as doctests (the site's API
 reference shows them, and docs/api_checks.py requires one on each public name).
 
-Collective examples (the estimators, ``load_model``, ``load_shard``) run on every rank of an
+Collective examples (the estimators, the grid search, ``load_model``, ``load_shard``) run on every rank of an
 MPI run, in a folder the ranks share, as a user's script under ``mpiexec`` would; the others
 (data writers and readers that one process calls) run on rank 0 alone, in its own folder.
 """
@@ -10,12 +10,13 @@ import doctest
 import pytest
 
 import ppack
+from ppack import model_selection
 from ppack.data import bundled, convert, hdf5
 from ppack.packsvm import plan
 
 COLLECTIVE = {"PackSVC": ppack.PackSVC, "PackSVR": ppack.PackSVR, "PackOneClassSVM": ppack.PackOneClassSVM,
               "BlockAveragedSVC": ppack.BlockAveragedSVC, "load_model": ppack.load_model,
-              "load_shard": ppack.load_shard}
+              "load_shard": ppack.load_shard, "PackGridSearchCV": model_selection.PackGridSearchCV}
 ONE_PROCESS = {"Shard": ppack.Shard, "convert": convert.convert, "write_dataset": hdf5.write_dataset,
                "bundled_path": bundled.bundled_path, "make_plan": plan.make_plan, "Plan": plan.Plan}
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

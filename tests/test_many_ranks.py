@@ -62,7 +62,7 @@ def test_peak_memory_with_the_same_rows_per_rank_does_not_grow_from_4_to_32_rank
 
 @pytest.mark.second_tier
 def test_per_pack_buffers_follow_the_formula_at_4_and_32_ranks(figures):
-    """Per rank and pack (README, "What a rank holds"): collective 1 r (8 + 8 d) bytes (float64
+    """Per rank and pack (docs/guide/performance.md, "Memory: what a rank holds"): collective 1 r (8 + 8 d) bytes (float64
     labels and dense float64 rows), collective 2 8 (K r + r (r + 1) / 2 + r + 4 p + 2)."""
     K = 10
     for run in figures["runs"]:

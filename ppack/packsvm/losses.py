@@ -51,7 +51,7 @@ def svr_loss(comm, targets, epsilon, max_weight):
 
     The offset: rho = -mean(y), fixed, from one collective (an allgather of each rank's sum,
     count, largest and smallest target). Learning rho in the replay as well was measured on
-    Friedman #1 (README, "epsilon-SVR"): an unregularised scalar with a decaying step is a
+    Friedman #1 (docs/guide/svm-types.md, "SVM types"): an unregularised scalar with a decaying step is a
     stochastic median estimate that the early, large steps throw far off, while the mean is
     exact from the first iteration and leaves w to model only the deviations.
 
