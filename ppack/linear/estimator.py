@@ -68,10 +68,25 @@ class BlockAveragedSVC(BaseSVC):
     PARAMS = LINEAR_PARAMS
     MULTICLASS = True
 
-    def __init__(self, solver=_D["solver"], C=_D["C"], loss=_D["loss"], p=_D["p"], bias=_D["bias"],
-                 averaging=_D["averaging"], rounds=_D["rounds"], rounds_tol=_D["rounds_tol"], features=_D["features"],
-                 solver_options=None, shuffle=_D["shuffle"], seed=_D["seed"], class_weight=_D["class_weight"],
-                 random_state=None, comm=None, verbose=VERBOSE.default):
+    def __init__(
+        self,
+        solver: str = _D["solver"],
+        C: float = _D["C"],
+        loss: str = _D["loss"],
+        p: float | None = _D["p"],
+        bias: bool = _D["bias"],
+        averaging: str = _D["averaging"],
+        rounds: int = _D["rounds"],
+        rounds_tol: float = _D["rounds_tol"],
+        features: str | None = _D["features"],
+        solver_options: dict | None = None,
+        shuffle: bool = _D["shuffle"],
+        seed: int = _D["seed"],
+        class_weight: dict | str | None = _D["class_weight"],
+        random_state: int | None = None,
+        comm: MPI.Comm | None = None,
+        verbose: int = VERBOSE.default,
+    ) -> None:
         self.solver = solver
         self.class_weight = class_weight
         self.C = C

@@ -85,16 +85,41 @@ class PackSVC(BaseSVC):
     VALIDATION_METRIC = "accuracy"  # what --validation measures (``validation_score``)
     rho_ = 0.0  # the offset of f = <w, phi> - rho: 0 for C-SVC (PackSVR and PackOneClassSVM learn one)
 
-    def __init__(self, kernel=_D["kernel"], gamma=_D["gamma"], degree=_D["degree"], coef0=_D["coef0"], C=_D["C"],
-                 sigma=_D["sigma"], epochs=_D["epochs"], iterations=_D["iterations"], pack=_D["pack"],
-                 seed=_D["seed"], dtype=_D["dtype"], bias=_D["bias"], tol=_D["tol"], tol_window=_D["tol_window"],
-                 class_weight=_D["class_weight"], probability=_D["probability"], objective=_D["objective"],
-                 sampling=_D["sampling"], placement=_D["placement"], pipeline=_D["pipeline"], device=_D["device"],
-                 step=_D["step"],
-                 average=_D["average"], validation=_D["validation"], validation_every=_D["validation_every"],
-                 patience=_D["patience"],
-                 calibration=_D["calibration"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES,
-                 progress=None, verbose=VERBOSE.default):
+    def __init__(
+        self,
+        kernel: str = _D["kernel"],
+        gamma: float | str = _D["gamma"],
+        degree: int = _D["degree"],
+        coef0: float = _D["coef0"],
+        C: float | None = _D["C"],
+        sigma: float | None = _D["sigma"],
+        epochs: float = _D["epochs"],
+        iterations: int | None = _D["iterations"],
+        pack: int = _D["pack"],
+        seed: int = _D["seed"],
+        dtype: str = _D["dtype"],
+        bias: bool = _D["bias"],
+        tol: float | None = _D["tol"],
+        tol_window: int = _D["tol_window"],
+        class_weight: dict | str | None = _D["class_weight"],
+        probability: bool = _D["probability"],
+        objective: bool = _D["objective"],
+        sampling: str = _D["sampling"],
+        placement: str = _D["placement"],
+        pipeline: str = _D["pipeline"],
+        device: str = _D["device"],
+        step: float = _D["step"],
+        average: bool = _D["average"],
+        validation: float | None = _D["validation"],
+        validation_every: int | None = _D["validation_every"],
+        patience: int = _D["patience"],
+        calibration: str = _D["calibration"],
+        random_state: int | None = None,
+        comm: MPI.Comm | None = None,
+        work_bytes: int = DEFAULT_WORK_BYTES,
+        progress: Callable | None = None,
+        verbose: int = VERBOSE.default,
+    ) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree

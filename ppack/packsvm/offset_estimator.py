@@ -86,15 +86,38 @@ class PackSVR(_OffsetModel):
     SVM_TYPE = "epsilon_svr"
     VALIDATION_METRIC = "r2"
 
-    def __init__(self, kernel=_R["kernel"], gamma=_R["gamma"], degree=_R["degree"], coef0=_R["coef0"], C=_R["C"],
-                 sigma=_R["sigma"], epsilon=_R["epsilon"], epochs=_R["epochs"], iterations=_R["iterations"],
-                 pack=_R["pack"], seed=_R["seed"], dtype=_R["dtype"], tol=_R["tol"], tol_window=_R["tol_window"],
-                 objective=_R["objective"], sampling=_R["sampling"], placement=_R["placement"],
-                 pipeline=_R["pipeline"], device=_R["device"],
-                 step=_R["step"], average=_R["average"], validation=_R["validation"],
-                 validation_every=_R["validation_every"],
-                 patience=_R["patience"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None,
-                 verbose=VERBOSE.default):
+    def __init__(
+        self,
+        kernel: str = _R["kernel"],
+        gamma: float | str = _R["gamma"],
+        degree: int = _R["degree"],
+        coef0: float = _R["coef0"],
+        C: float | None = _R["C"],
+        sigma: float | None = _R["sigma"],
+        epsilon: float = _R["epsilon"],
+        epochs: float = _R["epochs"],
+        iterations: int | None = _R["iterations"],
+        pack: int = _R["pack"],
+        seed: int = _R["seed"],
+        dtype: str = _R["dtype"],
+        tol: float | None = _R["tol"],
+        tol_window: int = _R["tol_window"],
+        objective: bool = _R["objective"],
+        sampling: str = _R["sampling"],
+        placement: str = _R["placement"],
+        pipeline: str = _R["pipeline"],
+        device: str = _R["device"],
+        step: float = _R["step"],
+        average: bool = _R["average"],
+        validation: float | None = _R["validation"],
+        validation_every: int | None = _R["validation_every"],
+        patience: int = _R["patience"],
+        random_state: int | None = None,
+        comm: MPI.Comm | None = None,
+        work_bytes: int = DEFAULT_WORK_BYTES,
+        progress: Callable | None = None,
+        verbose: int = VERBOSE.default,
+    ) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -199,13 +222,33 @@ class PackOneClassSVM(_OffsetModel):
     SVM_TYPE = "one_class"
     NEEDS_Y = False
 
-    def __init__(self, kernel=_O["kernel"], gamma=_O["gamma"], degree=_O["degree"], coef0=_O["coef0"], nu=_O["nu"],
-                 epochs=_O["epochs"], iterations=_O["iterations"], pack=_O["pack"], seed=_O["seed"],
-                 dtype=_O["dtype"], tol=_O["tol"], tol_window=_O["tol_window"], objective=_O["objective"],
-                 sampling=_O["sampling"], placement=_O["placement"], pipeline=_O["pipeline"], device=_O["device"],
-                 step=_O["step"],
-                 average=_O["average"], random_state=None, comm=None, work_bytes=DEFAULT_WORK_BYTES, progress=None,
-                 verbose=VERBOSE.default):
+    def __init__(
+        self,
+        kernel: str = _O["kernel"],
+        gamma: float | str = _O["gamma"],
+        degree: int = _O["degree"],
+        coef0: float = _O["coef0"],
+        nu: float = _O["nu"],
+        epochs: float = _O["epochs"],
+        iterations: int | None = _O["iterations"],
+        pack: int = _O["pack"],
+        seed: int = _O["seed"],
+        dtype: str = _O["dtype"],
+        tol: float | None = _O["tol"],
+        tol_window: int = _O["tol_window"],
+        objective: bool = _O["objective"],
+        sampling: str = _O["sampling"],
+        placement: str = _O["placement"],
+        pipeline: str = _O["pipeline"],
+        device: str = _O["device"],
+        step: float = _O["step"],
+        average: bool = _O["average"],
+        random_state: int | None = None,
+        comm: MPI.Comm | None = None,
+        work_bytes: int = DEFAULT_WORK_BYTES,
+        progress: Callable | None = None,
+        verbose: int = VERBOSE.default,
+    ) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
