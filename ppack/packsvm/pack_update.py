@@ -7,7 +7,6 @@ the caches, every Python statement and numba dispatch runs cold and costs micros
 at many ranks is most of a pack. The parts stay where they are defined: ``replay.replay_all``,
 ``table.merge_pack`` and ``stored.append_positions``.
 """
-from functools import lru_cache
 
 from numba import njit
 
@@ -22,8 +21,6 @@ from .table import merge_pack
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
 DONE, DISAGREE = -1, -2
 _NO_IDS, _NO_FLAGS = np.empty(0, dtype=np.int64), np.empty(0)  # no next pack to flag
-# the replay's scratch arrays, kept per (K, r) for the next packs (every entry is written before it is read)
-_work_arrays = lru_cache(maxsize=8)(replay_work_arrays)
 # a rank's seconds per stored row is measured once it stores this many rows: below, the
 # partial sums' fixed costs (dispatch, the block's conversion) hide the per-row cost
 MEASURED_FROM_ROWS = 64
@@ -49,7 +46,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
     (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
     K, r = coef.shape
-    work = _work_arrays(K, r)
+    work = replay_work_arrays(K, r)  # kept per (K, r) for the run's next packs
     entries, rows, store = table.room_for(block)
     row_fold = columns.row_folds(ids, work.row_fold)
     status, projections, added = _update_after_pack(
