@@ -13,8 +13,8 @@
 # bench/device_checks.py, PASS or FAIL each), the fused and unfused passes against the CPU
 # kernels (check-fused: PASS or FAIL with the largest difference), the gpu-marked tests,
 # bench/gpu.py sums (the fixed cost of a pack, then 20,000 to 1,000,000 stored rows, fused
-# and unfused, beside 16 CPU ranks), bench/gpu.py train --rows 1000000
-# and bench/node_scaling.py (the digits, both schedules, both placements). Each step runs under `timeout` within
+# and unfused, beside 16 CPU ranks), bench/node_scaling.py (the digits, both schedules,
+# placement by count) and bench/gpu.py train --rows 1000000. Each step runs under `timeout` within
 # what is left of the budget (a step with under 20 s left is skipped); its log is
 # $OUT/<step>.log, and $OUT/device.json is rewritten after every step, so a step cut off
 # loses only itself. OUT defaults to a new temporary folder. Never pip install ppack or its
@@ -182,7 +182,7 @@ if [ -n "$stand_in" ]; then  # tiny sizes: a check of the script, not a measurem
 else
     sums_small=(--stored 20000 --packs 5); sums_all=(--stored 20000 60000 300000 1000000 --packs 10 --cpu-ranks 16)
     first_use=(); fused=(--rows 20000); train=(--rows 1000000 --gen-ranks 16)
-    scaling=(--workloads digits --pipeline on,off)
+    scaling=(--workloads digits --placements count --pipeline on,off)
 fi
 tests=(-m pytest -m gpu -p no:mpi -p no:cacheprovider -q -rs)
 gpu_py=(bench/gpu.py --launcher "$launcher" --data-dir "$data" --work-dir "$work/gpu" --results-dir "$out")
@@ -199,9 +199,9 @@ step check-tf32 40 "$py" "${checks[@]}" tf32
 step check-fused 60 "$py" "${checks[@]}" fused "${fused[@]}"
 step gpu-tests 90 "$py" "${tests[@]}" tests
 step sums 120 "$py" "${gpu_py[@]}" sums "${si[@]}" "${sums_all[@]}"
-step train 150 "$py" "${gpu_py[@]}" train "${train[@]}"
-step node-scaling 300 "$py" bench/node_scaling.py --launcher "$launcher" --data-dir "$data" \
+step node-scaling 240 "$py" bench/node_scaling.py --launcher "$launcher" --data-dir "$data" \
     --work-dir "$work/ns" --results-dir "$out" "${scaling[@]}"
+step train 150 "$py" "${gpu_py[@]}" train "${train[@]}"
 
 echo "## the defects only a GPU shows${stand_in:+ (numpy stand-in: not a GPU result)}:"
 for c in probe:1 first-use:2 local-ids:5 tf32:6 fused:passes; do
