@@ -16,8 +16,9 @@
 # and unfused, beside 16 CPU ranks), bench/node_scaling.py (the digits, both schedules,
 # placement by count) and bench/gpu.py train --rows 1000000. Each step runs under `timeout` within
 # what is left of the budget (a step with under 20 s left is skipped); its log is
-# $OUT/<step>.log, and $OUT/device.json is rewritten after every step, so a step cut off
-# loses only itself. OUT defaults to a new temporary folder. Never pip install ppack or its
+# $out/<step>.log, and $out/device.json is rewritten after every step, so a step cut off
+# loses only itself; $out is a new temporary folder, packed into $OUT/device-results.tgz
+# at the end when OUT is set. Never pip install ppack or its
 # gpu extra on the node: a second CuPy package breaks `import cupy`.
 set -u
 stand_in=""; budget=""; data=""; only=()
@@ -33,12 +34,21 @@ while [ $# -gt 0 ]; do
 done
 [ -z "$stand_in" ] || [ "$stand_in" = numpy ] || { echo "--stand-in takes numpy"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd); cd "$root" || exit 1
-out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-out.XXXXXX")}; mkdir -p "$out"
+out=$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-out.XXXXXX")
+# the steps' files go to $out; under $OUT (a folder that takes back only a few files) they
+# arrive as one archive, device-results.tgz, beside a copy of device.json
+finish() {
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT"; tar czf "$OUT/device-results.tgz" -C "$out" . && cp "$out/device.json" "$OUT/"
+    fi
+    [ -z "$stand_in" ] || rm -rf "$work"
+}
+trap finish EXIT
 data=${data:-$root/.device}
 budget=${budget:-$([ -n "$stand_in" ] && echo 600 || echo 540)}
 deadline=$((SECONDS + budget))
 if [ -n "$stand_in" ]; then
-    work=$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-work.XXXXXX"); trap 'rm -rf "$work"' EXIT
+    work=$(mktemp -d "${TMPDIR:-/tmp}/ppack-device-work.XXXXXX")
     si=(--stand-in numpy)
 else
     work=${TMPDIR:-/tmp}/ppack-device-work; si=()  # kept: a rerun on the same node reuses the 1M rows
@@ -184,7 +194,7 @@ else
     first_use=(); fused=(--rows 20000); train=(--rows 1000000 --gen-ranks 16)
     scaling=(--workloads digits --placements count --pipeline on,off)
 fi
-tests=(-m pytest -m gpu -p no:mpi -p no:cacheprovider -q -rs)
+tests=(-m pytest -m gpu -p no:mpi -p no:cacheprovider -q -rs --continue-on-collection-errors)
 gpu_py=(bench/gpu.py --launcher "$launcher" --data-dir "$data" --work-dir "$work/gpu" --results-dir "$out")
 checks=(bench/device_checks.py --out "$out" "${si[@]}")
 

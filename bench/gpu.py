@@ -28,6 +28,7 @@ and gpu_sums.png (or --results-dir).
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -160,7 +161,9 @@ def cpu_ranks(args, n):
     cmd = launcher(args) + ["-n", str(args.cpu_ranks), sys.executable, __file__, "cpu-share", "--rows", str(n),
                             "--packs", str(args.packs)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=child_env())
-    return float(done.stdout.strip().splitlines()[-1])
+    # Open MPI's mpirun may add terminal escape codes around the ranks' output
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout).split()
+    return float(plain[-1])
 
 
 def cpu_share(args):
