@@ -313,11 +313,12 @@ PACKSVM_PARAMS = {
                        "for bit from run to run; cost: the rank whose stored rows would take the least measured "
                        "time (faster ranks hold more, so no rank waits for a slow one; the model then varies from "
                        "run to run in its last bits)"),
-    "pipeline": Param(Rule("choice", choices=PIPELINES), "auto",
-                      "auto (default): pipelined above one rank, off on one; on: the next pack's kernel sums run "
-                      "while this pack's two Allreduce calls are in flight, hiding the collectives and the waiting "
-                      "for the slowest rank; off: each rank waits in every collective (on's model equals off's up "
-                      "to rounding, 1e-12 relative)"),
+    "pipeline": Param(Rule("choice", choices=PIPELINES), "off",
+                      "off (default): each rank waits in every collective; on: the next pack's kernel sums run "
+                      "while this pack's two Allreduce calls are in flight, hiding the collectives and one pack "
+                      "of a rank's jitter (faster where ranks' speeds jitter from pack to pack; measured no faster "
+                      "on quiet cores); auto: on above one rank, off on one (on's model equals off's up to "
+                      "rounding, 1e-12 relative)"),
     "step": Param(real(0.0, 1.0, low_open=True), 0.5,
                   "c in the SGD step c / (sigma (t + c - 1)); 1 is Pegasos' 1 / (sigma t), 0.5 (default) halves "
                   "the early steps: more accurate at T = m on most measured sets, with fewer support vectors"),

@@ -362,3 +362,24 @@ def test_the_unfused_passes_stay_selectable_and_give_the_same_model(monkeypatch)
     monkeypatch.setenv("PPACK_DEVICE_PASSES", "fast")
     with pytest.raises(PPackError, match=r"PPACK_DEVICE_PASSES='fast': expected one of fused, unfused"):
         fitted_on_the_stand_in(monkeypatch, X, y, **params)
+
+
+def test_train_on_the_device_tests_there_with_the_cpu_accuracy(monkeypatch, xp, tmp_path):
+    """`train --device gpu --test` (numpy standing in) evaluates the test set on the device
+    too (asked for twice: training, then testing), with the CPU run's test accuracy."""
+    import json
+
+    from ppack.cli import main
+    from ppack.data.hdf5 import write_dataset
+
+    X, y = make_problem(2000, 6, seed=4)
+    write_dataset(tmp_path / "d.h5", X[:1500], y[:1500])
+    write_dataset(tmp_path / "t.h5", X[1500:], y[1500:])
+    common = ["train", "--data", str(tmp_path / "d.h5"), "--test", str(tmp_path / "t.h5"), "--iterations", "600",
+              "--dtype", "float64", "--quiet"]
+    main(common + ["--metrics-json", str(tmp_path / "cpu.json")], comm=MPI.COMM_SELF)
+    asked = on_xp(monkeypatch, xp)
+    main(common + ["--device", "gpu", "--metrics-json", str(tmp_path / "gpu.json")], comm=MPI.COMM_SELF)
+    assert len(asked) == 2
+    cpu, gpu = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("cpu", "gpu"))
+    assert gpu["test_accuracy"] == cpu["test_accuracy"] and 0.6 < cpu["test_accuracy"] <= 1.0

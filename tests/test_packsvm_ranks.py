@@ -60,7 +60,7 @@ def test_the_report_over_ranks_adds_up():
     collectives and (pipelined) the shadow's other work leave; the summary is the per-rank lists' min, median and max; the support
     vectors per rank add up to the model's."""
     X, y = make_problem(800, 6, seed=23)
-    model = PackSVC(comm=WORLD, **PARAMS).fit(X, y)
+    model = PackSVC(comm=WORLD, pipeline="auto", **PARAMS).fit(X, y)
     report = model.training_["over_ranks"]
     per_rank, p = report["per_rank"]["seconds"], WORLD.Get_size()
     assert WORLD.allgather(report) == [report] * p  # the same on every rank

@@ -143,7 +143,7 @@ def test_pipeline_is_a_parameter_of_every_kernel_estimator_and_checked(estimator
     import ppack
 
     cls = getattr(ppack, estimator)
-    assert cls().get_params()["pipeline"] == "auto"
+    assert cls().get_params()["pipeline"] == "off"
     assert cls(pipeline="on").get_params()["pipeline"] == "on"
     assert cls(pipeline="off").validate_params()["pipeline"] == "off"
     with pytest.raises(PPackError, match="^pipeline: must be one of auto, on, off, got 'sideways'$"):

@@ -6,6 +6,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import PPackError
+from ..kernels.device import on_device
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import KERNEL_SOLVER, SOLVERS
 from .common import (Report, add_common, check_inputs, check_outputs, describe_metrics, describe_run, evaluate,
@@ -256,7 +257,15 @@ def _evaluate_and_save(comm, args, model, test, metrics, say):
         say(f"model written to {args.model} in {metrics['seconds']['save']:.2f} s{how}")
     if test is not None:
         test_shard, test_read = read_shard(comm, test, model.feature_dtype)
-        _, _, test_metrics, seconds = evaluate(comm, model, test_shard)
+        table, device = getattr(model, "table_", None), getattr(args, "device", None) or "cpu"
+        host = None if table is None else table.compute
+        if table is not None and device != "cpu":  # a model trained on GPUs is tested there too
+            table.compute = on_device(host, device, comm)
+        try:
+            _, _, test_metrics, seconds = evaluate(comm, model, test_shard)
+        finally:
+            if host is not None:
+                table.compute = host
         metrics["seconds"]["read"] += test_read
         metrics["seconds"]["evaluate"] = seconds
         metrics.update(test_data=test, test_samples=test_shard.n_samples, **test_metrics)

@@ -120,7 +120,7 @@ class PackedSolver:
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
-                 holdout=None, loss=None, placement="count", device="cpu", pipeline="auto", delay=None, columns=None):
+                 holdout=None, loss=None, placement="count", device="cpu", pipeline="off", delay=None, columns=None):
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
         # pipelined packs (``pipeline.py``): the next pack's sums run while this pack's collectives
