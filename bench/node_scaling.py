@@ -19,7 +19,8 @@ its time in Wait) it writes a node profile (`plan --node-profile`): at each p th
 efficiency (p = 1's seconds over p times the median rank's), the jitter that explains the
 waiting seen (median waiting / (median local work x E[max of p standard normals])) and the
 collectives' own seconds per pack as a + b x bytes (a line through both workloads'
-buffers). `plan --from-run` of each workload's p = 1 run then predicts every p and schedule
+buffers), and, where the digits also ran pipelined by count, the pipelined local work and
+median waiting over the unpipelined ones (which `plan --pipeline on` then takes). `plan --from-run` of each workload's p = 1 run then predicts every p and schedule
 (`plan --pipeline` of that schedule), with and without the profile: for the digits the profile
 comes from the same runs (a consistency check), for ijcnn1 it is a prediction. Results:
 bench/results/node_scaling.json (runs[workload][placement][schedule][p]), node_profile.json and
@@ -103,9 +104,11 @@ def per_pack(metrics):
     return us
 
 
-def node_profile(runs, machine, other=None):
+def node_profile(runs, machine, other=None, pipelined=None):
     """The profile `plan --node-profile` reads, from one workload's unpipelined count-placement
-    runs {p: metrics}.
+    runs {p: metrics}; with ``pipelined`` (the same workload's pipelined runs {p: metrics}),
+    at each p both ran, the pipelined local work (sums, pairs and correction, median rank)
+    over the unpipelined and the pipelined median waiting over the unpipelined.
     The collectives' own seconds per pack are a line a + b x (bytes per pack) through this
     workload's and ``other``'s runs (another workload's {p: metrics}, other buffer sizes), or
     this workload's seconds alone (b = 0) without it."""
@@ -123,6 +126,14 @@ def node_profile(runs, machine, other=None):
             "jitter": us["waiting_median"] / (us["kernel_sums_median"] * spread) if spread > 0 else 0.0,
             "collective_seconds": s0 - slope * b0 if slope else float(np.mean([s for _, s in points])),
             "collective_seconds_per_byte": slope}
+        on = (pipelined or {}).get(p)
+        if on is not None and p > 1:
+            local = lambda m: sum(m["over_ranks"]["seconds"][k]["median"] for k in ("kernel_sums", "correction")
+                                  if k in m["over_ranks"]["seconds"])
+            waited = m["over_ranks"]["seconds"]["waiting"]["median"]
+            ranks[str(p)]["pipelined"] = {
+                "local_factor": local(on) / local(m),
+                "waiting_ratio": on["over_ranks"]["seconds"]["waiting"]["median"] / waited if waited > 0 else 1.0}
     return {"machine": machine, "ranks": ranks}
 
 
@@ -182,7 +193,9 @@ def sweep(args):
     if "digits" in result["runs"] and "off" in args.pipeline:
         measured = {name: {p: json.loads(Path(r["metrics"]).read_text())
                            for p, r in runs["count"]["off"].items()} for name, runs in result["runs"].items()}
-        profile = node_profile(measured["digits"], machine, measured.get("ijcnn1"))
+        on_runs = result["runs"]["digits"]["count"].get("on", {})
+        pipelined = {p: json.loads(Path(r["metrics"]).read_text()) for p, r in on_runs.items() if p > 1}
+        profile = node_profile(measured["digits"], machine, measured.get("ijcnn1"), pipelined)
         profile_path = RESULTS / "node_profile.json"
         profile_path.write_text(json.dumps(profile, indent=1))
         result["profile"] = profile

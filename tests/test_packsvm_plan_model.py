@@ -113,3 +113,27 @@ def test_a_pipelined_run_gives_its_correction_apart_from_the_partial_sums():
     assert "pipelined" in rates.source
     del run["seconds"]["correction"]  # older metrics: none
     assert rates_of_run(run).correction_per_pack == 0.0
+
+
+def test_a_node_that_measured_the_pipelined_schedule_gives_its_local_work_and_waiting():
+    """A profile whose sweep also ran pipelined: plan's pipelined pack takes the measured local
+    work factor (its extra shown as the correction) and waiting ratio instead of W_p and
+    hidden collectives; a factor and ratio of 1 with no collectives is the unpipelined run."""
+    profile = NodeProfile.from_dict({"machine": "node", "ranks": {
+        "1": {"efficiency": 1.0, "jitter": 0.0, "collective_seconds": 1e-5},
+        "4": {"efficiency": 0.9, "jitter": 0.2, "collective_seconds": 1e-4,
+              "pipelined": {"local_factor": 1.2, "waiting_ratio": 0.5}}}})
+    assert profile.pipelined_at(1) is None and profile.pipelined_at(4) == (1.2, 0.5)
+    assert profile.pipelined_at(16) == (1.2, 0.5)  # beyond: the largest measured
+    assert NodeProfile.from_dict({"ranks": {"2": {"efficiency": 1.0, "jitter": 0.1, "collective_seconds": 0.0}}}
+                                 ).pipelined_at(2) is None  # an older profile: the model's W_p
+    rates = Rates(per_sv_row=1e-6, fixed_per_pack=0.003, growth=0.5, source="test", pair_per_pack=0.02,
+                  correction_per_pack=0.004)
+    off = _pack_seconds(rates, 10**6, 1000, 100, 4, 0.9, 0.2, 0.0)
+    same = _pack_seconds(rates, 10**6, 1000, 100, 4, 0.9, 0.2, 0.0, pipelined=True, measured=(1.0, 1.0))
+    assert same == pytest.approx(off)
+    on = _pack_seconds(rates, 10**6, 1000, 100, 4, 0.9, 0.2, 0.0, pipelined=True, measured=(1.2, 0.5))
+    assert on[:3] == pytest.approx(off[:3]) and on[4] == pytest.approx(off[4] / 2)
+    assert on[3] == pytest.approx(0.2 * (off[0] + off[1]))
+    lines, _ = _time_lines(rates, 10**6, 1000, 100, 4, 1e-6, 1e10, (8000, 8000), profile, pipelined=True)
+    assert "as measured pipelined on node: local work x 1.20, waiting x 0.50 the unpipelined" in "\n".join(lines)

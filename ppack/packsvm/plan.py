@@ -46,6 +46,13 @@ Without jitter that is serial + max(local, C): the collectives are hidden under 
 work. The correction (a pipelined run's ``correction`` seconds, the next pack's sums fixed
 for the rows this pack changed) is split over the ranks; runs that did not pipeline measured
 none, and it is taken as 0.
+That model assumes the collectives cost the rank nothing while in flight and that a rank's
+jitter is independent from pack to pack. On a 16-core node neither held (within a node the
+collectives are the ranks' own copies and sums, done in the tests between the sums' tiles,
+and the waiting did not shrink): a node profile from a sweep that also ran pipelined
+(``bench/node_scaling.py --pipeline on,off``) holds, at each P, the pipelined local work
+(sums, pairs and correction) over the unpipelined and the pipelined median waiting over the
+unpipelined, and plan takes those instead of W_p and the hidden collectives.
 Both figures are estimates: the report says which inputs and which schedule they rest on.
 """
 from __future__ import annotations
@@ -149,18 +156,29 @@ class NodeProfile:
     jitter: dict
     collective_seconds: dict
     collective_seconds_per_byte: dict
+    pipelined: dict = None  # {P: (local_factor, waiting_ratio)} where the sweep also ran pipelined
 
     @classmethod
     def from_dict(cls, data):
         try:
             ranks = {int(p): v for p, v in data["ranks"].items()}
+            pipelined = {p: (float(v["pipelined"]["local_factor"]), float(v["pipelined"]["waiting_ratio"]))
+                         for p, v in ranks.items() if "pipelined" in v}
             return cls(str(data.get("machine", "a node")), {p: float(v["efficiency"]) for p, v in ranks.items()},
                        {p: float(v["jitter"]) for p, v in ranks.items()},
                        {p: float(v["collective_seconds"]) for p, v in ranks.items()},
-                       {p: float(v.get("collective_seconds_per_byte", 0.0)) for p, v in ranks.items()})
+                       {p: float(v.get("collective_seconds_per_byte", 0.0)) for p, v in ranks.items()}, pipelined)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PPackError(f"--node-profile: not a node profile (bench/node_scaling.py): missing or bad {exc}") \
                 from None
+
+    def pipelined_at(self, ranks):
+        """(local_factor, waiting_ratio) the node measured pipelined at ``ranks`` (the nearest
+        smaller measured P's, the largest beyond it), or None where it ran no pipelined sweep:
+        a pipelined pack's local work (the sums, the pairs and the correction) over an
+        unpipelined pack's, and its median waiting over the unpipelined median waiting."""
+        known = [p for p in sorted(self.pipelined or {}) if p <= ranks]
+        return self.pipelined[known[-1]] if known else None
 
     def at(self, ranks, pack_bytes):
         """(efficiency, jitter, the collectives' seconds per pack of ``pack_bytes`` or None) for ``ranks``."""
@@ -374,28 +392,41 @@ def pipelined_waiting(local, collective, jitter, ranks):
     return spread / math.sqrt(2.0) / (1.0 + max(0.0, local - collective) / (2.0 * jitter * local))
 
 
-def _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, collective, pipelined=False):
+def _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, collective, pipelined=False, measured=None):
     """(kernel sums, pair kernels, serial, correction, waiting, communication) seconds of a whole
     run on ``ranks`` ranks: the packs' partial sums as the table grows, over ``efficiency``; the
     serial part; ``collective`` seconds per pack. Unpipelined, the waiting is ``jitter`` x
     E[max of ranks normals] x the local work and the collectives add to it; ``pipelined``, the
     correction is split over the ranks, the waiting is ``pipelined_waiting`` and the
-    communication only what of the collectives the local work and waiting do not hide."""
+    communication only what of the collectives the local work and waiting do not hide. With
+    ``measured`` (a node profile's ``(local_factor, waiting_ratio)``), pipelined takes what the
+    node measured instead: the local work (correction included) times local_factor, the
+    unpipelined waiting times waiting_ratio."""
     packs = math.ceil(T / r)
     spread = jitter * expected_max_normal(ranks)
     pairs = rates.pair_per_pack / ranks
-    kernel = waiting = comm = 0.0
+    kernel = waiting = comm = extra = 0.0
     for k in range(1, packs + 1):
         sums = min(rates.growth * k * r, n) * r * rates.per_sv_row / ranks / efficiency
         kernel += sums
-        if pipelined:
+        if pipelined and measured is not None:
+            local_factor, waiting_ratio = measured
+            more = (local_factor - 1.0) * (sums + pairs)
+            wait = waiting_ratio * spread * (sums + pairs)
+            extra += more
+            waiting += wait
+            comm += max(0.0, collective - (sums + pairs + more + wait))
+        elif pipelined:
             wait = pipelined_waiting(sums + pairs, collective, jitter, ranks)
             waiting += wait
             comm += max(0.0, collective - (sums + pairs + wait))
         else:
             waiting += spread * (sums + pairs)
             comm += collective
-    correction = packs * rates.correction_per_pack / ranks if pipelined else 0.0
+    if pipelined and measured is not None:
+        correction = extra  # the node's measured extra local work stands for the correction and the rest
+    else:
+        correction = packs * rates.correction_per_pack / ranks if pipelined else 0.0
     return kernel, packs * pairs, packs * rates.fixed_per_pack, correction, waiting, comm
 
 
@@ -415,7 +446,11 @@ def _time_lines(rates, n, T, r, ranks, latency, bandwidth, buffers, profile=None
                       if ranks > 1 else "none on 1 rank")
         algorithms = f"Allreduce model: {latency * 1e6:g} us per message, {bandwidth / 1e9:g} GB/s; {algorithms}"
     schedule = "pipelined" if pipelined else "unpipelined (--pipeline off)"
-    parts = _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, per_pack_comm, pipelined)
+    measured_pipeline = None if profile is None or not pipelined else profile.pipelined_at(ranks)
+    if measured_pipeline is not None:
+        schedule += (f" (as measured pipelined on {profile.name}: local work x {measured_pipeline[0]:.2f}, "
+                     f"waiting x {measured_pipeline[1]:.2f} the unpipelined)")
+    parts = _pack_seconds(rates, n, T, r, ranks, efficiency, jitter, per_pack_comm, pipelined, measured_pipeline)
     kernel_total, pair_total, fixed_total, correction_total, waiting_total, comm_total = parts
     estimate = sum(parts)
     one = sum(_pack_seconds(rates, n, T, r, 1, 1.0, 0.0, 0.0))
