@@ -12,8 +12,9 @@ report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication
 in report_scaling.py, 6 (the linear solvers on ten classes beside LIBLINEAR) in
 report_linear.py, 7 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py, 8 (the
 probabilities' calibration) in report_calibration.py, 9 (the headline: ten digits on 1,000,000
-mnist8m-style rows and plan's 512-rank extrapolation) in report_headline.py (``PARTS``). Every ppack and peer
-figure is measured by this run; figures quoted from the paper or from published hardware
+mnist8m-style rows and plan's 512-rank extrapolation) in report_headline.py, 10 (a 16-core node and one
+GPU) in report_node.py (``PARTS``). Every ppack and peer figure is measured by this run, except part 10's:
+it re-renders what the GPU node measured (``results/device_h200.json``), as it says; figures quoted from the paper or from published hardware
 specifications say so. ``--update`` reruns only the parts named by ``--only``: each part's
 text sits between ``<!-- part NAME -->`` markers and is replaced there (or appended),
 stamped with its own command, date and minutes; the other parts keep theirs.
@@ -32,7 +33,7 @@ ROOT = BENCH.parent
 sys.path[:0] = [str(BENCH), str(ROOT)]
 # the report's parts, in its order, and their modules
 PARTS = {"peers": "report_peers", "scaling": "report_scaling", "linear": "report_linear", "svr": "svr_oneclass",
-         "calibration": "report_calibration", "headline": "report_headline"}
+         "calibration": "report_calibration", "headline": "report_headline", "node": "report_node"}
 MARK = "<!-- part {} -->"
 PACKAGES = ("ppack", "numpy", "scipy", "numba", "mpi4py", "mpich", "h5py", "libsvm-official", "liblinear-official",
             "scikit-learn", "matplotlib", "threadpoolctl")
@@ -69,7 +70,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes: every experiment in under 10 minutes")
     p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: peers (1, 2), scaling (3-5), "
-                   "linear (6), svr (7), calibration (8), headline (9)")
+                   "linear (6), svr (7), calibration (8), headline (9), node (10: re-rendered, not rerun)")
     p.add_argument("--update", action="store_true",
                    help="rerun only the --only parts and replace them in the existing report")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
@@ -101,7 +102,7 @@ def main():
         "# ppack benchmark report", "",
         f"Regenerated from scratch by `{command}` from the repository root in {minutes:.1f} minutes"
         f"{' (quick mode: small sizes)' if args.quick else ''}. Every ppack and peer figure below was measured by "
-        "that run of the committed code on this machine; figures from the paper or from published hardware "
+        "that run of the committed code on this machine, except part 10's, which the GPU node measured; figures from the paper or from published hardware "
         "specifications are marked *(quoted)*.", "",
         *machine(), "", *parts])
     out.write_text(text + "\n")
