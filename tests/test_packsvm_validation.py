@@ -30,7 +30,7 @@ def test_held_out_rows_are_a_seeded_fraction_the_sampler_never_draws():
 def test_validation_stops_when_held_out_accuracy_stops_improving(comm, multiclass):
     X, y = make_multiclass(2000, 5, seed=91) if multiclass else make_problem(2000, 5, seed=91)
     model = PackSVC(gamma=0.3, C=5.0, epochs=20, pack=50, validation=0.2, validation_every=4, patience=3,
-                    comm=comm).fit(X, y)
+                    pipeline="auto", comm=comm).fit(X, y)
     report = model.training_["validation"]
     assert 350 < report["rows"] < 450 and report["stopped_early"]
     done = model.training_["iterations_done"]
