@@ -10,6 +10,12 @@ the rows, as a PackSVC fit with sample_weight 0 on fold f has: C keeps its meani
 weight 0 on fold f's rows. So each column is, to rounding, that separate fit, and the refit
 column is a fit on every row.
 
+Scores: ``scores="pass"``, one predict pass over the training rows at the end, each row scored
+by the final columns that held it out; or ``"progressive"`` (``progressive.py``), each
+sampled row scored by the prediction its held-out columns tested during training, at its
+last sampling: no second pass, but rows never sampled are left out and early rows are judged
+by an early model.
+
 Memory: each stored row keeps 8 bytes a column (its coefficient), 24 with averaging (and the
 average's sum and clock), besides its features: ``grid_memory`` estimates a rank's table at T
 and ``train_grid`` refuses, in one line and before training, a grid that would not fit.
@@ -34,6 +40,7 @@ from .averaging import averaged_coefficients, averaged_offset
 from .columns import Columns
 from .loop import PackedSolver
 from .predict import distributed_decisions
+from .progressive import ProgressiveRecord
 from .state import SolverState
 from .table import SupportVectorTable
 from .warmup import warm_kernels
@@ -42,6 +49,8 @@ from .warmup import warm_kernels
 COLUMN_BYTES, AVERAGED_COLUMN_BYTES = 8, 24
 # besides its features and columns: the key, the norm, the key map's slot (about)
 ROW_OVERHEAD_BYTES = 32
+# how a grid pass's held-out rows are scored (``GridFit``)
+SCORES = ("pass", "progressive")
 
 
 @dataclass
@@ -119,9 +128,10 @@ def refuse_unsupported(estimator):
 
 class GridFit:
     """A trained grid pass (``train_grid``): ``held`` (n_samples, G, K) each row's decision
-    values from the columns that held it out (NaN for a row no fold holds out), ``labels``
-    (n_samples,) the raw labels, on every rank; ``refit(g)`` the fitted estimator of grid
-    point g; ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``."""
+    values from the columns that held it out (NaN for a row no fold holds out, and with
+    ``scores`` "progressive" for a row never sampled), ``labels`` (n_samples,) the raw
+    labels, on every rank; ``refit(g)`` the fitted estimator of grid point g; ``seconds``:
+    {"train", "score"}; ``memory``: the ``GridMemory``."""
 
     def __init__(self, template, Cs, n_folds, folds, shard, weights, table, state, stats, loss, T, seed,
                  compile_seconds, memory):
@@ -130,6 +140,7 @@ class GridFit:
         self.loss, self.T, self.seed, self.compile_seconds, self.memory = loss, T, seed, compile_seconds, memory
         self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
+        self.scores = "pass"
 
     def score_pass(self):
         """Collective: one predict pass over the training rows with every column; sets ``held``
@@ -156,9 +167,22 @@ class GridFit:
         self.labels = collectives.broadcast(labels if comm.Get_rank() == 0 else np.empty(n))
         self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
+    def progressive_scores(self, record):
+        """Collective: ``held`` and ``labels`` (every rank) from a ``ProgressiveRecord`` of the
+        training, without a predict pass (``progressive.py``)."""
+        comm = self.template._comm()
+        start = MPI.Wtime()
+        held, self.labels = record.gather(comm, self.shard.y)
+        self.held = held.reshape(self.shard.n_samples, len(self.Cs), self.K)
+        self.scores = "progressive"
+        self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
     def held_out(self, g, f):
-        """(rows of fold f, their decision values (rows,) or (rows, K), their raw labels) for grid point g."""
+        """(rows of fold f, their decision values (rows,) or (rows, K), their raw labels) for grid
+        point g; with progressive scores, only the rows sampled during training."""
         rows = np.flatnonzero(self.folds == f)
+        if self.scores == "progressive":
+            rows = rows[~np.isnan(self.held[rows, g, 0])]
         values = self.held[rows, g, :]
         return rows, values[:, 0] if self.K == 1 else values, self.labels[rows]
 
@@ -202,16 +226,20 @@ class GridFit:
         return model
 
 
-def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None):
+def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None,
+               scores="pass"):
     """Collective: train ``estimator``'s settings at every C of ``Cs`` on every fold of
     ``folds`` ((n_samples,) int: each row's fold 0..n_folds-1, or -1 for a row no fold
     holds out; the same on every rank) and on all rows, in one pass; returns the scored
     ``GridFit``. X, y, sample_weight: as ``PackSVC.fit`` takes them (a Shard, or data every
     rank holds). ``estimator`` becomes the template of the refit models (its fitted state is
     the pass's data, not a model). memory_limit: bytes per rank the table may take (None:
-    ``grid_memory``'s). console: a callable for the memory line (verbose), or None."""
+    ``grid_memory``'s). console: a callable for the memory line (verbose), or None. scores:
+    "pass" (a predict pass after training) or "progressive" (the rows' tests during training)."""
     est = estimator
     refuse_unsupported(est)
+    if scores not in SCORES:
+        raise PPackError(f"scores: one of {', '.join(SCORES)}, got {scores!r}", collective=True)
     Cs = [float(C) for C in Cs]
     if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
         raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
@@ -263,15 +291,22 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                 column_class[q] = -1 if K == 1 else k
                 column_fold[q] = f if f < F else -1
     columns = Columns(sigma, bound, column_class, column_fold, folds)
+    record = None
+    if scores == "progressive":  # the columns holding fold f out, in (g, k) order
+        held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
+        record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
     solver = PackedSolver(comm, est.spec_, sigma[0], T, est.pack, seed, est.work_bytes, None, tol=None,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
                           sampling=est.sampling, loss=losses[-1], placement=est.placement, device=est.device,
-                          pipeline=est.pipeline, columns=columns)
+                          pipeline=est.pipeline, columns=columns, progressive=record)
     compile_seconds = warm_kernels(comm, est.spec_, shard.dtype, shard.sparse, shard.X.dtype)
     table, state, stats, _ = solver.run(shard, labels, None, None, None, weights)
     fit = GridFit(est, Cs, F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
                   compile_seconds + solver.device_seconds, memory)
-    fit.score_pass()
+    if record is None:
+        fit.score_pass()
+    else:
+        fit.progressive_scores(record)
     return fit
 
 
