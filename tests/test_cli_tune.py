@@ -46,6 +46,6 @@ def test_tune_refusals_are_one_line_on_every_rank(mpi_tmp_path, capsys):
     base = ["tune", "--data", str(d / "train.txt"), "--C", "1,10", "--model", str(d / "m.h5"), *OPTIONS]
     fails_with(capsys, base + ["--memory-limit", "1e-6"], "grid: 12 columns (1 class columns x 2 grid points x 6 "
                                                           "folds and refit) need")
-    fails_with(capsys, base + ["--tol", "0.01"], "--tol 0.01: the stopping test averages over all columns")
+    fails_with(capsys, base + ["--validation", "0.2"], "--validation 0.2: early stopping on held-out rows would stop")
     fails_with(capsys, base[:3] + base[5:] + ["--svm-type", "one_class"], "tune searches c_svc and epsilon_svr grids")
     assert not (d / "m.h5").exists()

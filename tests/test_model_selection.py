@@ -114,7 +114,6 @@ def test_scorers_splitters_and_a_pipeline():
 
 @pytest.mark.parametrize("change, pattern", [
     ({"probability": True}, "probability=True: a grid search does not calibrate"),
-    ({"tol": 1e-3}, "tol=0.001: the stopping test averages over all columns"),
     ({"validation": 0.2}, "validation=0.2: early stopping"),
 ])
 def test_refusals_are_one_line(change, pattern):

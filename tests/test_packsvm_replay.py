@@ -105,7 +105,7 @@ def test_replay_all_columns_with_their_own_sigma_class_and_held_out_fold():
     failed, _ = replay_all(np.zeros((Q, r)), pairs, scale, norm, codes[ids].astype(float), 0, sigma, coef, loss,
                            info, weight, max_weight, np.empty((Q, 0)), 1.0, work.pred, work.sign, np.empty(r), 0, 0.0,
                            np.zeros((Q, 2)), 0.0, -np.inf, np.inf, column_class, folds[ids].astype(np.int64),
-                           column_fold, work.column_weight, tested)
+                           column_fold, work.column_weight, tested, np.ones(Q, dtype=bool))
     assert failed == -1
     for c in range(Q):
         y = np.where(codes == column_class[c], 1.0, -1.0)

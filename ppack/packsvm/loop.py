@@ -109,7 +109,9 @@ class PackedSolver:
     ``pipeline``: "on", "off" or "auto" (on above one rank): the schedule (module docstring);
     ``delay``: a ``delay.Delay`` added to each pack's sums on the ranks it names, or None.
     ``progressive``: a ``progressive.ProgressiveRecord`` that each pack's tested predictions
-    go into (a grid pass's progressive scores), or None.
+    go into (a grid pass's progressive scores), or None. ``column_stops``: a
+    ``column_stops.ColumnStops`` that replaces the ``tol`` test below by one per group of
+    columns (a grid pass: each column stops as its separate fit would), or None.
     ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
     communication involved). ``tol``: the paper's convergence test (section V): stop when
     the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
@@ -123,7 +125,7 @@ class PackedSolver:
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
                  holdout=None, loss=None, placement="count", device="cpu", pipeline="auto", delay=None, columns=None,
-                 progressive=None):
+                 progressive=None, column_stops=None):
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
         # pipelined packs (``pipeline.py``): the next pack's sums run while this pack's collectives
@@ -162,6 +164,8 @@ class PackedSolver:
         self.should_stop = should_stop or (lambda: False)
         # a grid pass's ``progressive.ProgressiveRecord``: the held-out rows' tested predictions, or None
         self.progressive = progressive
+        # a grid pass's ``column_stops.ColumnStops``: the tol test per group of columns, or None
+        self.column_stops = column_stops
 
     def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None, weights=None):
         """Train; returns ``(table, state, stats, stopped)``.
@@ -427,7 +431,12 @@ class PackedSolver:
             if self.progress is not None and rank == 0:
                 close_seconds()
                 self.progress(state, stats, int(state.occupancy.sum()), limit)
-            if self.tol is not None and state.loss_windows.add(mean_loss) and state.loss_windows.stable(self.tol):
+            if self.column_stops is not None:
+                if self.column_stops.after_pack(loss, self.columns.active, state.iteration, state.avg_weight):
+                    stats.converged = True
+                    limit = state.iteration
+            elif self.tol is not None and state.loss_windows.add(mean_loss) and \
+                    state.loss_windows.stable(self.tol):
                 stats.converged = True
                 limit = state.iteration
             if self.validation is not None and stats.packs % self.validation.every == 0 and \
