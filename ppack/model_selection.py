@@ -41,7 +41,9 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     meaning); the refit column of the best grid point is ``best_estimator_``, a fit on all
     rows, without a second training pass. Kernel parameters (kernel, gamma, degree, coef0)
     take one pass per distinct setting (the dot products are not yet shared across gammas),
-    and so does every other parameter's value.
+    and so does every other parameter's value. With the estimator's ``tol``, each grid
+    point and fold's columns stop on their own convergence test, where their separate fit
+    with that tol stops (``packsvm.column_stops``); the pass ends when all have stopped.
 
     Parameters
     ----------
@@ -73,7 +75,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         Rows never sampled (fewer iterations than rows) are left out
         (``split<i>_scored_rows`` counts the rest), and a row drawn early is judged by
         the early, unaveraged SGD iterate, so the estimate runs below the pass's, most for
-        the grid points that converge slowest.
+        the grid points that converge slowest (large C): it favours small C.
 
     Attributes
     ----------
@@ -98,7 +100,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     ------
     PPackError
         In one line, for what the columns cannot do: ``probability=True`` (the columns are
-        not calibrated), ``tol`` and ``validation`` (their tests average over all columns),
+        not calibrated), ``validation`` (its test measures all columns together),
         sigma instead of C, PackOneClassSVM, several scorers at once, a grid that would not
         fit in memory.
 

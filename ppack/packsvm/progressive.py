@@ -9,8 +9,9 @@ as it stood then. The row's **last** sampling is kept: the latest model, the lea
 (an earlier one is replaced, not averaged in). Still, the estimate judges each row by the SGD
 iterate w_t at its last draw, not by the final model (nor by the averaged iterate, which the
 model returns with ``average=True``), so rows drawn early are judged by an early model: the
-estimate runs lower than the pass's, most for the grid points that converge slowest (small
-C). Rows never sampled (T < n) have no estimate and are left out of the scores.
+estimate runs lower than the pass's, most for the grid points that converge slowest (large
+C: small sigma, large steps), so it favours small C. Rows never sampled (T < n) have no
+estimate and are left out of the scores.
 
 Every rank replays the whole pack, so each rank records the rows of its own shard, and the
 records are gathered once at the end (``gather``): nothing is added to the packs' collectives.
