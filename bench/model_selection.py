@@ -114,7 +114,8 @@ def run(name, args):
     first = "pass" if args.scores == "both" else args.scores
     ours, seconds = timed(lambda: PackGridSearchCV(estimator, grid, cv=cv, verbose=1, scores=first).fit(X, y))
     passes = ours.grid_passes_
-    result["ppack"] = {"scores": first, "seconds": seconds, "best_params": ours.best_params_, "best_cv_accuracy": ours.best_score_,
+    result["ppack"] = {"scores": first, "seconds": seconds, "best_params": ours.best_params_,
+                       "best_cv_accuracy": ours.best_score_,
                        "refit_test_accuracy": ours.score(Xt, yt),
                        "mean_test_score": ours.cv_results_["mean_test_score"].tolist(),
                        "passes": [{"params": p["params"], "columns": p["columns"], "seconds": p["seconds"],
@@ -170,7 +171,8 @@ def compare_progressive(estimator, grid, cv, X, y, passed, pass_seconds, result)
         "seconds": seconds, "pass_seconds": pass_seconds, "seconds_saved": pass_seconds - seconds,
         "score_seconds_per_pass": score_seconds, "train_seconds_per_pass": train_seconds,
         "pass_train_seconds_per_pass": [p["seconds"]["train"] for p in passed.grid_passes_],
-        "pass_score_seconds_per_pass": [p["seconds"]["score"] for p in passed.grid_passes_], "best_params": ours.best_params_,
+        "pass_score_seconds_per_pass": [p["seconds"]["score"] for p in passed.grid_passes_],
+        "best_params": ours.best_params_,
         "best_cv_accuracy": ours.best_score_, "same_best_params": ours.best_params_ == passed.best_params_,
         "mean_test_score": b.tolist(), "pass_mean_test_score": a.tolist(),
         "points_below_pass": (100 * (a - b)).tolist(), "spearman": float(spearmanr(a, b).statistic),
@@ -178,7 +180,8 @@ def compare_progressive(estimator, grid, cv, X, y, passed, pass_seconds, result)
     print(f"  progressive scores: {seconds:.1f} s ({pass_seconds - seconds:.1f} s saved), best {ours.best_params_}, "
           f"CV accuracy {100 * ours.best_score_:.2f}% (pass: {passed.best_params_}, {100 * passed.best_score_:.2f}%); "
           f"Spearman of the {len(a)} point scores {result['progressive']['spearman']:.3f}; {scored} of "
-          f"{X.shape[0]} rows scored; per pass {', '.join(f'{t:.1f} s training + {z:.3f} s scoring' for t, z in zip(train_seconds, score_seconds))}",
+          f"{X.shape[0]} rows scored; per pass "
+          f"{', '.join(f'{t:.1f} s training + {z:.3f} s scoring' for t, z in zip(train_seconds, score_seconds))}",
           flush=True)
     for params, x, z in zip(passed.cv_results_["params"], a, b):
         print(f"    {params}: pass {100 * x:.2f}%, progressive {100 * z:.2f}% ({100 * (x - z):+.2f} points)",

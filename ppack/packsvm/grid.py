@@ -216,7 +216,8 @@ class GridFit:
         stopped = self.stops is not None and self.stops.stopped(first)
         stats = copy.copy(self.stats)
         stats.converged = stopped  # the separate fit's: it stopped where this column did
-        sub_state = SolverState(iteration=int(self.stops.iteration[first]) if stopped else state.iteration, scale=state.scale[cols].copy(),
+        sub_state = SolverState(iteration=int(self.stops.iteration[first]) if stopped else state.iteration,
+                                scale=state.scale[cols].copy(),
                                 norm=state.norm[cols].copy(), occupancy=occupancy, loss_windows=state.loss_windows,
                                 avg_weight=float(self.avg_weight[first]) if table.averaged else None,
                                 rho=state.rho[cols].copy(),
