@@ -177,7 +177,7 @@ class GridFit:
         training, without a predict pass (``progressive.py``)."""
         comm = self.template._comm()
         start = MPI.Wtime()
-        held, self.labels = record.gather(comm, self.shard.y)
+        held, self.labels = record.collect(comm, self.shard.y)
         self.held = held.reshape(self.shard.n_samples, len(self.Cs), self.K)
         self.scores = "progressive"
         self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)

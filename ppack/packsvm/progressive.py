@@ -14,7 +14,7 @@ C: small sigma, large steps), so it favours small C. Rows never sampled (T < n) 
 estimate and are left out of the scores.
 
 Every rank replays the whole pack, so each rank records the rows of its own shard, and the
-records are gathered once at the end (``gather``): nothing is added to the packs' collectives.
+records are gathered once at the end (``collect``): nothing is added to the packs' collectives.
 """
 import numpy as np
 
@@ -51,7 +51,7 @@ class ProgressiveRecord:
         columns = self.held_columns[folds]  # (rows, G K)
         self.held[rows - self.start] = tested[columns, mine[:, None]] - rho[columns]
 
-    def gather(self, comm, labels):
+    def collect(self, comm, labels):
         """Collective: (every row's record (n_samples, G K), every row's raw label (n_samples,)) on
         every rank; ``labels``: this shard's raw labels."""
         collectives = Collectives(comm)
