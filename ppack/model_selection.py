@@ -5,7 +5,9 @@ What shares a pass: every C value of the grid and every fold (plus the refit, on
 column per C) for one setting of the other parameters. Kernel parameters (kernel, gamma,
 degree, coef0) take one pass per distinct setting in this version; any other parameter in
 the grid is one pass per value too. Scores come from one predict pass over the training
-rows after each training pass, each row scored by the columns that held it out.
+rows after each training pass, each row scored by the columns that held it out, or, with
+``scores="progressive"``, from the predictions the held-out columns tested during training
+(``packsvm.progressive``: no second pass).
 """
 import time
 from collections import defaultdict
@@ -39,7 +41,9 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     meaning); the refit column of the best grid point is ``best_estimator_``, a fit on all
     rows, without a second training pass. Kernel parameters (kernel, gamma, degree, coef0)
     take one pass per distinct setting (the dot products are not yet shared across gammas),
-    and so does every other parameter's value.
+    and so does every other parameter's value. With the estimator's ``tol``, each grid
+    point and fold's columns stop on their own convergence test, where their separate fit
+    with that tol stops (``packsvm.column_stops``); the pass ends when all have stopped.
 
     Parameters
     ----------
@@ -63,13 +67,24 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         that share it); a grid that would not fit is refused in one line before training.
     verbose : int, default=0
         Above 0, rank 0 tells each pass and its memory per stored row.
+    scores : {"pass", "progressive"}, default="pass"
+        "pass": after training, one predict pass over the training rows scores each row
+        with the final columns that held it out. "progressive": each row sampled during
+        training is scored by the decision values its held-out columns computed before the
+        row's step, at its last sampling (no second pass: the scoring costs one gather).
+        Rows never sampled (fewer iterations than rows) are left out
+        (``split<i>_scored_rows`` counts the rest), and a row drawn early is judged by
+        the early, unaveraged SGD iterate, so the estimate runs below the pass's, most for
+        the grid points that converge slowest (large C): it favours small C.
 
     Attributes
     ----------
     cv_results_ : dict
         GridSearchCV's keys: ``mean_test_score``, ``std_test_score``, ``rank_test_score``,
         ``split<i>_test_score``, ``params``, ``param_<name>``, and the fit and score times
-        (a pass's seconds spread evenly over its grid points, std 0).
+        (a pass's seconds spread evenly over its grid points, std 0); besides them,
+        ``split<i>_scored_rows``: the held-out rows each score is from (all of the fold's
+        with ``scores="pass"``, those sampled during training with "progressive").
     best_index_ : int
         The best grid point's index in ``cv_results_``.
     best_params_ : dict
@@ -85,7 +100,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     ------
     PPackError
         In one line, for what the columns cannot do: ``probability=True`` (the columns are
-        not calibrated), ``tol`` and ``validation`` (their tests average over all columns),
+        not calibrated), ``validation`` (its test measures all columns together),
         sigma instead of C, PackOneClassSVM, several scorers at once, a grid that would not
         fit in memory.
 
@@ -105,7 +120,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, estimator, param_grid, cv=5, scoring=None, refit=True, memory_limit=None, verbose=0):
+    def __init__(self, estimator, param_grid, cv=5, scoring=None, refit=True, memory_limit=None, verbose=0,
+                 scores="pass"):
         self.estimator = estimator
         self.param_grid = param_grid
         self.cv = cv
@@ -113,6 +129,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.refit = refit
         self.memory_limit = memory_limit
         self.verbose = verbose
+        self.scores = scores
 
     @property
     def _estimator_type(self):
@@ -166,6 +183,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             other = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k not in SHARED_IN_A_PASS))
             passes[other].append((index, params.get("C", default_C)))
         scores = np.full((len(candidates), n_splits), np.nan)
+        scored_rows = np.zeros((len(candidates), n_splits), dtype=np.int64)
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
         best = None  # (mean score, candidate index, its pass, its grid point)
         self.grid_passes_ = []
@@ -174,12 +192,13 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             Cs = sorted({float(C) for _, C in members})
             console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
             fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
-                             memory_limit=self.memory_limit, console=console)
+                             memory_limit=self.memory_limit, console=console, scores=self.scores)
             for index, C in members:
                 g = Cs.index(float(C))
                 for f in range(n_splits):
                     rows, decisions, labels = fit.held_out(g, f)
                     scores[index, f] = self._score(fit.template, scorer, decisions, labels, rows)
+                    scored_rows[index, f] = len(rows)
                 fit_time[index] = fit.seconds["train"] / len(members)
                 score_time[index] = fit.seconds["score"] / len(members)
                 mean = float(np.mean(scores[index]))
@@ -188,6 +207,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             self.grid_passes_.append({"params": dict(other), "C": Cs, "columns": fit.table.n_columns,
                                       "seconds": dict(fit.seconds), "memory": fit.memory.line()})
         self.cv_results_ = _results(candidates, scores, fit_time, score_time)
+        for f in range(n_splits):
+            self.cv_results_[f"split{f}_scored_rows"] = scored_rows[:, f]
         self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))
         self.best_params_ = candidates[self.best_index_]
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])

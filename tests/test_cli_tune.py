@@ -46,6 +46,29 @@ def test_tune_refusals_are_one_line_on_every_rank(mpi_tmp_path, capsys):
     base = ["tune", "--data", str(d / "train.txt"), "--C", "1,10", "--model", str(d / "m.h5"), *OPTIONS]
     fails_with(capsys, base + ["--memory-limit", "1e-6"], "grid: 12 columns (1 class columns x 2 grid points x 6 "
                                                           "folds and refit) need")
-    fails_with(capsys, base + ["--tol", "0.01"], "--tol 0.01: the stopping test averages over all columns")
+    fails_with(capsys, base + ["--validation", "0.2"], "--validation 0.2: early stopping on held-out rows would stop")
     fails_with(capsys, base[:3] + base[5:] + ["--svm-type", "one_class"], "tune searches c_svc and epsilon_svr grids")
     assert not (d / "m.h5").exists()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_tune_progressive_scores_and_tol_per_column(mpi_tmp_path):
+    """`--scores progressive` scores the rows from training (the same as PackGridSearchCV's on
+    one rank with these folds), and `--tol` is taken: each column stops on its own."""
+    from ppack import PackSVC
+    from ppack.packsvm.grid import train_grid
+    d = mpi_tmp_path
+    X, y = make_problem(160, 6, seed=3)
+    write_libsvm(d / "train.txt", X, y, comm=WORLD)
+    main(["tune", "--data", str(d / "train.txt"), "--C", "0.5,4", "--folds", "3", "--scores", "progressive",
+          "--tol", "0.1", "--tol-window", "40", "--results", str(d / "cv.json"), *OPTIONS])
+    results = json.loads((d / "cv.json").read_text())
+    assert results["scores"] == "progressive"
+    folds = np.random.RandomState(4).permutation(160) % 3
+    fit = train_grid(PackSVC(epochs=2, pack=20, seed=4, dtype="float64", tol=0.1, tol_window=40, comm=MPI.COMM_SELF),
+                     X, y, [0.5, 4.0], folds, 3, scores="progressive")
+    for g, row in enumerate(results["grid"]):
+        for f in range(3):
+            rows, decisions, labels = fit.held_out(g, f)
+            assert row["scored_rows"][f] == len(rows)
+            assert row["splits"][f] == fit.template.validation_score(decisions, labels)

@@ -74,7 +74,8 @@ def test_search_has_gridsearchcvs_results_and_refits_the_best(comm):
     grid = {"C": Cs, "gamma": [0.1, 0.3]}
     ours = PackGridSearchCV(estimator, grid, cv=3).fit(X, y)
     theirs = GridSearchCV(estimator, grid, cv=3).fit(X, y)
-    assert set(ours.cv_results_) == set(theirs.cv_results_)
+    extra = set(ours.cv_results_) - set(theirs.cv_results_)  # how many held-out rows each score is from
+    assert set(theirs.cv_results_) <= set(ours.cv_results_) and extra == {f"split{f}_scored_rows" for f in range(3)}
     assert ours.cv_results_["params"] == theirs.cv_results_["params"]
     assert len(ours.grid_passes_) == 2  # one pass per gamma, both C values and the folds in it
     scores = np.array([ours.cv_results_[f"split{f}_test_score"] for f in range(3)]).T
@@ -113,7 +114,6 @@ def test_scorers_splitters_and_a_pipeline():
 
 @pytest.mark.parametrize("change, pattern", [
     ({"probability": True}, "probability=True: a grid search does not calibrate"),
-    ({"tol": 1e-3}, "tol=0.001: the stopping test averages over all columns"),
     ({"validation": 0.2}, "validation=0.2: early stopping"),
 ])
 def test_refusals_are_one_line(change, pattern):

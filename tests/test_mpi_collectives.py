@@ -171,7 +171,8 @@ SMALL_LOWERCASE_CALLS = {
     #   min; the weights' max
     "ppack/packsvm/offset_estimator.py": {"allreduce": 2, "bcast": 1},  # the count of rows without a finite
     #   target, seconds; one-class's rho and objective
-    "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 1},  # each rank's entries in a refit column, seconds
+    "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 2},  # each rank's entries in a refit column; seconds
+    #   of the score pass, of the progressive scores' gather
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
     "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
     "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows

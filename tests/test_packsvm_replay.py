@@ -100,19 +100,20 @@ def test_replay_all_columns_with_their_own_sigma_class_and_held_out_fold():
     max_weight = np.array([weight[(folds[ids] != f) | (f < 0)].max() for f in column_fold])
     Q = len(sigma)
     scale, norm = np.ones(Q), np.zeros(Q)
-    coef, loss, info = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 4))
+    coef, loss, info, tested = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 4)), np.empty((Q, r))
     work = replay_work_arrays(Q, r)
     failed, _ = replay_all(np.zeros((Q, r)), pairs, scale, norm, codes[ids].astype(float), 0, sigma, coef, loss,
                            info, weight, max_weight, np.empty((Q, 0)), 1.0, work.pred, work.sign, np.empty(r), 0, 0.0,
                            np.zeros((Q, 2)), 0.0, -np.inf, np.inf, column_class, folds[ids].astype(np.int64),
-                           column_fold, work.column_weight)
+                           column_fold, work.column_weight, tested, np.ones(Q, dtype=bool))
     assert failed == -1
     for c in range(Q):
         y = np.where(codes == column_class[c], 1.0, -1.0)
         w = np.linspace(0.5, 2.0, 50)
         if column_fold[c] >= 0:
             w = np.where(folds == column_fold[c], 0.0, w)
-        alpha, _ = spack_reference(X, y, sigma[c], ids, "rbf", 0.5, weights=w)
+        alpha, predictions = spack_reference(X, y, sigma[c], ids, "rbf", 0.5, weights=w)
+        np.testing.assert_allclose(tested[c], predictions, rtol=1e-9, atol=1e-12)  # each row's test, before its step
         stepped = np.zeros(50)
         for k, i in enumerate(ids):  # the reference's alpha at the end, from the replay's coefficients
             stepped[i] += coef[c, k] * scale[c]

@@ -30,6 +30,11 @@ def add_parser(sub):
     t.add_argument("--folds", type=int, default=None, metavar="K",
                    help=f"cross-validation folds (default {DEFAULT_FOLDS}): row i's fold is its place in a "
                         "permutation drawn from --seed, modulo K, the same on every rank (not stratified)")
+    t.add_argument("--scores", choices=("pass", "progressive"), default="pass",
+                   help="how held-out rows are scored: 'pass', a predict pass after training with the final "
+                        "columns; 'progressive', the decision values the held-out columns computed before each "
+                        "row's last step during training (no second pass; rows never sampled are left out, early "
+                        "rows are judged by an early model) (default pass)")
     t.add_argument("--model", help="write the best grid point's model, refit on every row, to this file (.h5)")
     t.add_argument("--results", help="write every grid point's scores to this JSON file")
     t.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
@@ -81,14 +86,15 @@ def run(comm, args):
     start = MPI.Wtime()
     for gamma in gammas:
         model = estimator(**params, **({} if gamma is None else {"gamma": gamma}), comm=comm)
-        fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say)
+        fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say, scores=args.scores)
         for g, C in enumerate(fit.Cs):
-            splits = []
+            splits, scored = [], []
             for f in range(folds_k):
-                _, decisions, labels = fit.held_out(g, f)
+                rows_f, decisions, labels = fit.held_out(g, f)
                 splits.append(model.validation_score(decisions, labels))
+                scored.append(int(len(rows_f)))
             row = {"C": C, "gamma": float(model.spec_.gamma), "mean": float(np.mean(splits)),
-                   "std": float(np.std(splits)), "splits": splits}
+                   "std": float(np.std(splits)), "splits": splits, "scored_rows": scored}
             rows.append(row)
             if best is None or row["mean"] > best[0]["mean"]:
                 best = (row, fit, g)
@@ -105,7 +111,7 @@ def run(comm, args):
     if args.model:
         refit.save(args.model)
         say(f"best model (C={row['C']:.6g}, gamma={row['gamma']:.6g}, refit on every row) written to {args.model}")
-    results = {"command": "tune", "data": args.data, "ranks": comm.Get_size(), "folds": folds_k,
+    results = {"command": "tune", "data": args.data, "ranks": comm.Get_size(), "folds": folds_k, "scores": args.scores,
                "svm_type": svm_type, "metric": metric, "grid": rows,
                "best": {k: row[k] for k in ("C", "gamma", "mean", "std")},
                "seconds": {"read": read_seconds, "grid": comm.allreduce(seconds, op=MPI.MAX)}}

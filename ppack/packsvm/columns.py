@@ -20,13 +20,15 @@ class Columns:
     ``column_class`` (int64: the class code trained one-vs-rest, -1: the labels are +-1 or
     targets as given) and ``column_fold`` (int64: the fold held out, -1: none); ``folds``:
     (n_samples,) int64, each global row's fold (the same on every rank), or None when no
-    column holds one out."""
+    column holds one out; ``active`` (Q,) bool: False for a column that has stopped
+    (``column_stops.py``: it takes no more steps), all True by default."""
 
     sigma: np.ndarray
     bound: np.ndarray
     column_class: np.ndarray
     column_fold: np.ndarray
     folds: np.ndarray = None
+    active: np.ndarray = None
 
     def __post_init__(self):
         self.sigma = np.ascontiguousarray(self.sigma, dtype=np.float64)
@@ -36,8 +38,10 @@ class Columns:
         if self.folds is not None:
             self.folds = np.ascontiguousarray(self.folds, dtype=np.int64)
         Q = len(self.sigma)
-        if not all(len(a) == Q for a in (self.bound, self.column_class, self.column_fold)):
-            raise ValueError("Columns: sigma, bound, column_class and column_fold need one entry per column")
+        self.active = np.ones(Q, dtype=np.bool_) if self.active is None else \
+            np.ascontiguousarray(self.active, dtype=np.bool_)
+        if not all(len(a) == Q for a in (self.bound, self.column_class, self.column_fold, self.active)):
+            raise ValueError("Columns: sigma, bound, column_class, column_fold and active need one entry per column")
 
     @classmethod
     def plain(cls, n_columns, sigma, bound):

@@ -10,6 +10,12 @@ the rows, as a PackSVC fit with sample_weight 0 on fold f has: C keeps its meani
 weight 0 on fold f's rows. So each column is, to rounding, that separate fit, and the refit
 column is a fit on every row.
 
+Scores: ``scores="pass"``, one predict pass over the training rows at the end, each row scored
+by the final columns that held it out; or ``"progressive"`` (``progressive.py``), each
+sampled row scored by the prediction its held-out columns tested during training, at its
+last sampling: no second pass, but rows never sampled are left out and early rows are judged
+by an early model.
+
 Memory: each stored row keeps 8 bytes a column (its coefficient), 24 with averaging (and the
 average's sum and clock), besides its features: ``grid_memory`` estimates a rank's table at T
 and ``train_grid`` refuses, in one line and before training, a grid that would not fit.
@@ -30,10 +36,12 @@ from ..kernels.threads import ensure_threads
 from ..mpi.collectives import Collectives
 from ..mpi.comm import run_collectively
 from ..registry import DTYPES
-from .averaging import averaged_coefficients, averaged_offset
+from .averaging import averaged_offset
+from .column_stops import ColumnStops
 from .columns import Columns
 from .loop import PackedSolver
 from .predict import distributed_decisions
+from .progressive import ProgressiveRecord
 from .state import SolverState
 from .table import SupportVectorTable
 from .warmup import warm_kernels
@@ -42,6 +50,8 @@ from .warmup import warm_kernels
 COLUMN_BYTES, AVERAGED_COLUMN_BYTES = 8, 24
 # besides its features and columns: the key, the norm, the key map's slot (about)
 ROW_OVERHEAD_BYTES = 32
+# how a grid pass's held-out rows are scored (``GridFit``)
+SCORES = ("pass", "progressive")
 
 
 @dataclass
@@ -104,13 +114,10 @@ def refuse_unsupported(estimator):
     if getattr(estimator, "probability", False):
         raise PPackError(f"{given('probability', True)}: a grid search does not calibrate its columns; search "
                          "with probability=False, then fit the best parameters with probability=True", collective=True)
-    if getattr(estimator, "tol", None) is not None:
-        raise PPackError(f"{given('tol', estimator.tol)}: the stopping test averages over all columns, so one "
-                         "grid column's convergence would stop the others; a grid search runs to T (tol=None)",
-                         collective=True)
     if getattr(estimator, "validation", None) is not None:
         raise PPackError(f"{given('validation', estimator.validation)}: early stopping on held-out rows would "
-                         "stop every grid column together; a grid search runs to T (validation=None)",
+                         "stop every grid column together (tol stops each column on its own; validation per "
+                         "column is not built yet); a grid search runs without it (validation=None)",
                          collective=True)
     if getattr(estimator, "sigma", None) is not None:
         raise PPackError("sigma: a grid search sets each column's sigma from its C; give C values, not sigma",
@@ -119,17 +126,27 @@ def refuse_unsupported(estimator):
 
 class GridFit:
     """A trained grid pass (``train_grid``): ``held`` (n_samples, G, K) each row's decision
-    values from the columns that held it out (NaN for a row no fold holds out), ``labels``
-    (n_samples,) the raw labels, on every rank; ``refit(g)`` the fitted estimator of grid
-    point g; ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``."""
+    values from the columns that held it out (NaN for a row no fold holds out, and with
+    ``scores`` "progressive" for a row never sampled), ``labels`` (n_samples,) the raw
+    labels, on every rank; ``refit(g)`` the fitted estimator of grid point g; ``seconds``:
+    {"train", "score"}; ``memory``: the ``GridMemory``; ``stops``: the ``ColumnStops`` of a
+    run with ``tol`` (each column's stop), or None; ``avg_weight`` (Q,): each column's
+    averages' weight sum (where it stopped, or at the end)."""
 
     def __init__(self, template, Cs, n_folds, folds, shard, weights, table, state, stats, loss, T, seed,
-                 compile_seconds, memory):
+                 compile_seconds, memory, stops=None):
         self.template, self.Cs, self.n_folds, self.folds = template, list(Cs), int(n_folds), folds
         self.shard, self.weights, self.table, self.state, self.stats = shard, weights, table, state, stats
         self.loss, self.T, self.seed, self.compile_seconds, self.memory = loss, T, seed, compile_seconds, memory
         self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
+        self.scores = "pass"
+        self.stops = stops
+        if table.averaged:
+            self.avg_weight = np.full(table.n_columns, state.avg_weight)
+            if stops is not None:
+                stopped = stops.iteration >= 0
+                self.avg_weight[stopped] = stops.avg_weight[stopped]
 
     def score_pass(self):
         """Collective: one predict pass over the training rows with every column; sets ``held``
@@ -137,9 +154,8 @@ class GridFit:
         comm = self.template._comm()
         start = MPI.Wtime()
         table, state = self.table, self.state
-        if table.averaged:
-            coef, scale, rho = averaged_coefficients(table, state), np.ones(table.n_columns), \
-                averaged_offset(state, self.loss)
+        if table.averaged:  # each column's average over the iterations it ran (``column_stops``)
+            coef, scale, rho = table.avg / self.avg_weight, np.ones(table.n_columns), averaged_offset(state, self.loss)
         else:
             coef, scale, rho = table.coef, state.scale, state.rho
         decisions, labels = distributed_decisions(comm, table, scale, self.shard, self.shard.n_features, coef=coef)
@@ -156,9 +172,22 @@ class GridFit:
         self.labels = collectives.broadcast(labels if comm.Get_rank() == 0 else np.empty(n))
         self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
+    def progressive_scores(self, record):
+        """Collective: ``held`` and ``labels`` (every rank) from a ``ProgressiveRecord`` of the
+        training, without a predict pass (``progressive.py``)."""
+        comm = self.template._comm()
+        start = MPI.Wtime()
+        held, self.labels = record.collect(comm, self.shard.y)
+        self.held = held.reshape(self.shard.n_samples, len(self.Cs), self.K)
+        self.scores = "progressive"
+        self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
     def held_out(self, g, f):
-        """(rows of fold f, their decision values (rows,) or (rows, K), their raw labels) for grid point g."""
+        """(rows of fold f, their decision values (rows,) or (rows, K), their raw labels) for grid
+        point g; with progressive scores, only the rows sampled during training."""
         rows = np.flatnonzero(self.folds == f)
+        if self.scores == "progressive":
+            rows = rows[~np.isnan(self.held[rows, g, 0])]
         values = self.held[rows, g, :]
         return rows, values[:, 0] if self.K == 1 else values, self.labels[rows]
 
@@ -184,9 +213,14 @@ class GridFit:
         sub.insert_many(table.keys[keep], coef[keep], rows, norms=table.norms[keep],
                         avg=None if avg is None else avg[keep])
         occupancy = np.array(comm.allgather(int(np.count_nonzero(keep))), dtype=np.int64)
-        sub_state = SolverState(iteration=state.iteration, scale=state.scale[cols].copy(),
+        stopped = self.stops is not None and self.stops.stopped(first)
+        stats = copy.copy(self.stats)
+        stats.converged = stopped  # the separate fit's: it stopped where this column did
+        sub_state = SolverState(iteration=int(self.stops.iteration[first]) if stopped else state.iteration,
+                                scale=state.scale[cols].copy(),
                                 norm=state.norm[cols].copy(), occupancy=occupancy, loss_windows=state.loss_windows,
-                                avg_weight=state.avg_weight, rho=state.rho[cols].copy(),
+                                avg_weight=float(self.avg_weight[first]) if table.averaged else None,
+                                rho=state.rho[cols].copy(),
                                 rho_sum=state.rho_sum[cols].copy(), row_seconds=state.row_seconds)
         model = copy.copy(self.template)
         model.C = self.Cs[g]
@@ -195,23 +229,27 @@ class GridFit:
         model.C_ = float(self.Cs[g])
         model.stopped_ = False
         model.resumed_from_ = None
-        model._finish(comm, self.shard, sub_state, self.stats, self.weights, None, self.seed, self.T,
+        model._finish(comm, self.shard, sub_state, stats, self.weights, None, self.seed, self.T,
                       self.compile_seconds)
         model.training_["grid"] = {"columns": table.n_columns, "grid_points": len(self.Cs), "folds": F,
                                    "C": [float(C) for C in self.Cs], "refit_of": g}
         return model
 
 
-def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None):
+def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None,
+               scores="pass"):
     """Collective: train ``estimator``'s settings at every C of ``Cs`` on every fold of
     ``folds`` ((n_samples,) int: each row's fold 0..n_folds-1, or -1 for a row no fold
     holds out; the same on every rank) and on all rows, in one pass; returns the scored
     ``GridFit``. X, y, sample_weight: as ``PackSVC.fit`` takes them (a Shard, or data every
     rank holds). ``estimator`` becomes the template of the refit models (its fitted state is
     the pass's data, not a model). memory_limit: bytes per rank the table may take (None:
-    ``grid_memory``'s). console: a callable for the memory line (verbose), or None."""
+    ``grid_memory``'s). console: a callable for the memory line (verbose), or None. scores:
+    "pass" (a predict pass after training) or "progressive" (the rows' tests during training)."""
     est = estimator
     refuse_unsupported(est)
+    if scores not in SCORES:
+        raise PPackError(f"scores: one of {', '.join(SCORES)}, got {scores!r}", collective=True)
     Cs = [float(C) for C in Cs]
     if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
         raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
@@ -263,15 +301,24 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                 column_class[q] = -1 if K == 1 else k
                 column_fold[q] = f if f < F else -1
     columns = Columns(sigma, bound, column_class, column_fold, folds)
+    # tol: each grid point and fold's K columns stop together, as their separate fit
+    stops = None if est.tol is None else ColumnStops(np.arange(Q) // K, est.tol, est.tol_window)
+    record = None
+    if scores == "progressive":  # the columns holding fold f out, in (g, k) order
+        held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
+        record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
     solver = PackedSolver(comm, est.spec_, sigma[0], T, est.pack, seed, est.work_bytes, None, tol=None,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
                           sampling=est.sampling, loss=losses[-1], placement=est.placement, device=est.device,
-                          pipeline=est.pipeline, columns=columns)
+                          pipeline=est.pipeline, columns=columns, progressive=record, column_stops=stops)
     compile_seconds = warm_kernels(comm, est.spec_, shard.dtype, shard.sparse, shard.X.dtype)
     table, state, stats, _ = solver.run(shard, labels, None, None, None, weights)
     fit = GridFit(est, Cs, F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
-                  compile_seconds + solver.device_seconds, memory)
-    fit.score_pass()
+                  compile_seconds + solver.device_seconds, memory, stops)
+    if record is None:
+        fit.score_pass()
+    else:
+        fit.progressive_scores(record)
     return fit
 
 

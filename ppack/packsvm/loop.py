@@ -108,6 +108,10 @@ class PackedSolver:
     (``kernels.device.on_device``); the table keeps a CPU compute after the run.
     ``pipeline``: "on", "off" or "auto" (on above one rank): the schedule (module docstring);
     ``delay``: a ``delay.Delay`` added to each pack's sums on the ranks it names, or None.
+    ``progressive``: a ``progressive.ProgressiveRecord`` that each pack's tested predictions
+    go into (a grid pass's progressive scores), or None. ``column_stops``: a
+    ``column_stops.ColumnStops`` that replaces the ``tol`` test below by one per group of
+    columns (a grid pass: each column stops as its separate fit would), or None.
     ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
     communication involved). ``tol``: the paper's convergence test (section V): stop when
     the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
@@ -120,7 +124,8 @@ class PackedSolver:
     def __init__(self, comm, spec, sigma, iterations, pack=100, seed=0,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, tol=None, tol_window=1000,
                  n_columns=1, max_weight=1.0, validation=None, average=False, step=1.0, sampling="uniform",
-                 holdout=None, loss=None, placement="count", device="cpu", pipeline="off", delay=None, columns=None):
+                 holdout=None, loss=None, placement="count", device="cpu", pipeline="off", delay=None, columns=None,
+                 progressive=None, column_stops=None):
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
         # pipelined packs (``pipeline.py``): the next pack's sums run while this pack's collectives
@@ -157,6 +162,10 @@ class PackedSolver:
         self.tol = tol
         self.tol_window = int(tol_window)
         self.should_stop = should_stop or (lambda: False)
+        # a grid pass's ``progressive.ProgressiveRecord``: the held-out rows' tested predictions, or None
+        self.progressive = progressive
+        # a grid pass's ``column_stops.ColumnStops``: the tol test per group of columns, or None
+        self.column_stops = column_stops
 
     def run(self, shard, labels, checkpointing=None, resume=None, stop_after_packs=None, weights=None):
         """Train; returns ``(table, state, stats, stopped)``.
@@ -250,7 +259,7 @@ class PackedSolver:
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
                 buf = current.buf
-                coef, loss, fold, mean_loss, average = self._replay_outputs(Q, r)
+                coef, loss, fold, mean_loss, average, tested = self._replay_outputs(Q, r)
                 t1 = MPI.Wtime()
                 serial = t1 - collective2_end
             else:
@@ -272,7 +281,7 @@ class PackedSolver:
                 if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
                     buf = PackBuffer(Q, r, size)
                     left, right, my_pairs = pair_arguments(buf, rank, size)
-                    coef, loss, fold, mean_loss, average = self._replay_outputs(Q, r)
+                    coef, loss, fold, mean_loss, average, tested = self._replay_outputs(Q, r)
                 else:
                     buf.clear()
             buf.digests[rank] = digest
@@ -384,10 +393,12 @@ class PackedSolver:
                 buf, block, ids, norms, rank, state, table, self.columns, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
                 *((delta[:, :r], following.ids, following.buf.owner_flags) if following is not None else
-                  (delta[:, :r] if pipelined else delta,)))
+                  (delta[:, :r] if pipelined else delta,)), tested=tested)
             seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
+            if self.progressive is not None:
+                self.progressive.record(ids, tested, offsets[:, 0])
             if following is not None:
                 following.flagged = True  # the owner flags of pack k + 1, after this pack's merge
             compute.after_pack(table, ids, fold)
@@ -420,7 +431,12 @@ class PackedSolver:
             if self.progress is not None and rank == 0:
                 close_seconds()
                 self.progress(state, stats, int(state.occupancy.sum()), limit)
-            if self.tol is not None and state.loss_windows.add(mean_loss) and state.loss_windows.stable(self.tol):
+            if self.column_stops is not None:
+                if self.column_stops.after_pack(loss, self.columns.active, state.iteration, state.avg_weight):
+                    stats.converged = True
+                    limit = state.iteration
+            elif self.tol is not None and state.loss_windows.add(mean_loss) and \
+                    state.loss_windows.stable(self.tol):
                 stats.converged = True
                 limit = state.iteration
             if self.validation is not None and stats.packs % self.validation.every == 0 and \
@@ -451,11 +467,13 @@ class PackedSolver:
 
     def _replay_outputs(self, Q, r):
         """The replay's output arrays for K = Q problems and r rows: coef, loss (K, r), fold
-        (K, 2), mean_loss (r,) and average (K, r + 1), or (K, 0) when not averaging; kept per r."""
+        (K, 2), mean_loss (r,), average (K, r + 1), or (K, 0) when not averaging, and tested
+        (K, r), or (0, 0) without a progressive record; kept per r."""
         outputs = self._outputs.get(r)
         if outputs is None:
             outputs = self._outputs[r] = (np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 2)), np.empty(r),
-                                          np.empty((Q, r + 1) if self.average else (Q, 0)))
+                                          np.empty((Q, r + 1) if self.average else (Q, 0)),
+                                          np.empty((Q, r) if self.progressive is not None else (0, 0)))
         return outputs
 
     def _packs_ahead(self, collectives, shard, labels, weights, sampler, state, table, limit, pending, stats):

@@ -21,6 +21,7 @@ from .table import merge_pack
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
 DONE, DISAGREE = -1, -2
 _NO_IDS, _NO_FLAGS = np.empty(0, dtype=np.int64), np.empty(0)  # no next pack to flag
+_NOT_TESTED = np.empty((0, 0))  # the replay's tested predictions are not kept
 # a rank's seconds per stored row is measured once it stores this many rows: below, the
 # partial sums' fixed costs (dispatch, the block's conversion) hide the per-row cost
 MEASURED_FROM_ROWS = 64
@@ -28,7 +29,7 @@ MEASURED_FROM_ROWS = 64
 
 def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_rule, step, max_weight, coef, loss,
                       fold, average, mean_loss, offsets, spent, waited, row_memory, delta, next_ids=_NO_IDS,
-                      next_flags=_NO_FLAGS):
+                      next_flags=_NO_FLAGS, tested=_NOT_TESTED):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
     RowBlock, with its norms): check the replicas' agreement, replay the K problems from
     ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
@@ -42,6 +43,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     delta (K, r) or (0, 0): ``table.merge_pack``'s. next_ids (r',) and next_flags (r',), or
     empty: the next pack's rows and its buffer's ``owner_flags``, flagged (``KeySlots.flag_held``)
     once this pack is merged, in the same call (a pipelined pack's next one is known by then).
+    tested (K, r), or empty: receives the predictions the replay tested (``replay.replay_all``'s).
     Returns (status, projections, work):
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
     (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
@@ -54,8 +56,8 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
         columns.sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight,
         average, step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
         loss_rule.rho_low, loss_rule.rho_high, columns.column_class, row_fold, columns.column_fold,
-        work.column_weight, ids, rank, state.occupancy, buf.timings, spent, waited, state.row_seconds, row_memory,
-        *entries, delta, *rows, norms, *store, next_ids, next_flags)
+        work.column_weight, columns.active, ids, rank, state.occupancy, buf.timings, spent, waited, state.row_seconds,
+        row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested)
     table.added(added)
     return status, projections, work
 
@@ -63,11 +65,11 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
 @njit(cache=True)
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, ids, rank,
-                      occupancy, timings, spent, waited, row_seconds, row_memory, map_keys, map_slots, entry_keys,
+                      rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, active, ids,
+                      rank, occupancy, timings, spent, waited, row_seconds, row_memory, map_keys, map_slots, entry_keys,
                       table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
                       n_stored, out_features, out_indptr, out_indices, out_values, out_norms,
-                      next_ids, next_flags):
+                      next_ids, next_flags, tested):
     """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
@@ -81,7 +83,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                                          rho_step, rho_low, rho_high, column_class, row_fold, column_fold,
-                                         column_weight)
+                                         column_weight, tested, active)
     if failed >= 0:
         return failed, projections, 0
     for c in range(fold.shape[0]):

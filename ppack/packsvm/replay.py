@@ -245,7 +245,7 @@ def replay_work_arrays(K, r):
 @njit(cache=True)
 def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step, rho_low, rho_high,
-               column_class, row_fold, column_fold, column_weight):
+               column_class, row_fold, column_fold, column_weight, tested, active):
     """``replay_pack`` for the K binary problems (columns) of a pack in one numba call; returns
     (the first problem that met a non-finite value or -1, the projections of all of them).
 
@@ -265,11 +265,28 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
     and one-class losses, whose labels are the targets or ignored, have column_class -1);
     offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred, sign and
     column_weight (r,) are work arrays (``replay_work_arrays``); mean_loss (r,) gets the
-    losses' mean over the problems as numpy's ``loss.mean(axis=0)`` adds them."""
+    losses' mean over the problems as numpy's ``loss.mean(axis=0)`` adds them. tested (K, r) or
+    (K, 0): if not empty, receives each problem's ``pred`` on exit, the predictions
+    <w, phi(x_k)> its iterations tested, before row k's step (``progressive.py`` scores
+    held-out rows from them). active (K,) bool: a column that is not (stopped by its own
+    convergence test, ``column_stops.py``) takes no step, no scale decay and no average
+    increment: its coef, loss and average rows are 0, its fold (1, 0), its offset's sum 0."""
     K, r = predictions.shape
     projections = 0
     for c in range(K):
         info[c, :] = 0.0
+        if not active[c]:  # frozen: the model it stopped at, unchanged
+            info[c, 0] = 1.0
+            offsets[c, 1] = 0.0
+            for k in range(r):
+                coef_out[c, k] = 0.0
+                loss_out[c, k] = 0.0
+            for k in range(average.shape[1]):
+                average[c, k] = 0.0
+            if tested.shape[1] > 0:
+                for k in range(r):
+                    tested[c, k] = scale[c] * predictions[c, k]
+            continue
         code = column_class[c]
         for k in range(r):
             pred[k] = scale[c] * predictions[c, k]
@@ -286,6 +303,9 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
         projections += done
         if info[c, 2] != 0.0:
             return c, projections
+        if tested.shape[1] > 0:
+            for k in range(r):
+                tested[c, k] = pred[k]
     for k in range(r):
         total = loss_out[0, k]
         for c in range(1, K):

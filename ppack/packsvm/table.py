@@ -209,6 +209,8 @@ def merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row
     averaging = average.shape[1] > 0
     if averaging:
         for c in range(K):
+            if average[c, r] == 0.0:  # nothing to add (a grid column that has stopped): no settling either
+                continue
             if average[c, r] < clock[c] * SETTLE_BELOW:
                 _settle(c, n, table_coef, table_avg, table_since, clock)
             clock[c] += average[c, r]
