@@ -241,6 +241,38 @@ def _reduce_entry(l1, v, xt_row, z):
             z[k] += v * xt_row[k]
 
 
+@njit(inline="always")
+def _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z):
+    """Z[i] (rows 0..m-1, zeroed first) = the reductions of CSR support vector j0 + i with every
+    block row (``XT`` (n_features, r): the block's columns)."""
+    r = XT.shape[1]
+    Z[:] = 0.0
+    for i in range(m):
+        z = Z[i]
+        e, end = indptr[j0 + i], indptr[j0 + i + 1]
+        if not l1:
+            # four nonzeros per pass: one load and store of z per four multiply-adds
+            while e + 4 <= end:
+                f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
+                v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
+                for k in range(r):
+                    z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
+                e += 4
+        for e in range(e, end):
+            _reduce_entry(l1, values[e], XT[indices[e]], z)
+
+
+@njit(inline="always")
+def _dense_reductions(features, j0, m, XT, l1, Z):
+    """``_csr_reductions`` for dense support vectors ``features`` (n_sv, n_features), skipping zeros."""
+    Z[:] = 0.0
+    for i in range(m):
+        for f in range(features.shape[1]):
+            v = features[j0 + i, f]
+            if v != 0.0:
+                _reduce_entry(l1, v, XT[f], Z[i])
+
+
 @njit(parallel=True, cache=True, fastmath={"contract"})
 def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chunks,
                      kind, gamma, coef0, degree, offset, out):
@@ -260,20 +292,7 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
-            Z[:] = 0.0
-            for i in range(m):
-                z = Z[i]
-                e, end = indptr[j0 + i], indptr[j0 + i + 1]
-                if not l1:
-                    # four nonzeros per pass: one load and store of z per four multiply-adds
-                    while e + 4 <= end:
-                        f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
-                        v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
-                        for k in range(r):
-                            z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
-                        e += 4
-                for e in range(e, end):
-                    _reduce_entry(l1, values[e], XT[indices[e]], z)
+            _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z)
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
                               partial[b])
     _sum_rows(partial, out)
@@ -287,7 +306,6 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
     Used for the kernels without a GEMM form (L1 reductions) and as the numba twin of the GEMM path.
     """
     r = XT.shape[1]
-    d = features.shape[1]
     l1 = L1_REDUCTION[kind]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, coef.shape[1], r))
@@ -296,12 +314,7 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
-            Z[:] = 0.0
-            for i in range(m):
-                for f in range(d):
-                    v = features[j0 + i, f]
-                    if v != 0.0:
-                        _reduce_entry(l1, v, XT[f], Z[i])
+            _dense_reductions(features, j0, m, XT, l1, Z)
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
                               partial[b])
     _sum_rows(partial, out)
@@ -355,6 +368,91 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, parti
                     sums[c, k] = 0.0
             # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
             _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset, sums)
+    _sum_rows(partial[:n_tiles], out)
+
+
+# Kernel groups (``compute.KernelGroups``): G kernels that share one reduction (the dot
+# product, or laplacian's L1 overlap) and the offset, each with its own run of the K columns.
+# The cores below take a block's reductions once, then per group the formula on a copy and the
+# weighted sums into that group's columns, in the one-kernel cores' tile and block order: a
+# group's columns get the same operations as a one-kernel call with that group's kernel.
+
+
+@njit(inline="always")
+def _accumulate_groups(Z, W, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees, starts, offset, acc):
+    """``_accumulate_block`` for every group g on a copy W of Z's m rows: acc[c, k] for the
+    columns c of starts[g]..starts[g + 1] - 1 += sum_i coef[j0+i, c] (K_g + offset)."""
+    r = Z.shape[1]
+    for g in range(kinds.shape[0]):
+        for i in range(m):
+            for k in range(r):
+                W[i, k] = Z[i, k]
+        c0, c1 = starts[g], starts[g + 1]
+        _accumulate_block(W, m, norms, coef[:, c0:c1], j0, x_norm, kinds[g], gammas[g], coef0s[g], degrees[g],
+                          offset, acc[c0:c1])
+
+
+@njit(parallel=True, cache=True, fastmath={"contract"})
+def csr_group_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chunks,
+                   kinds, gammas, coef0s, degrees, starts, offset, out):
+    """``csr_partial_sums`` for kernel groups: kinds, degrees (G,) int64, gammas, coef0s (G,),
+    starts (G + 1,) int64 the groups' first columns (and the end); every kind has the reduction
+    of kinds[0]."""
+    r = XT.shape[1]
+    l1 = L1_REDUCTION[kinds[0]]
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, coef.shape[1], r))
+    for c in prange(n_chunks):
+        Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            j0 = b * SV_BLOCK
+            m = min(n_sv, j0 + SV_BLOCK) - j0
+            _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z)
+            _accumulate_groups(Z, W, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees, starts, offset,
+                               partial[b])
+    _sum_rows(partial, out)
+
+
+@njit(parallel=True, cache=True, fastmath={"contract"})
+def dense_group_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
+                     kinds, gammas, coef0s, degrees, starts, offset, out):
+    """``dense_partial_sums`` for kernel groups (``csr_group_sums``' group arguments)."""
+    r = XT.shape[1]
+    l1 = L1_REDUCTION[kinds[0]]
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, coef.shape[1], r))
+    for c in prange(n_chunks):
+        Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            j0 = b * SV_BLOCK
+            m = min(n_sv, j0 + SV_BLOCK) - j0
+            _dense_reductions(features, j0, m, XT, l1, Z)
+            _accumulate_groups(Z, W, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees, starts, offset,
+                               partial[b])
+    _sum_rows(partial, out)
+
+
+@njit(parallel=True, cache=True, fastmath={"contract"})
+def gemm_group_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, kernel_values, partial,
+                    kinds, gammas, coef0s, degrees, starts, offset, out):
+    """``gemm_partial_sums`` for kernel groups of dot-product kernels: one GEMM per tile for all
+    of them; kernel_values: a work array shaped as dots, each group's copy of its tile."""
+    n_tiles = (n_sv + tile - 1) // tile
+    items = dots.shape[0]
+    for item in prange(items):
+        for b in range(item, n_tiles, items):
+            a0 = b * tile
+            a1 = min(n_sv, a0 + tile)
+            G = dots[item, :a1 - a0]
+            np.dot(features[a0:a1], XT, G)
+            sums = partial[b]
+            for c in range(sums.shape[0]):
+                for k in range(sums.shape[1]):
+                    sums[c, k] = 0.0
+            _accumulate_groups(G, kernel_values[item], a1 - a0, norms, coef, a0, x_norm, kinds, gammas, coef0s,
+                               degrees, starts, offset, sums)
     _sum_rows(partial[:n_tiles], out)
 
 
