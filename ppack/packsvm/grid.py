@@ -201,7 +201,8 @@ class GridFit:
                                 avg_weight=state.avg_weight, rho=state.rho[cols].copy(),
                                 rho_sum=state.rho_sum[cols].copy(), row_seconds=state.row_seconds)
         model = copy.copy(self.template)
-        model.set_params(**self.settings[g])
+        for name, value in self.settings[g].items():
+            setattr(model, name, value)
         model.spec_ = self.specs[g]
         model.C = self.Cs[g]
         model.table_ = sub
@@ -326,7 +327,9 @@ def _kernel_spec(estimator, setting, comm, shard):
     dict), its gamma resolved on ``shard`` as a fit resolves it."""
     if not setting:
         return estimator.spec_
-    model = copy.copy(estimator).set_params(**setting)
+    model = copy.copy(estimator)
+    for name, value in setting.items():  # set_params needs scikit-learn, which the command line does without
+        setattr(model, name, value)
     p = run_collectively(comm, model.validate_params)
     return KernelSpec(p["kernel"], resolve_gamma(comm, p["gamma"], shard), p["degree"], p["coef0"],
                       estimator.spec_.offset)
