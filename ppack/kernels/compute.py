@@ -11,6 +11,8 @@ numba cores' names, chosen here (CPU today, ``cpu.py``; a GPU backend would be a
 with the same functions); the thread and BLAS policy is ``threads.py``. Callers see arrays
 and blocks, never the cores' CPU arguments (work items, tiles, column groups).
 """
+import copy
+
 import numpy as np
 
 from . import cpu as BACKEND
@@ -145,6 +147,16 @@ class KernelCompute:
         self.work_bytes = int(work_bytes)
         self._params = spec.params()
         self._work_arrays = {}
+
+    def with_groups(self, groups):
+        """A compute of the same stored rows (shared, not copied) whose coefficient columns are
+        ``groups``' (``KernelGroups`` with this compute's kernels, or None for its first alone):
+        partial sums over a subset of the columns, e.g. a grid's held-out ones."""
+        twin = copy.copy(self)
+        twin.groups = groups if groups is not None and len(groups.specs) > 1 else None
+        twin._group_arguments = None if twin.groups is None else twin.groups.core_arguments()
+        twin._work_arrays = {}
+        return twin
 
     def __getstate__(self):  # a pickled model carries no work arrays
         return {**self.__dict__, "_work_arrays": {}}

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..errors import PPackError, given
-from ..kernels.compute import KernelCompute
+from ..kernels.compute import KernelCompute, KernelGroups
 from ..kernels.precision import resolve_dtype
 from ..kernels.spec import KernelSpec
 from ..kernels.threads import ensure_threads
@@ -143,8 +143,10 @@ class GridFit:
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
 
     def score_pass(self):
-        """Collective: one predict pass over the training rows with every column; sets ``held``
-        and ``labels`` (every rank)."""
+        """Collective: one predict pass over the training rows, each row with the columns that
+        hold it out (fold f's rows with the G x K columns of fold f, so a row's kernel values
+        feed G K multiply-adds, not all Q); sets ``held`` and ``labels`` (every rank; NaN for a
+        row no fold holds out)."""
         comm = self.template._comm()
         start = MPI.Wtime()
         table, state = self.table, self.state
@@ -153,18 +155,27 @@ class GridFit:
                 averaged_offset(state, self.loss)
         else:
             coef, scale, rho = table.coef, state.scale, state.rho
-        decisions, labels = distributed_decisions(comm, table, scale, self.shard, self.shard.n_features, coef=coef)
         n, G, K, F = self.shard.n_samples, len(self.Cs), self.K, self.n_folds
         held = np.full((n, G, K), np.nan)
-        if comm.Get_rank() == 0:
-            decisions = decisions.reshape(n, table.n_columns) - rho[None, :]
-            for f in range(F):
-                rows = np.flatnonzero(self.folds == f)
-                for g in range(G):
-                    held[rows, g, :] = decisions[rows, column_of(K, F, g, f):column_of(K, F, g, f) + K]
+        labels = np.full(n, np.nan)
+        # the pass's kernel groups over a fold's columns: each setting's G / S grid points x K
+        groups = table.compute.groups
+        S = 1 if groups is None else len(groups.specs)
+        compute = table.compute.with_groups(None if groups is None else
+                                            KernelGroups(groups.specs, np.arange(S + 1) * (G // S) * K))
+        for f in range(F):
+            rows = np.flatnonzero(self.folds == f)
+            cols = np.concatenate([np.arange(column_of(K, F, g, f), column_of(K, F, g, f) + K) for g in range(G)])
+            fold_columns = _FoldColumns(compute, len(cols), table.dtype)
+            decisions, fold_labels = distributed_decisions(comm, fold_columns, scale[cols], self.shard,
+                                                           self.shard.n_features, ids=rows,
+                                                           coef=np.ascontiguousarray(coef[:, cols]))
+            if comm.Get_rank() == 0:
+                held[rows] = (decisions.reshape(len(rows), len(cols)) - rho[None, cols]).reshape(len(rows), G, K)
+                labels[rows] = fold_labels
         collectives = Collectives(comm)
         self.held = collectives.broadcast(held)
-        self.labels = collectives.broadcast(labels if comm.Get_rank() == 0 else np.empty(n))
+        self.labels = collectives.broadcast(labels)
         self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
     def held_out(self, g, f):
@@ -216,6 +227,17 @@ class GridFit:
                                    "C": [float(C) for C in self.Cs], "refit_of": g,
                                    "kernels": [spec.describe() for spec in self.specs]}
         return model
+
+
+@dataclass
+class _FoldColumns:
+    """What a predict pass (``predict.distributed_decisions``) reads of a table, for a subset of
+    its columns: the ``compute`` of its stored rows (with the subset's kernel groups), the
+    number of columns and the rows' dtype."""
+
+    compute: object
+    n_columns: int
+    dtype: object
 
 
 def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None,
