@@ -290,7 +290,11 @@ def _grouped(specs, sparse, dtype, work_bytes, widths=(2, 1, 3, 2, 1)):
     singles = [KernelCompute(spec, sv.shape[1], sparse, dtype, work_bytes) for spec in specs]
     for single in singles:
         single.store(sv)
-    coef = np.random.default_rng(2).normal(size=(sv.shape[0], groups.n_columns))
+    rng = np.random.default_rng(2)
+    coef = rng.normal(size=(sv.shape[0], groups.n_columns))
+    for g in range(len(specs)):  # rows with no coefficient in a group (the grouped cores skip them)
+        coef[rng.random(sv.shape[0]) < 0.4, groups.starts[g]:groups.starts[g + 1]] = 0.0
+    coef[:70, groups.starts[1]:] = 0.0  # whole blocks and tiles with nothing for the later groups
     return groups, compute, singles, block, sv, rows, coef
 
 
@@ -301,7 +305,8 @@ def _grouped(specs, sparse, dtype, work_bytes, widths=(2, 1, 3, 2, 1)):
 def test_grouped_partial_sums_match_naive_and_each_groups_one_kernel_call(specs, sparse, dtype, work_bytes, few):
     """One pass over rbf, poly, sigmoid and linear groups (or two laplacian gammas): each group's
     columns equal the numpy twin to rounding and a one-kernel call with its kernel bit for bit
-    (the same tiles, blocks and order of operations)."""
+    (the same tiles, blocks and order of operations; the rows a group has no coefficient for,
+    which the grouped cores skip, add exact zeros there)."""
     groups, compute, singles, block, sv, rows, coef = _grouped(specs, sparse, dtype, work_bytes)
     norms = compute.row_norms(block)
     out = np.zeros((groups.n_columns, block.n_rows))

@@ -379,17 +379,45 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, parti
 
 
 @njit(inline="always")
-def _accumulate_groups(Z, W, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees, starts, offset, acc):
-    """``_accumulate_block`` for every group g on a copy W of Z's m rows: acc[c, k] for the
-    columns c of starts[g]..starts[g + 1] - 1 += sum_i coef[j0+i, c] (K_g + offset)."""
+def _accumulate_groups(Z, W, picked_norms, picked_coef, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees,
+                       starts, offset, acc):
+    """``_accumulate_block`` for every group g: acc[c, k] for the columns c of starts[g] to
+    starts[g + 1] - 1 += sum_i coef[j0+i, c] (K_g + offset), over the rows i of Z (m of them)
+    with a nonzero coefficient in those columns, copied in order into W (as Z) with their norms
+    and coefficients into picked_norms (>= m,) and picked_coef (>= m, >= the widest group's
+    columns). A row whose coefficients are all zero there would add exact zeros: skipping it
+    gives the same sums, and a grid's rows held out of a fold, or stored for another
+    setting's columns only, cost nothing."""
     r = Z.shape[1]
     for g in range(kinds.shape[0]):
-        for i in range(m):
-            for k in range(r):
-                W[i, k] = Z[i, k]
         c0, c1 = starts[g], starts[g + 1]
-        _accumulate_block(W, m, norms, coef[:, c0:c1], j0, x_norm, kinds[g], gammas[g], coef0s[g], degrees[g],
-                          offset, acc[c0:c1])
+        picked = 0
+        for i in range(m):
+            active = False
+            for c in range(c0, c1):
+                if coef[j0 + i, c] != 0.0:
+                    active = True
+                    break
+            if not active:
+                continue
+            for k in range(r):
+                W[picked, k] = Z[i, k]
+            picked_norms[picked] = norms[j0 + i]
+            for c in range(c0, c1):
+                picked_coef[picked, c - c0] = coef[j0 + i, c]
+            picked += 1
+        if picked > 0:
+            _accumulate_block(W, picked, picked_norms, picked_coef[:, :c1 - c0], 0, x_norm, kinds[g], gammas[g],
+                              coef0s[g], degrees[g], offset, acc[c0:c1])
+
+
+@njit(inline="always")
+def _widest_group(starts):
+    """The most columns of any group (``_accumulate_groups``' picked_coef width)."""
+    width = 0
+    for g in range(starts.shape[0] - 1):
+        width = max(width, starts[g + 1] - starts[g])
+    return width
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
@@ -401,16 +429,19 @@ def csr_group_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chu
     r = XT.shape[1]
     l1 = L1_REDUCTION[kinds[0]]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    width = _widest_group(starts)
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
         Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        picked_norms = np.empty(SV_BLOCK)
+        picked_coef = np.empty((SV_BLOCK, width))
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
             _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z)
-            _accumulate_groups(Z, W, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees, starts, offset,
-                               partial[b])
+            _accumulate_groups(Z, W, picked_norms, picked_coef, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
+                               degrees, starts, offset, partial[b])
     _sum_rows(partial, out)
 
 
@@ -421,16 +452,19 @@ def dense_group_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
     r = XT.shape[1]
     l1 = L1_REDUCTION[kinds[0]]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    width = _widest_group(starts)
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
         Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        picked_norms = np.empty(SV_BLOCK)
+        picked_coef = np.empty((SV_BLOCK, width))
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
             _dense_reductions(features, j0, m, XT, l1, Z)
-            _accumulate_groups(Z, W, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees, starts, offset,
-                               partial[b])
+            _accumulate_groups(Z, W, picked_norms, picked_coef, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
+                               degrees, starts, offset, partial[b])
     _sum_rows(partial, out)
 
 
@@ -441,7 +475,10 @@ def gemm_group_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, kernel_
     of them; kernel_values: a work array shaped as dots, each group's copy of its tile."""
     n_tiles = (n_sv + tile - 1) // tile
     items = dots.shape[0]
+    width = _widest_group(starts)
     for item in prange(items):
+        picked_norms = np.empty(tile)
+        picked_coef = np.empty((tile, width))
         for b in range(item, n_tiles, items):
             a0 = b * tile
             a1 = min(n_sv, a0 + tile)
@@ -451,8 +488,8 @@ def gemm_group_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, kernel_
             for c in range(sums.shape[0]):
                 for k in range(sums.shape[1]):
                     sums[c, k] = 0.0
-            _accumulate_groups(G, kernel_values[item], a1 - a0, norms, coef, a0, x_norm, kinds, gammas, coef0s,
-                               degrees, starts, offset, sums)
+            _accumulate_groups(G, kernel_values[item], picked_norms, picked_coef, a1 - a0, norms, coef, a0, x_norm,
+                               kinds, gammas, coef0s, degrees, starts, offset, sums)
     _sum_rows(partial[:n_tiles], out)
 
 
