@@ -209,3 +209,11 @@ def test_laplacian_settings_share_a_pass_of_their_own():
     column = PackSVC(comm=SELF, C=Cs[1], **{**PARAMS, **settings[1]}).fit(X, y, sample_weight=weight)
     assert search.cv_results_["split0_test_score"][search.cv_results_["params"].index(
         {"C": Cs[1], "gamma": 0.7, "kernel": "laplacian"})] == column.score(X[test], y[test])
+
+
+def test_a_gpu_pass_over_several_kernel_settings_is_refused_in_one_line():
+    X, y = make_problem(60, 4, seed=1)
+    with pytest.raises(PPackError, match=r"device='gpu': a grid over 2 kernel settings in one pass runs its kernel "
+                                         "sums on the CPU only"):
+        train_grid(PackSVC(comm=SELF, device="gpu", **PARAMS), X, y, Cs, np.arange(60) % 3, 3,
+                   kernels=[{"gamma": 0.1}, {"gamma": 0.2}])
