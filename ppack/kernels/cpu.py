@@ -374,50 +374,56 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, parti
 # Kernel groups (``compute.KernelGroups``): G kernels that share one reduction (the dot
 # product, or laplacian's L1 overlap) and the offset, each with its own run of the K columns.
 # The cores below take a block's reductions once, then per group the formula on a copy and the
-# weighted sums into that group's columns, in the one-kernel cores' tile and block order: a
-# group's columns get the same operations as a one-kernel call with that group's kernel.
+# weighted sums into that group's columns (a BLAS GEMM: a grid's groups have tens to hundreds of
+# columns), in the one-kernel cores' tile and block order, so the sums are deterministic and
+# equal a one-kernel call's to rounding.
 
 
 @njit(inline="always")
-def _accumulate_groups(Z, W, picked_norms, picked_coef, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees,
+def _accumulate_groups(Z, W, picked_norms, picked_rows, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees,
                        starts, offset, acc):
-    """``_accumulate_block`` for every group g: acc[c, k] for the columns c of starts[g] to
-    starts[g + 1] - 1 += sum_i coef[j0+i, c] (K_g + offset), over the rows i of Z (m of them)
-    with a nonzero coefficient in those columns, copied in order into W (as Z) with their norms
-    and coefficients into picked_norms (>= m,) and picked_coef (>= m, >= the widest group's
-    columns). A row whose coefficients are all zero there would add exact zeros: skipping it
-    gives the same sums, and a grid's rows held out of a fold, or stored for another
-    setting's columns only, cost nothing."""
+    """For every group g: acc[c, k] for the columns c of starts[g] to starts[g + 1] - 1 +=
+    sum_i coef[j0+i, c] (K_g + offset), over the rows i of Z (m of them) with a nonzero
+    coefficient in those columns, copied in order into W (as Z), their norms into picked_norms
+    and positions into picked_rows (>= m,). A row whose coefficients are all zero there would
+    add exact zeros: skipping it, a grid's rows held out of a fold, or stored for another
+    setting's columns only, cost nothing. The kernel values are ``formulas.values`` as in
+    ``_accumulate_block``; the weighted sums, a group's many columns, are one BLAS GEMM per
+    group (coefficients (columns, picked) times values (picked, r)), whose order of summation
+    is BLAS's: a group's sums equal a one-kernel call's to rounding, not bit for bit."""
     r = Z.shape[1]
     for g in range(kinds.shape[0]):
         c0, c1 = starts[g], starts[g + 1]
         picked = 0
         for i in range(m):
-            active = False
             for c in range(c0, c1):
                 if coef[j0 + i, c] != 0.0:
-                    active = True
+                    for k in range(r):
+                        W[picked, k] = Z[i, k]
+                    picked_norms[picked] = norms[j0 + i]
+                    picked_rows[picked] = j0 + i
+                    picked += 1
                     break
-            if not active:
-                continue
+        if picked == 0:
+            continue
+        kind = kinds[g]
+        for i in range(picked):
+            formulas.values(kind, W[i], picked_norms[i], x_norm, gammas[g], coef0s[g], degrees[g])
+        if EXP_TAIL[kind]:
+            _exp_block(W.reshape(W.shape[0] * r)[:picked * r])
+        values = np.empty((picked, r))
+        for i in range(picked):
             for k in range(r):
-                W[picked, k] = Z[i, k]
-            picked_norms[picked] = norms[j0 + i]
-            for c in range(c0, c1):
-                picked_coef[picked, c - c0] = coef[j0 + i, c]
-            picked += 1
-        if picked > 0:
-            _accumulate_block(W, picked, picked_norms, picked_coef[:, :c1 - c0], 0, x_norm, kinds[g], gammas[g],
-                              coef0s[g], degrees[g], offset, acc[c0:c1])
-
-
-@njit(inline="always")
-def _widest_group(starts):
-    """The most columns of any group (``_accumulate_groups``' picked_coef width)."""
-    width = 0
-    for g in range(starts.shape[0] - 1):
-        width = max(width, starts[g + 1] - starts[g])
-    return width
+                values[i, k] = W[i, k] + offset
+        weights = np.empty((c1 - c0, picked))
+        for c in range(c0, c1):
+            for i in range(picked):
+                weights[c - c0, i] = coef[picked_rows[i], c]
+        sums = np.dot(weights, values)
+        for c in range(c0, c1):
+            a, t = acc[c], sums[c - c0]
+            for k in range(r):
+                a[k] += t[k]
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
@@ -429,18 +435,17 @@ def csr_group_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chu
     r = XT.shape[1]
     l1 = L1_REDUCTION[kinds[0]]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
-    width = _widest_group(starts)
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
         Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         picked_norms = np.empty(SV_BLOCK)
-        picked_coef = np.empty((SV_BLOCK, width))
+        picked_rows = np.empty(SV_BLOCK, dtype=np.int64)
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
             _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z)
-            _accumulate_groups(Z, W, picked_norms, picked_coef, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
+            _accumulate_groups(Z, W, picked_norms, picked_rows, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
                                degrees, starts, offset, partial[b])
     _sum_rows(partial, out)
 
@@ -452,18 +457,17 @@ def dense_group_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
     r = XT.shape[1]
     l1 = L1_REDUCTION[kinds[0]]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
-    width = _widest_group(starts)
     partial = np.zeros((n_blocks, coef.shape[1], r))
     for c in prange(n_chunks):
         Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
         picked_norms = np.empty(SV_BLOCK)
-        picked_coef = np.empty((SV_BLOCK, width))
+        picked_rows = np.empty(SV_BLOCK, dtype=np.int64)
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
             _dense_reductions(features, j0, m, XT, l1, Z)
-            _accumulate_groups(Z, W, picked_norms, picked_coef, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
+            _accumulate_groups(Z, W, picked_norms, picked_rows, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
                                degrees, starts, offset, partial[b])
     _sum_rows(partial, out)
 
@@ -475,10 +479,9 @@ def gemm_group_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, kernel_
     of them; kernel_values: a work array shaped as dots, each group's copy of its tile."""
     n_tiles = (n_sv + tile - 1) // tile
     items = dots.shape[0]
-    width = _widest_group(starts)
     for item in prange(items):
         picked_norms = np.empty(tile)
-        picked_coef = np.empty((tile, width))
+        picked_rows = np.empty(tile, dtype=np.int64)
         for b in range(item, n_tiles, items):
             a0 = b * tile
             a1 = min(n_sv, a0 + tile)
@@ -488,7 +491,7 @@ def gemm_group_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, kernel_
             for c in range(sums.shape[0]):
                 for k in range(sums.shape[1]):
                     sums[c, k] = 0.0
-            _accumulate_groups(G, kernel_values[item], picked_norms, picked_coef, a1 - a0, norms, coef, a0, x_norm,
+            _accumulate_groups(G, kernel_values[item], picked_norms, picked_rows, a1 - a0, norms, coef, a0, x_norm,
                                kinds, gammas, coef0s, degrees, starts, offset, sums)
     _sum_rows(partial[:n_tiles], out)
 
