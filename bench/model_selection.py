@@ -9,9 +9,9 @@ Run from the repository root (data from ../shared/data by default, ``--data-dir`
 
 a9a (dense float32, 123 features): C in {0.1, 1, 10, 100} x gamma in {0.01, 0.05, 0.1} with
 scikit-learn's 5 folds (StratifiedKFold(5), unshuffled, the same for both searches), at the
-same epochs and seed. ppack's PackGridSearchCV trains each gamma's 4 C values x (5 folds +
-the refit) as 24 columns of one pass; GridSearchCV (n_jobs=1) fits 60 PackSVC models and
-refits the best. Reported: both searches' seconds, best parameters and best cross-validated
+same epochs and seed. ppack's PackGridSearchCV trains the 3 gammas x 4 C values x (5 folds +
+the refit) as 72 columns of one pass (the gammas share each tile's dot products); GridSearchCV
+(n_jobs=1) fits 60 PackSVC models and refits the best. Reported: both searches' seconds, best parameters and best cross-validated
 accuracy; the test accuracy of ppack's refit model and of a separate PackSVC fit at those
 parameters. LIBSVM (libsvm-official, ``svm_train`` with ``-v 5 -m 1000``, one thread) is
 timed at two grid points (``--libsvm-points``); the whole grid's LIBSVM time is estimated as
@@ -118,13 +118,13 @@ def run(name, args):
                        "best_cv_accuracy": ours.best_score_,
                        "refit_test_accuracy": ours.score(Xt, yt),
                        "mean_test_score": ours.cv_results_["mean_test_score"].tolist(),
-                       "passes": [{"params": p["params"], "columns": p["columns"], "seconds": p["seconds"],
-                                   "memory": p["memory"]} for p in passes]}
+                       "passes": [{"params": p["params"], "kernels": p.get("kernels"), "columns": p["columns"],
+                                   "seconds": p["seconds"], "memory": p["memory"]} for p in passes]}
     print(f"  ppack PackGridSearchCV: {seconds:.1f} s, best {ours.best_params_}, CV accuracy "
           f"{100 * ours.best_score_:.2f}%, refit test accuracy {100 * result['ppack']['refit_test_accuracy']:.2f}%",
           flush=True)
     for p in passes:
-        print(f"    pass {p['params']}: {p['columns']} columns, {p['seconds']['train']:.1f} s training + "
+        print(f"    pass {p['params']} {p.get('kernels', '')}: {p['columns']} columns, {p['seconds']['train']:.1f} s training + "
               f"{p['seconds']['score']:.1f} s scoring; {p['memory']}", flush=True)
     if args.scores == "both":
         compare_progressive(estimator, grid, cv, X, y, ours, seconds, result)

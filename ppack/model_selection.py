@@ -1,13 +1,15 @@
-"""PackGridSearchCV: scikit-learn's GridSearchCV for ppack's kernel estimators, with the C
-values and the folds of each pass trained as columns of one run (``packsvm.grid``).
+"""PackGridSearchCV: scikit-learn's GridSearchCV for ppack's kernel estimators, with the
+kernel settings, C values and folds of each pass trained as columns of one run
+(``packsvm.grid``).
 
-What shares a pass: every C value of the grid and every fold (plus the refit, one more
-column per C) for one setting of the other parameters. Kernel parameters (kernel, gamma,
-degree, coef0) take one pass per distinct setting in this version; any other parameter in
-the grid is one pass per value too. Scores come from one predict pass over the training
-rows after each training pass, each row scored by the columns that held it out, or, with
-``scores="progressive"``, from the predictions the held-out columns tested during training
-(``packsvm.progressive``: no second pass).
+What shares a pass: every kernel setting (kernel, gamma, degree, coef0) whose kernel is
+computed from dot products (rbf, poly, sigmoid, linear: one GEMM per tile for all of them),
+every C value and every fold (plus the refit, one more column per grid point), for one setting
+of the other parameters. laplacian settings share their L1 reductions in a pass of their own.
+Any other parameter in the grid is one pass per value. Scores come from one predict pass over
+the training rows after each training pass (the same grouped kernel sums), each row scored by
+the columns that held it out, or, with ``scores="progressive"``, from the predictions the
+held-out columns tested during training (``packsvm.progressive``: no second pass).
 """
 import time
 from collections import defaultdict
@@ -23,10 +25,12 @@ from sklearn.utils.metaestimators import available_if
 from .errors import PPackError
 from .mpi.collectives import Collectives
 from .progress import Console
-from .packsvm.grid import refuse_unsupported, train_grid
+from .packsvm.grid import KERNEL_PARAMS, refuse_unsupported, train_grid
+from .registry import KERNEL_FACTS
 
-# the estimator's parameters a pass shares across its columns (C) and those that split passes
-SHARED_IN_A_PASS = ("C",)
+# the estimator's parameters a pass shares across its columns (C and the kernel settings, grouped by
+# the reduction their kernel needs: ``_reduction``); the others split passes
+SHARED_IN_A_PASS = ("C",) + KERNEL_PARAMS
 
 
 class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
@@ -34,16 +38,21 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     GridSearchCV, for PackSVC and PackSVR, with each pass's C values and folds trained as
     columns of one run.
 
-    Every C value of the grid and every fold, plus one refit column per C, train in one
-    pass: columns = classes x C values x (folds + 1) of one table, sharing every sampled row
-    and kernel value. Column (C, fold f) is, to rounding, a fit with sample_weight 0 on fold
-    f's rows and the same seed (sigma = 1 / (n C) with n all the rows, so C keeps its
+    Every kernel setting and C value of the grid and every fold, plus one refit column per
+    grid point, train in one pass: columns = classes x grid points x (folds + 1) of one table,
+    sharing every sampled row. The columns of one kernel setting (kernel, gamma, degree,
+    coef0) share every kernel value; the settings share each tile's dot products (rbf, poly,
+    sigmoid and linear: one GEMM for all), only the kernel formula and the coefficient
+    products repeat per setting. laplacian settings share their L1 distances in a pass of
+    their own. Column (grid point, fold f) is, to rounding, a fit with sample_weight 0 on
+    fold f's rows and the same seed (sigma = 1 / (n C) with n all the rows, so C keeps its
     meaning); the refit column of the best grid point is ``best_estimator_``, a fit on all
-    rows, without a second training pass. Kernel parameters (kernel, gamma, degree, coef0)
-    take one pass per distinct setting (the dot products are not yet shared across gammas),
-    and so does every other parameter's value. With the estimator's ``tol``, each grid
-    point and fold's columns stop on their own convergence test, where their separate fit
-    with that tol stops (``packsvm.column_stops``); the pass ends when all have stopped.
+    rows, without a second training pass. Every other parameter's value takes a pass of its
+    own. A pass's storage type is the strictest its kernel settings ask for (with
+    dtype="auto", float64 if any setting's kernel needs it). With the estimator's ``tol``,
+    each grid point and fold's columns stop on their own convergence test, where their
+    separate fit with that tol stops (``packsvm.column_stops``); the pass ends when all have
+    stopped.
 
     Parameters
     ----------
@@ -178,23 +187,28 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
             raise PPackError("param_grid: no grid points")
-        passes = defaultdict(list)  # the other parameters' setting -> [(candidate index, C)]
+        # (the other parameters' setting, the kernels' reduction) -> [(candidate index, kernel setting, C)]
+        passes = defaultdict(list)
         for index, params in enumerate(candidates):
             other = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k not in SHARED_IN_A_PASS))
-            passes[other].append((index, params.get("C", default_C)))
+            setting = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k in KERNEL_PARAMS))
+            reduction = _reduction(params.get("kernel", estimator.get_params()["kernel"]))
+            passes[other, reduction].append((index, setting, params.get("C", default_C)))
         scores = np.full((len(candidates), n_splits), np.nan)
         scored_rows = np.zeros((len(candidates), n_splits), dtype=np.int64)
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
         best = None  # (mean score, candidate index, its pass, its grid point)
         self.grid_passes_ = []
-        for other, members in passes.items():
+        for (other, _), members in passes.items():
             template = clone(estimator).set_params(**{k: candidates[members[0][0]][k] for k, _ in other})
-            Cs = sorted({float(C) for _, C in members})
+            settings = list(dict.fromkeys(setting for _, setting, _ in members))  # in the grid's order
+            Cs = sorted({float(C) for _, _, C in members})
             console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
             fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
-                             memory_limit=self.memory_limit, console=console, scores=self.scores)
-            for index, C in members:
-                g = Cs.index(float(C))
+                             memory_limit=self.memory_limit, console=console, scores=self.scores,
+                             kernels=[dict(setting) for setting in settings])
+            for index, setting, C in members:
+                g = settings.index(setting) * len(Cs) + Cs.index(float(C))
                 for f in range(n_splits):
                     rows, decisions, labels = fit.held_out(g, f)
                     scores[index, f] = self._score(fit.template, scorer, decisions, labels, rows)
@@ -204,7 +218,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
                 mean = float(np.mean(scores[index]))
                 if best is None or mean > best[0] or (mean == best[0] and index < best[1]):
                     best = (mean, index, fit, g)
-            self.grid_passes_.append({"params": dict(other), "C": Cs, "columns": fit.table.n_columns,
+            self.grid_passes_.append({"params": dict(other), "kernels": [dict(setting) for setting in settings],
+                                      "C": Cs, "columns": fit.table.n_columns,
                                       "seconds": dict(fit.seconds), "memory": fit.memory.line()})
         self.cv_results_ = _results(candidates, scores, fit_time, score_time)
         for f in range(n_splits):
@@ -353,6 +368,13 @@ class _HeldOut:
 
     def predict(self, X):
         return self._template.labels_of(self._decisions)
+
+
+def _reduction(kernel):
+    """What a kernel's values are computed from ("dot" or "l1"): the settings of one reduction
+    share a pass; a kernel name the estimator would refuse gets a pass of its own."""
+    facts = KERNEL_FACTS.get(kernel) if isinstance(kernel, str) else None
+    return facts.reduction if facts is not None else repr(kernel)
 
 
 def _hashable(value):

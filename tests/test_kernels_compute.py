@@ -5,7 +5,7 @@ import pytest
 
 from ppack.kernels.block import RowBlock
 from ppack.kernels import compute as compute_module
-from ppack.kernels.compute import DEFAULT_WORK_BYTES, KernelCompute, csr_row_norms, row_norms
+from ppack.kernels.compute import DEFAULT_WORK_BYTES, KernelCompute, KernelGroups, csr_row_norms, row_norms
 from ppack.kernels.cpu import exp_nonpositive
 from ppack.kernels.spec import KernelSpec
 
@@ -271,3 +271,72 @@ def test_dense_row_norms_match_their_twin(dtype, l1):
         got = dense_row_norms(X, l1)
         np.testing.assert_array_equal(got, expected)
         np.testing.assert_allclose(got, terms.sum(axis=1), rtol=1e-13)
+
+
+# kernel groups: the dot-product kernels share one reduction, laplacian kernels another
+DOT_GROUPS = [KernelSpec("rbf", gamma=0.05), KernelSpec("poly", gamma=0.1, degree=2, coef0=0.5),
+              KernelSpec("sigmoid", gamma=0.02, coef0=-0.5), KernelSpec("linear"), KernelSpec("rbf", gamma=0.4)]
+L1_GROUPS = [KernelSpec("laplacian", gamma=0.05), KernelSpec("laplacian", gamma=0.3)]
+
+
+def _grouped(specs, sparse, dtype, work_bytes, widths=(2, 1, 3, 2, 1)):
+    """A grouped compute over ``specs`` with group g taking widths[g] columns, its stored rows,
+    block, coefficients and the one-kernel computes of each group."""
+    _, _, block, sv, rows, _ = _compute_and_block(sparse, dtype, "rbf", {}, work_bytes=work_bytes)
+    widths = widths[:len(specs)]
+    groups = KernelGroups(specs, np.concatenate([[0], np.cumsum(widths)]))
+    compute = KernelCompute(specs[0], sv.shape[1], sparse, dtype, work_bytes, groups=groups)
+    compute.store(sv)
+    singles = [KernelCompute(spec, sv.shape[1], sparse, dtype, work_bytes) for spec in specs]
+    for single in singles:
+        single.store(sv)
+    rng = np.random.default_rng(2)
+    coef = rng.normal(size=(sv.shape[0], groups.n_columns))
+    for g in range(len(specs)):  # rows with no coefficient in a group (the grouped cores skip them)
+        coef[rng.random(sv.shape[0]) < 0.4, groups.starts[g]:groups.starts[g + 1]] = 0.0
+    coef[:70, groups.starts[1]:] = 0.0  # whole blocks and tiles with nothing for the later groups
+    return groups, compute, singles, block, sv, rows, coef
+
+
+@pytest.mark.parametrize("specs", [DOT_GROUPS, L1_GROUPS], ids=["dot", "l1"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("work_bytes, few", [(64 << 20, False), (2048, False), (64 << 20, True)])
+def test_grouped_partial_sums_match_naive_and_each_groups_one_kernel_call(specs, sparse, dtype, work_bytes, few):
+    """One pass over rbf, poly, sigmoid and linear groups (or two laplacian gammas): each group's
+    columns equal the numpy twin and a one-kernel call with its kernel to rounding (the same
+    kernel values; the weighted sums are a GEMM per group, in BLAS's order; the rows a group
+    has no coefficient for, which the grouped cores skip, add exact zeros in the other)."""
+    groups, compute, singles, block, sv, rows, coef = _grouped(specs, sparse, dtype, work_bytes)
+    norms = compute.row_norms(block)
+    out = np.zeros((groups.n_columns, block.n_rows))
+    compute.partial_sums(coef, block, norms, out, few=few)
+    for g, (spec, single) in enumerate(zip(specs, singles)):
+        cols = slice(groups.starts[g], groups.starts[g + 1])
+        expected = kernel_sums(sv, rows, coef[:, cols], spec.name, spec.gamma, spec.degree, spec.coef0, spec.offset)
+        np.testing.assert_allclose(out[cols], expected, rtol=RTOL[dtype], atol=RTOL[dtype] * np.abs(expected).max())
+        one = np.zeros((cols.stop - cols.start, block.n_rows))
+        single.partial_sums(coef[:, cols], block, norms, one, few=few)
+        np.testing.assert_allclose(out[cols], one, rtol=1e-12, atol=1e-12 * np.abs(one).max())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_grouped_pair_kernels_are_each_groups_kernel(sparse):
+    groups, compute, singles, block, _, rows, _ = _grouped(DOT_GROUPS, sparse, np.float64, 64 << 20)
+    norms = compute.row_norms(block)
+    left, right = np.triu_indices(block.n_rows)
+    out = np.empty((len(DOT_GROUPS), len(left)))
+    compute.pair_kernels(block, norms, left.astype(np.int64), right.astype(np.int64), out)
+    for g, (spec, single) in enumerate(zip(DOT_GROUPS, singles)):
+        one = np.empty(len(left))
+        single.pair_kernels(block, norms, left.astype(np.int64), right.astype(np.int64), one)
+        np.testing.assert_array_equal(out[g], one)
+        expected = kernel_matrix(rows, rows, spec.name, spec.gamma, spec.degree, spec.coef0)[left, right]
+        np.testing.assert_allclose(out[g], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_kernel_groups_refuse_kernels_without_a_shared_reduction():
+    with pytest.raises(ValueError, match="share a reduction"):
+        KernelGroups([KernelSpec("rbf"), KernelSpec("laplacian")], [0, 1, 2])
+    with pytest.raises(ValueError, match="increasing column starts"):
+        KernelGroups([KernelSpec("rbf"), KernelSpec("poly")], [0, 2, 2])

@@ -77,7 +77,7 @@ def test_search_has_gridsearchcvs_results_and_refits_the_best(comm):
     extra = set(ours.cv_results_) - set(theirs.cv_results_)  # how many held-out rows each score is from
     assert set(theirs.cv_results_) <= set(ours.cv_results_) and extra == {f"split{f}_scored_rows" for f in range(3)}
     assert ours.cv_results_["params"] == theirs.cv_results_["params"]
-    assert len(ours.grid_passes_) == 2  # one pass per gamma, both C values and the folds in it
+    assert len(ours.grid_passes_) == 1  # both gammas, both C values and the folds in one pass
     scores = np.array([ours.cv_results_[f"split{f}_test_score"] for f in range(3)]).T
     np.testing.assert_allclose(ours.cv_results_["mean_test_score"], scores.mean(axis=1))
     assert ours.best_index_ == int(np.argmax(ours.cv_results_["mean_test_score"]))
@@ -149,3 +149,71 @@ def test_verbose_reports_the_memory_per_stored_row(capsys):
     err = capsys.readouterr().err
     # 2 C values x (3 folds + refit) = 8 columns, 24 bytes each with averaging
     assert "PackGridSearchCV: grid of 2 C values x 3 folds + the refit: 8 columns: 192 bytes per stored row" in err
+
+
+# kernel settings whose kernels come from dot products: one pass, one GEMM (or reduction) per tile
+DOT_SETTINGS = [{"gamma": 0.1}, {"kernel": "poly", "gamma": 0.2, "degree": 2, "coef0": 1.0},
+                {"kernel": "sigmoid", "gamma": 0.05, "coef0": -0.5}, {"kernel": "linear"}, {"gamma": 0.6}]
+
+
+@pytest.mark.parametrize("comm", COMMS)
+@pytest.mark.parametrize("which, sparse, pipeline", [("binary", False, "off"), ("multiclass", True, "on"),
+                                                     ("binary", True, "on"), ("multiclass", False, "off")])
+def test_columns_of_several_kernel_settings_equal_their_separate_fits(comm, which, sparse, pipeline):
+    """One pass over rbf (two gammas), poly, sigmoid and linear: column (setting, C, fold f)
+    predicts fold f's rows, to rounding, as a PackSVC of that setting fitted with sample_weight
+    0 on fold f (the table stores every setting's support vectors, so the sums' order differs)."""
+    import scipy.sparse as sp
+    X, y = (make_problem(120, 6, seed=1) if which == "binary" else make_multiclass(120, 6, seed=2))
+    if sparse:
+        X = sp.csr_matrix(np.where(np.abs(X) < 0.3, 0.0, X))
+    folds = np.arange(len(y)) % 3
+    params = {**PARAMS, "pipeline": pipeline}
+    fit = train_grid(PackSVC(comm=comm, **params), X, y, Cs, folds, 3, kernels=DOT_SETTINGS)
+    assert fit.table.n_columns == (1 if which == "binary" else 4) * len(DOT_SETTINGS) * len(Cs) * 4
+    for s, setting in enumerate(DOT_SETTINGS):
+        c, f = s % 2, s % 3
+        g = s * len(Cs) + c
+        assert fit.Cs[g] == Cs[c] and fit.settings[g] == setting
+        rows, decisions, labels = fit.held_out(g, f)
+        separate = PackSVC(comm=comm, C=Cs[c], **{**params, **setting}).fit(
+            X, y, sample_weight=(folds != f).astype(float))
+        np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=1e-9, atol=1e-9)
+        assert np.array_equal(labels, y[rows])
+    refit = fit.refit(2 * len(Cs) + 1)  # sigmoid (not positive semi-definite: no projection), C = Cs[1]
+    separate = PackSVC(comm=comm, C=Cs[1], **{**params, **DOT_SETTINGS[2]}).fit(X, y)
+    np.testing.assert_allclose(refit.decision_function(X), separate.decision_function(X), rtol=1e-9, atol=1e-9)
+    assert refit.spec_ == separate.spec_ and refit.kernel == "sigmoid" and refit.n_support_ == separate.n_support_
+
+
+def test_laplacian_settings_share_a_pass_of_their_own():
+    X, y = make_problem(120, 5, seed=3)
+    folds = np.arange(len(y)) % 3
+    settings = [{"kernel": "laplacian", "gamma": 0.2}, {"kernel": "laplacian", "gamma": 0.7}]
+    fit = train_grid(PackSVC(comm=SELF, **PARAMS), X, y, Cs, folds, 3, kernels=settings)
+    rows, decisions, _ = fit.held_out(3, 0)  # gamma 0.7, C = Cs[1]
+    separate = PackSVC(comm=SELF, C=Cs[1], **{**PARAMS, **settings[1]}).fit(X, y,
+                                                                            sample_weight=(folds != 0).astype(float))
+    np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=1e-9, atol=1e-9)
+    with pytest.raises(PPackError, match="rbf and laplacian do not share a pass"):
+        train_grid(PackSVC(comm=SELF, **PARAMS), X, y, Cs, folds, 3, kernels=[{}, settings[0]])
+    with pytest.raises(PPackError, match="C: not a kernel parameter"):
+        train_grid(PackSVC(comm=SELF, **PARAMS), X, y, Cs, folds, 3, kernels=[{"C": 1.0}])
+    search = PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs, "kernel": ["rbf", "laplacian", "poly"],
+                                                            "gamma": [0.2, 0.7]}, cv=3).fit(X, y)
+    assert [len(p["kernels"]) for p in search.grid_passes_] == [4, 2]  # rbf and poly; laplacian
+    from sklearn.model_selection import StratifiedKFold
+    test = next(StratifiedKFold(3).split(X, y))[1]  # split 0's held-out rows
+    weight = np.ones(len(y))
+    weight[test] = 0.0
+    column = PackSVC(comm=SELF, C=Cs[1], **{**PARAMS, **settings[1]}).fit(X, y, sample_weight=weight)
+    assert search.cv_results_["split0_test_score"][search.cv_results_["params"].index(
+        {"C": Cs[1], "gamma": 0.7, "kernel": "laplacian"})] == column.score(X[test], y[test])
+
+
+def test_a_gpu_pass_over_several_kernel_settings_is_refused_in_one_line():
+    X, y = make_problem(60, 4, seed=1)
+    with pytest.raises(PPackError, match=r"device='gpu': a grid over 2 kernel settings in one pass runs its kernel "
+                                         "sums on the CPU only"):
+        train_grid(PackSVC(comm=SELF, device="gpu", **PARAMS), X, y, Cs, np.arange(60) % 3, 3,
+                   kernels=[{"gamma": 0.1}, {"gamma": 0.2}])

@@ -81,18 +81,20 @@ def test_tiny_sigma_pack_folds_the_scale_into_its_coefficients(sigma, step):
     np.testing.assert_allclose(alpha, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
 
 
-def test_replay_all_columns_with_their_own_sigma_class_and_held_out_fold():
-    """replay_all's columns (grid search): each with its own sigma, class and held-out fold
-    tests, from a cold start over one pack, the predictions the unpacked reference computes
-    for that one problem with the fold's rows weighted 0 (and the radius from the others)."""
+def test_replay_all_columns_with_their_own_sigma_class_held_out_fold_and_kernel_group():
+    """replay_all's columns (grid search): each with its own sigma, class, held-out fold and
+    kernel group (its gamma's pair kernels) tests, from a cold start over one pack, the
+    predictions the unpacked reference computes for that one problem with the fold's rows
+    weighted 0 (and the radius from the others)."""
     from ppack.packsvm.replay import replay_all, replay_work_arrays
     X, _ = make_problem(50, 4, seed=3)
     codes = np.arange(50) % 3  # three classes
     folds = (np.arange(50) * 7) % 4
     r = 50
     ids = RowSampler(50, 1).take(r)
-    K = kernel_matrix(X[ids], X[ids], "rbf", 0.5)
-    pairs = np.ascontiguousarray(K[np.triu_indices(r)])
+    gammas = (0.5, 0.2)  # two kernel groups
+    pairs = np.stack([kernel_matrix(X[ids], X[ids], "rbf", gamma)[np.triu_indices(r)] for gamma in gammas])
+    column_group = np.array([0, 0, 1, 1, 1])
     sigma = np.array([1e-2, 1e-3, 1e-2, 5e-2, 1e-3])
     column_class = np.array([0, 0, 1, 2, 2])
     column_fold = np.array([-1, 2, 0, 3, -1])
@@ -105,14 +107,14 @@ def test_replay_all_columns_with_their_own_sigma_class_and_held_out_fold():
     failed, _ = replay_all(np.zeros((Q, r)), pairs, scale, norm, codes[ids].astype(float), 0, sigma, coef, loss,
                            info, weight, max_weight, np.empty((Q, 0)), 1.0, work.pred, work.sign, np.empty(r), 0, 0.0,
                            np.zeros((Q, 2)), 0.0, -np.inf, np.inf, column_class, folds[ids].astype(np.int64),
-                           column_fold, work.column_weight, tested, np.ones(Q, dtype=bool))
+                           column_fold, work.column_weight, column_group, tested, np.ones(Q, dtype=bool))
     assert failed == -1
     for c in range(Q):
         y = np.where(codes == column_class[c], 1.0, -1.0)
         w = np.linspace(0.5, 2.0, 50)
         if column_fold[c] >= 0:
             w = np.where(folds == column_fold[c], 0.0, w)
-        alpha, predictions = spack_reference(X, y, sigma[c], ids, "rbf", 0.5, weights=w)
+        alpha, predictions = spack_reference(X, y, sigma[c], ids, "rbf", gammas[column_group[c]], weights=w)
         np.testing.assert_allclose(tested[c], predictions, rtol=1e-9, atol=1e-12)  # each row's test, before its step
         stepped = np.zeros(50)
         for k, i in enumerate(ids):  # the reference's alpha at the end, from the replay's coefficients

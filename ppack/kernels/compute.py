@@ -3,12 +3,16 @@
 ``KernelCompute`` owns a rank's stored rows (features and norms, ``StoredRows``) for one
 kernel and offers the named operations the trainer needs: ``store``, ``row_norms``,
 ``partial_sums`` (the stored rows against a block of rows, for one or K coefficient
-columns) and ``pair_kernels`` (pairs of rows within a block). A block of rows is a
+columns) and ``pair_kernels`` (pairs of rows within a block). With ``KernelGroups`` the
+columns come in runs of different kernels that share one reduction (a grid search's gammas):
+each tile's reductions are taken once for all of them. A block of rows is a
 ``kernels.block.RowBlock`` with its norms (r,). The work is done by a backend module with the
 numba cores' names, chosen here (CPU today, ``cpu.py``; a GPU backend would be a sibling
 with the same functions); the thread and BLAS policy is ``threads.py``. Callers see arrays
 and blocks, never the cores' CPU arguments (work items, tiles, column groups).
 """
+import copy
+
 import numpy as np
 
 from . import cpu as BACKEND
@@ -26,6 +30,42 @@ MAX_TILE_ROWS = 512
 # this many times its nonzeros.
 DENSE_PAIRS_FILL = 4
 
+
+class KernelGroups:
+    """G kernels (``specs``, KernelSpecs) whose columns are consecutive runs of the
+    coefficient columns: group g's are ``starts[g]`` to ``starts[g + 1] - 1`` (``starts``
+    (G + 1,), from 0 to the number of columns). They must share the reduction (the dot
+    product, or laplacian's L1 overlap) and the offset: then a tile's reductions serve
+    every group, and only the formula and the weighted sums repeat."""
+
+    def __init__(self, specs, starts):
+        self.specs = tuple(specs)
+        self.starts = np.ascontiguousarray(starts, dtype=np.int64)
+        if not self.specs or len(self.starts) != len(self.specs) + 1 or self.starts[0] != 0 or \
+                np.any(np.diff(self.starts) <= 0):
+            raise ValueError(f"KernelGroups: {len(self.specs)} kernels need increasing column starts from 0, "
+                             f"got {self.starts.tolist()}")
+        first = self.specs[0]
+        for spec in self.specs:
+            if spec.uses_l1 != first.uses_l1 or spec.offset != first.offset:
+                raise ValueError(f"KernelGroups: {spec.name} and {first.name} do not share a reduction and "
+                                 "offset (dot-product kernels share one, laplacian kernels another)")
+        self.shares_gemm = all(spec.facts.gemm for spec in self.specs)
+
+    @property
+    def n_columns(self):
+        return int(self.starts[-1])
+
+    def column_group(self):
+        """Each column's group, (n_columns,) int64."""
+        return np.repeat(np.arange(len(self.specs)), np.diff(self.starts))
+
+    def core_arguments(self):
+        """The grouped cores' trailing arguments: kinds, gammas, coef0s, degrees, starts, offset."""
+        return (np.array([s.kind for s in self.specs], dtype=np.int64),
+                np.array([float(s.gamma) for s in self.specs]), np.array([float(s.coef0) for s in self.specs]),
+                np.array([int(s.degree) for s in self.specs], dtype=np.int64), self.starts,
+                float(self.specs[0].offset))
 
 def dense_row_norms(X, l1):
     """Squared L2 (or, with ``l1``, L1) norm of every row of a dense array, (n,) float64: each
@@ -89,18 +129,34 @@ def _runs(n, tile, r, between):
 class KernelCompute:
     """One kernel's compute on a rank: ``spec`` (a KernelSpec), the stored rows (``stored``:
     ``n_features``, dense or ``sparse``, in ``dtype``) and ``work_bytes`` of working memory
-    per kernel-sum pass."""
+    per kernel-sum pass; with ``groups`` (``KernelGroups``, spec their first), one kernel per
+    run of the coefficient columns."""
 
     on_device = False  # the work runs on the CPU (``array_compute.ArrayCompute`` is a device's)
 
-    def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES):
+    def __init__(self, spec, n_features, sparse, dtype=np.float64, work_bytes=DEFAULT_WORK_BYTES, groups=None):
         if not isinstance(spec, KernelSpec):
             raise TypeError(f"KernelCompute: spec must be a KernelSpec, got {type(spec).__name__}")
         self.spec = spec
+        # several kernels over runs of the columns (``KernelGroups``; spec is the first), or None
+        self.groups = groups if groups is not None and len(groups.specs) > 1 else None
+        if self.groups is not None and self.groups.specs[0] != spec:
+            raise ValueError("KernelCompute: spec must be the first of the kernel groups")
+        self._group_arguments = None if self.groups is None else self.groups.core_arguments()
         self.stored = StoredRows(n_features, sparse, dtype)
         self.work_bytes = int(work_bytes)
         self._params = spec.params()
         self._work_arrays = {}
+
+    def with_groups(self, groups):
+        """A compute of the same stored rows (shared, not copied) whose coefficient columns are
+        ``groups``' (``KernelGroups`` with this compute's kernels, or None for its first alone):
+        partial sums over a subset of the columns, e.g. a grid's held-out ones."""
+        twin = copy.copy(self)
+        twin.groups = groups if groups is not None and len(groups.specs) > 1 else None
+        twin._group_arguments = None if twin.groups is None else twin.groups.core_arguments()
+        twin._work_arrays = {}
+        return twin
 
     def __getstate__(self):  # a pickled model carries no work arrays
         return {**self.__dict__, "_work_arrays": {}}
@@ -176,6 +232,10 @@ class KernelCompute:
         if n == 0 or n_columns == 0:
             return
         coef = np.ascontiguousarray(coef, dtype=np.float64).reshape(n, n_columns)
+        groups = self._group_arguments
+        if groups is not None and n_columns != self.groups.n_columns:
+            raise ValueError(f"partial_sums: {n_columns} coefficient columns for kernel groups of "
+                             f"{self.groups.n_columns}")
         sparse = self.stored.sparse
         if sparse or not spec.facts.gemm or few:
             # the reductions run in the stored rows' dtype: float32 storage computes in float32
@@ -191,11 +251,19 @@ class KernelCompute:
                     items = BACKEND.work_items(b - a)
                     if sparse:
                         indptr, indices, values = stored
-                        BACKEND.csr_partial_sums(indptr[a:b + 1], indices, values, stored_norms[a:b], coef[a:b],
-                                                 b - a, XT, block_norms[c0:c1], items, *self._params, part)
-                    else:
+                        if groups is None:
+                            BACKEND.csr_partial_sums(indptr[a:b + 1], indices, values, stored_norms[a:b],
+                                                     coef[a:b], b - a, XT, block_norms[c0:c1], items, *self._params,
+                                                     part)
+                        else:
+                            BACKEND.csr_group_sums(indptr[a:b + 1], indices, values, stored_norms[a:b], coef[a:b],
+                                                   b - a, XT, block_norms[c0:c1], items, *groups, part)
+                    elif groups is None:
                         BACKEND.dense_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
                                                    block_norms[c0:c1], items, *self._params, part)
+                    else:
+                        BACKEND.dense_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
+                                                 block_norms[c0:c1], items, *groups, part)
                 if part is not out2:
                     out2[:, c0:c1] += part
             return
@@ -205,10 +273,15 @@ class KernelCompute:
         n_tiles = (n + tile - 1) // tile
         dots = self._work("dots", (BACKEND.gemm_work_items(n_tiles), tile, r), stored.dtype)
         partial = self._work("partial", (n_tiles, n_columns, r), np.float64)
+        values = None if groups is None else self._work("values", dots.shape, stored.dtype)
         with single_threaded_blas():
             for a, b in _runs(n, tile, r, between):
-                BACKEND.gemm_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, tile,
-                                          dots, partial, *self._params, out2)
+                if groups is None:
+                    BACKEND.gemm_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms,
+                                              tile, dots, partial, *self._params, out2)
+                else:
+                    BACKEND.gemm_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, tile,
+                                            dots, values, partial, *groups, out2)
 
     def _work(self, name, shape, dtype):
         """A work array of ``shape`` (a view of one kept for the next packs, reallocated only
@@ -221,12 +294,25 @@ class KernelCompute:
 
     def pair_kernels(self, block, block_norms, left, right, out):
         """out[q] = K(row left[q], row right[q]) + offset for rows of the block; left, right (Q,)
-        int64, out (Q,) float64."""
+        int64, out (Q,) float64; with kernel groups out (G, Q), out[g] with group g's kernel."""
+        if out.ndim == 2:
+            specs = (self.spec,) if self.groups is None else self.groups.specs
+            if out.shape[0] != len(specs):
+                raise ValueError(f"pair_kernels: out has {out.shape[0]} rows for {len(specs)} kernel groups")
+            for spec, group_out in zip(specs, out):
+                self._pair_kernels(block, block_norms, left, right, spec.params(), group_out)
+        elif self.groups is not None:
+            raise ValueError(f"pair_kernels: kernel groups need out (G, Q), got shape {out.shape}")
+        else:
+            self._pair_kernels(block, block_norms, left, right, self._params, out)
+
+    def _pair_kernels(self, block, block_norms, left, right, params, out):
+        """``pair_kernels`` of one kernel (its cores' ``params``) into out (Q,)."""
         # a CSR block dense enough takes the vectorised dense path too: it adds only exact zeros
         # where a row has no entry, so the values equal the sparse path's bit for bit
         if block.dense is not None or block.n_rows * block.n_features <= DENSE_PAIRS_FILL * len(block.csr[2]):
             XT = block.columns()
             X = block.dense if block.dense is not None else np.ascontiguousarray(XT.T)
-            BACKEND.dense_pair_kernels(X, XT, block_norms, left, right, *self._params, out)
+            BACKEND.dense_pair_kernels(X, XT, block_norms, left, right, *params, out)
         else:
-            BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *self._params, out)
+            BACKEND.csr_pair_kernels(*block.csr, block_norms, left, right, *params, out)

@@ -241,6 +241,38 @@ def _reduce_entry(l1, v, xt_row, z):
             z[k] += v * xt_row[k]
 
 
+@njit(inline="always")
+def _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z):
+    """Z[i] (rows 0..m-1, zeroed first) = the reductions of CSR support vector j0 + i with every
+    block row (``XT`` (n_features, r): the block's columns)."""
+    r = XT.shape[1]
+    Z[:] = 0.0
+    for i in range(m):
+        z = Z[i]
+        e, end = indptr[j0 + i], indptr[j0 + i + 1]
+        if not l1:
+            # four nonzeros per pass: one load and store of z per four multiply-adds
+            while e + 4 <= end:
+                f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
+                v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
+                for k in range(r):
+                    z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
+                e += 4
+        for e in range(e, end):
+            _reduce_entry(l1, values[e], XT[indices[e]], z)
+
+
+@njit(inline="always")
+def _dense_reductions(features, j0, m, XT, l1, Z):
+    """``_csr_reductions`` for dense support vectors ``features`` (n_sv, n_features), skipping zeros."""
+    Z[:] = 0.0
+    for i in range(m):
+        for f in range(features.shape[1]):
+            v = features[j0 + i, f]
+            if v != 0.0:
+                _reduce_entry(l1, v, XT[f], Z[i])
+
+
 @njit(parallel=True, cache=True, fastmath={"contract"})
 def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chunks,
                      kind, gamma, coef0, degree, offset, out):
@@ -260,20 +292,7 @@ def csr_partial_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_c
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
-            Z[:] = 0.0
-            for i in range(m):
-                z = Z[i]
-                e, end = indptr[j0 + i], indptr[j0 + i + 1]
-                if not l1:
-                    # four nonzeros per pass: one load and store of z per four multiply-adds
-                    while e + 4 <= end:
-                        f0, f1, f2, f3 = indices[e], indices[e + 1], indices[e + 2], indices[e + 3]
-                        v0, v1, v2, v3 = values[e], values[e + 1], values[e + 2], values[e + 3]
-                        for k in range(r):
-                            z[k] += v0 * XT[f0, k] + v1 * XT[f1, k] + v2 * XT[f2, k] + v3 * XT[f3, k]
-                        e += 4
-                for e in range(e, end):
-                    _reduce_entry(l1, values[e], XT[indices[e]], z)
+            _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z)
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
                               partial[b])
     _sum_rows(partial, out)
@@ -287,7 +306,6 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
     Used for the kernels without a GEMM form (L1 reductions) and as the numba twin of the GEMM path.
     """
     r = XT.shape[1]
-    d = features.shape[1]
     l1 = L1_REDUCTION[kind]
     n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
     partial = np.zeros((n_blocks, coef.shape[1], r))
@@ -296,12 +314,7 @@ def dense_partial_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
         for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             j0 = b * SV_BLOCK
             m = min(n_sv, j0 + SV_BLOCK) - j0
-            Z[:] = 0.0
-            for i in range(m):
-                for f in range(d):
-                    v = features[j0 + i, f]
-                    if v != 0.0:
-                        _reduce_entry(l1, v, XT[f], Z[i])
+            _dense_reductions(features, j0, m, XT, l1, Z)
             _accumulate_block(Z, m, norms, coef, j0, x_norm, kind, gamma, coef0, degree, offset,
                               partial[b])
     _sum_rows(partial, out)
@@ -355,6 +368,131 @@ def gemm_partial_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, parti
                     sums[c, k] = 0.0
             # the whole tile at once: the exp then runs over (a1 - a0) * r contiguous values
             _accumulate_block(G, a1 - a0, norms, coef, a0, x_norm, kind, gamma, coef0, degree, offset, sums)
+    _sum_rows(partial[:n_tiles], out)
+
+
+# Kernel groups (``compute.KernelGroups``): G kernels that share one reduction (the dot
+# product, or laplacian's L1 overlap) and the offset, each with its own run of the K columns.
+# The cores below take a block's reductions once, then per group the formula on a copy and the
+# weighted sums into that group's columns (a BLAS GEMM: a grid's groups have tens to hundreds of
+# columns), in the one-kernel cores' tile and block order, so the sums are deterministic and
+# equal a one-kernel call's to rounding.
+
+
+@njit(inline="always")
+def _accumulate_groups(Z, W, picked_norms, picked_rows, m, norms, coef, j0, x_norm, kinds, gammas, coef0s, degrees,
+                       starts, offset, acc):
+    """For every group g: acc[c, k] for the columns c of starts[g] to starts[g + 1] - 1 +=
+    sum_i coef[j0+i, c] (K_g + offset), over the rows i of Z (m of them) with a nonzero
+    coefficient in those columns, copied in order into W (as Z), their norms into picked_norms
+    and positions into picked_rows (>= m,). A row whose coefficients are all zero there would
+    add exact zeros: skipping it, a grid's rows held out of a fold, or stored for another
+    setting's columns only, cost nothing. The kernel values are ``formulas.values`` as in
+    ``_accumulate_block``; the weighted sums, a group's many columns, are one BLAS GEMM per
+    group (coefficients (columns, picked) times values (picked, r)), whose order of summation
+    is BLAS's: a group's sums equal a one-kernel call's to rounding, not bit for bit."""
+    r = Z.shape[1]
+    for g in range(kinds.shape[0]):
+        c0, c1 = starts[g], starts[g + 1]
+        picked = 0
+        for i in range(m):
+            for c in range(c0, c1):
+                if coef[j0 + i, c] != 0.0:
+                    for k in range(r):
+                        W[picked, k] = Z[i, k]
+                    picked_norms[picked] = norms[j0 + i]
+                    picked_rows[picked] = j0 + i
+                    picked += 1
+                    break
+        if picked == 0:
+            continue
+        kind = kinds[g]
+        for i in range(picked):
+            formulas.values(kind, W[i], picked_norms[i], x_norm, gammas[g], coef0s[g], degrees[g])
+        if EXP_TAIL[kind]:
+            _exp_block(W.reshape(W.shape[0] * r)[:picked * r])
+        values = np.empty((picked, r))
+        for i in range(picked):
+            for k in range(r):
+                values[i, k] = W[i, k] + offset
+        weights = np.empty((c1 - c0, picked))
+        for c in range(c0, c1):
+            for i in range(picked):
+                weights[c - c0, i] = coef[picked_rows[i], c]
+        sums = np.dot(weights, values)
+        for c in range(c0, c1):
+            a, t = acc[c], sums[c - c0]
+            for k in range(r):
+                a[k] += t[k]
+
+
+@njit(parallel=True, cache=True, fastmath={"contract"})
+def csr_group_sums(indptr, indices, values, norms, coef, n_sv, XT, x_norm, n_chunks,
+                   kinds, gammas, coef0s, degrees, starts, offset, out):
+    """``csr_partial_sums`` for kernel groups: kinds, degrees (G,) int64, gammas, coef0s (G,),
+    starts (G + 1,) int64 the groups' first columns (and the end); every kind has the reduction
+    of kinds[0]."""
+    r = XT.shape[1]
+    l1 = L1_REDUCTION[kinds[0]]
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, coef.shape[1], r))
+    for c in prange(n_chunks):
+        Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        picked_norms = np.empty(SV_BLOCK)
+        picked_rows = np.empty(SV_BLOCK, dtype=np.int64)
+        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            j0 = b * SV_BLOCK
+            m = min(n_sv, j0 + SV_BLOCK) - j0
+            _csr_reductions(indptr, indices, values, j0, m, XT, l1, Z)
+            _accumulate_groups(Z, W, picked_norms, picked_rows, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
+                               degrees, starts, offset, partial[b])
+    _sum_rows(partial, out)
+
+
+@njit(parallel=True, cache=True, fastmath={"contract"})
+def dense_group_sums(features, norms, coef, n_sv, XT, x_norm, n_chunks,
+                     kinds, gammas, coef0s, degrees, starts, offset, out):
+    """``dense_partial_sums`` for kernel groups (``csr_group_sums``' group arguments)."""
+    r = XT.shape[1]
+    l1 = L1_REDUCTION[kinds[0]]
+    n_blocks = (n_sv + SV_BLOCK - 1) // SV_BLOCK
+    partial = np.zeros((n_blocks, coef.shape[1], r))
+    for c in prange(n_chunks):
+        Z = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        W = np.empty((SV_BLOCK, r), dtype=XT.dtype)
+        picked_norms = np.empty(SV_BLOCK)
+        picked_rows = np.empty(SV_BLOCK, dtype=np.int64)
+        for b in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            j0 = b * SV_BLOCK
+            m = min(n_sv, j0 + SV_BLOCK) - j0
+            _dense_reductions(features, j0, m, XT, l1, Z)
+            _accumulate_groups(Z, W, picked_norms, picked_rows, m, norms, coef, j0, x_norm, kinds, gammas, coef0s,
+                               degrees, starts, offset, partial[b])
+    _sum_rows(partial, out)
+
+
+@njit(parallel=True, cache=True, fastmath={"contract"})
+def gemm_group_sums(features, norms, coef, n_sv, XT, x_norm, tile, dots, kernel_values, partial,
+                    kinds, gammas, coef0s, degrees, starts, offset, out):
+    """``gemm_partial_sums`` for kernel groups of dot-product kernels: one GEMM per tile for all
+    of them; kernel_values: a work array shaped as dots, each group's copy of its tile."""
+    n_tiles = (n_sv + tile - 1) // tile
+    items = dots.shape[0]
+    for item in prange(items):
+        picked_norms = np.empty(tile)
+        picked_rows = np.empty(tile, dtype=np.int64)
+        for b in range(item, n_tiles, items):
+            a0 = b * tile
+            a1 = min(n_sv, a0 + tile)
+            G = dots[item, :a1 - a0]
+            np.dot(features[a0:a1], XT, G)
+            sums = partial[b]
+            for c in range(sums.shape[0]):
+                for k in range(sums.shape[1]):
+                    sums[c, k] = 0.0
+            _accumulate_groups(G, kernel_values[item], picked_norms, picked_rows, a1 - a0, norms, coef, a0, x_norm,
+                               kinds, gammas, coef0s, degrees, starts, offset, sums)
     _sum_rows(partial[:n_tiles], out)
 
 

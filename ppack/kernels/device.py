@@ -147,6 +147,10 @@ def on_device(compute, device, comm):
         return compute
     if device != "gpu":
         raise PPackError(f"{given('device')}: expected one of {', '.join(COMPUTE_DEVICES)}, got {device!r}")
+    if compute.groups is not None:
+        raise PPackError(f"{given('device', device)}: a grid over {len(compute.groups.specs)} kernel settings in one "
+                         "pass runs its kernel sums on the CPU only; use device='cpu', or one kernel setting per "
+                         "pass", collective=True)
     from .array_compute import ArrayCompute
 
     run_collectively(comm, refuse_tf32, compute)

@@ -6,11 +6,15 @@ run's sigma and bound and no fold held out (``Columns.plain``). A grid search
 (``ppack.model_selection``) adds columns: classes x grid points x (folds + 1), each with the
 sigma = 1 / (n C) of its grid point, holding out the rows of its fold (they carry no loss
 for it: weight 0, as a row of sample_weight 0, while its scale still decays), or none for
-the refit column.
+the refit column. Its grid points may differ in their kernel too: ``kernels`` then holds one
+KernelSpec per kernel group (``kernels.compute.KernelGroups``) and ``column_group`` each
+column's, the groups' columns consecutive.
 """
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..kernels.compute import KernelGroups
 
 
 @dataclass
@@ -21,7 +25,9 @@ class Columns:
     targets as given) and ``column_fold`` (int64: the fold held out, -1: none); ``folds``:
     (n_samples,) int64, each global row's fold (the same on every rank), or None when no
     column holds one out; ``active`` (Q,) bool: False for a column that has stopped
-    (``column_stops.py``: it takes no more steps), all True by default."""
+    (``column_stops.py``: it takes no more steps), all True by default; ``kernels``: a tuple
+    of KernelSpecs, one per kernel group, or None (the run's one kernel), with
+    ``column_group`` (int64, non-decreasing) each column's."""
 
     sigma: np.ndarray
     bound: np.ndarray
@@ -29,6 +35,8 @@ class Columns:
     column_fold: np.ndarray
     folds: np.ndarray = None
     active: np.ndarray = None
+    kernels: tuple = None
+    column_group: np.ndarray = None
 
     def __post_init__(self):
         self.sigma = np.ascontiguousarray(self.sigma, dtype=np.float64)
@@ -40,8 +48,16 @@ class Columns:
         Q = len(self.sigma)
         self.active = np.ones(Q, dtype=np.bool_) if self.active is None else \
             np.ascontiguousarray(self.active, dtype=np.bool_)
-        if not all(len(a) == Q for a in (self.bound, self.column_class, self.column_fold, self.active)):
-            raise ValueError("Columns: sigma, bound, column_class, column_fold and active need one entry per column")
+        self.column_group = np.ascontiguousarray(np.zeros(Q) if self.column_group is None else self.column_group,
+                                                 dtype=np.int64)
+        if not all(len(a) == Q for a in (self.bound, self.column_class, self.column_fold, self.active,
+                                         self.column_group)):
+            raise ValueError("Columns: sigma, bound, column_class, column_fold, active and column_group need one "
+                             "entry per column")
+        n_groups = 1 if self.kernels is None else len(self.kernels)
+        if Q and (np.any(np.diff(self.column_group) < 0) or self.column_group[0] != 0 or
+                  self.column_group[-1] != n_groups - 1 or np.any(np.diff(self.column_group) > 1)):
+            raise ValueError(f"Columns: column_group must run through the {n_groups} kernel groups in order")
 
     @classmethod
     def plain(cls, n_columns, sigma, bound):
@@ -54,6 +70,24 @@ class Columns:
     @property
     def n_columns(self):
         return len(self.sigma)
+
+    @property
+    def n_groups(self):
+        return 1 if self.kernels is None else len(self.kernels)
+
+    def kernel_groups(self):
+        """The ``KernelGroups`` of a run of several kernels, or None."""
+        if self.n_groups == 1:
+            return None
+        starts = np.searchsorted(self.column_group, np.arange(self.n_groups + 1))
+        return KernelGroups(self.kernels, starts)
+
+    def max_weight(self, spec):
+        """The replay's projection bound per column (Q,): ``bound``, or inf for a column whose
+        kernel (its group's, else ``spec``) is not positive semi-definite."""
+        kernels = (spec,) if self.kernels is None else self.kernels
+        psd = np.array([kernel.facts.psd for kernel in kernels])[self.column_group]
+        return np.where(psd, self.bound, np.inf)
 
     def row_folds(self, ids, out):
         """The folds of the pack's global row ids (r,) into ``out`` (at least r,), -1 when no

@@ -1,14 +1,18 @@
-"""A grid of C values times the folds of a cross-validation, trained in one pass as columns
-of one table (``columns.py``), then scored on each column's held-out rows and split into the
-refit model of any grid point. No scikit-learn here: ``ppack.model_selection`` (the
-GridSearchCV face) and ``python -m ppack tune`` both run it.
+"""A grid of kernel settings and C values times the folds of a cross-validation, trained in
+one pass as columns of one table (``columns.py``), then scored on each column's held-out rows
+and split into the refit model of any grid point. No scikit-learn here:
+``ppack.model_selection`` (the GridSearchCV face) and ``python -m ppack tune`` both run it.
 
-Columns = classes x grid points x (folds + 1), grid point g's block contiguous, in it fold
+Grid points are (kernel setting, C) pairs, the settings outermost: point g = s * (C values) +
+c. Columns = classes x grid points x (folds + 1), grid point g's block contiguous, in it fold
 f's K class columns (f = n_folds: the refit, no fold held out). Every column shares every
-sampled row, delivered block and kernel value; column (g, f) has sigma = 1 / (n C_g) (n all
-the rows, as a PackSVC fit with sample_weight 0 on fold f has: C keeps its meaning) and
-weight 0 on fold f's rows. So each column is, to rounding, that separate fit, and the refit
-column is a fit on every row.
+sampled row and delivered block; the columns of one kernel setting share every kernel value,
+and the settings, one kernel group each (``kernels.compute.KernelGroups``), share each tile's
+dot products (rbf, poly, sigmoid, linear: one GEMM for all) or L1 reductions (laplacian
+settings among themselves): only the formula and the weighted sums repeat per setting.
+Column (g, f) has sigma = 1 / (n C_g) (n all the rows, as a PackSVC fit with sample_weight 0
+on fold f has: C keeps its meaning), its setting's kernel and weight 0 on fold f's rows. So
+each column is, to rounding, that separate fit, and the refit column is a fit on every row.
 
 Scores: ``scores="pass"``, one predict pass over the training rows at the end, each row scored
 by the final columns that held it out; or ``"progressive"`` (``progressive.py``), each
@@ -30,8 +34,9 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..errors import PPackError, given
-from ..kernels.compute import KernelCompute
+from ..kernels.compute import KernelCompute, KernelGroups
 from ..kernels.precision import resolve_dtype
+from ..kernels.spec import KernelSpec
 from ..kernels.threads import ensure_threads
 from ..mpi.collectives import Collectives
 from ..mpi.comm import run_collectively
@@ -39,6 +44,7 @@ from ..registry import DTYPES
 from .averaging import averaged_offset
 from .column_stops import ColumnStops
 from .columns import Columns
+from .estimator import resolve_gamma
 from .loop import PackedSolver
 from .predict import distributed_decisions
 from .progressive import ProgressiveRecord
@@ -52,6 +58,8 @@ COLUMN_BYTES, AVERAGED_COLUMN_BYTES = 8, 24
 ROW_OVERHEAD_BYTES = 32
 # how a grid pass's held-out rows are scored (``GridFit``)
 SCORES = ("pass", "progressive")
+# the estimator's parameters a pass's kernel settings set (each setting one kernel group)
+KERNEL_PARAMS = ("kernel", "gamma", "degree", "coef0")
 
 
 @dataclass
@@ -128,14 +136,16 @@ class GridFit:
     """A trained grid pass (``train_grid``): ``held`` (n_samples, G, K) each row's decision
     values from the columns that held it out (NaN for a row no fold holds out, and with
     ``scores`` "progressive" for a row never sampled), ``labels`` (n_samples,) the raw
-    labels, on every rank; ``refit(g)`` the fitted estimator of grid point g; ``seconds``:
-    {"train", "score"}; ``memory``: the ``GridMemory``; ``stops``: the ``ColumnStops`` of a
-    run with ``tol`` (each column's stop), or None; ``avg_weight`` (Q,): each column's
-    averages' weight sum (where it stopped, or at the end)."""
+    labels, on every rank; ``refit(g)`` the fitted estimator of grid point g; per grid point
+    (G,) its ``Cs``, ``settings`` (the kernel parameters it sets, a dict) and ``specs`` (its
+    KernelSpec); ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``; ``stops``:
+    the ``ColumnStops`` of a run with ``tol`` (each column's stop), or None; ``avg_weight``
+    (Q,): each column's averages' weight sum (where it stopped, or at the end)."""
 
-    def __init__(self, template, Cs, n_folds, folds, shard, weights, table, state, stats, loss, T, seed,
-                 compile_seconds, memory, stops=None):
+    def __init__(self, template, Cs, settings, specs, n_folds, folds, shard, weights, table, state, stats, loss, T,
+                 seed, compile_seconds, memory, stops=None):
         self.template, self.Cs, self.n_folds, self.folds = template, list(Cs), int(n_folds), folds
+        self.settings, self.specs = list(settings), list(specs)
         self.shard, self.weights, self.table, self.state, self.stats = shard, weights, table, state, stats
         self.loss, self.T, self.seed, self.compile_seconds, self.memory = loss, T, seed, compile_seconds, memory
         self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
@@ -149,8 +159,10 @@ class GridFit:
                 self.avg_weight[stopped] = stops.avg_weight[stopped]
 
     def score_pass(self):
-        """Collective: one predict pass over the training rows with every column; sets ``held``
-        and ``labels`` (every rank)."""
+        """Collective: one predict pass over the training rows, each row with the columns that
+        hold it out (fold f's rows with the G x K columns of fold f, so a row's kernel values
+        feed G K multiply-adds, not all Q); sets ``held`` and ``labels`` (every rank; NaN for a
+        row no fold holds out)."""
         comm = self.template._comm()
         start = MPI.Wtime()
         table, state = self.table, self.state
@@ -158,18 +170,27 @@ class GridFit:
             coef, scale, rho = table.avg / self.avg_weight, np.ones(table.n_columns), averaged_offset(state, self.loss)
         else:
             coef, scale, rho = table.coef, state.scale, state.rho
-        decisions, labels = distributed_decisions(comm, table, scale, self.shard, self.shard.n_features, coef=coef)
         n, G, K, F = self.shard.n_samples, len(self.Cs), self.K, self.n_folds
         held = np.full((n, G, K), np.nan)
-        if comm.Get_rank() == 0:
-            decisions = decisions.reshape(n, table.n_columns) - rho[None, :]
-            for f in range(F):
-                rows = np.flatnonzero(self.folds == f)
-                for g in range(G):
-                    held[rows, g, :] = decisions[rows, column_of(K, F, g, f):column_of(K, F, g, f) + K]
+        labels = np.full(n, np.nan)
+        # the pass's kernel groups over a fold's columns: each setting's G / S grid points x K
+        groups = table.compute.groups
+        S = 1 if groups is None else len(groups.specs)
+        compute = table.compute.with_groups(None if groups is None else
+                                            KernelGroups(groups.specs, np.arange(S + 1) * (G // S) * K))
+        for f in range(F):
+            rows = np.flatnonzero(self.folds == f)
+            cols = np.concatenate([np.arange(column_of(K, F, g, f), column_of(K, F, g, f) + K) for g in range(G)])
+            fold_columns = _FoldColumns(compute, len(cols), table.dtype)
+            decisions, fold_labels = distributed_decisions(comm, fold_columns, scale[cols], self.shard,
+                                                           self.shard.n_features, ids=rows,
+                                                           coef=np.ascontiguousarray(coef[:, cols]))
+            if comm.Get_rank() == 0:
+                held[rows] = (decisions.reshape(len(rows), len(cols)) - rho[None, cols]).reshape(len(rows), G, K)
+                labels[rows] = fold_labels
         collectives = Collectives(comm)
         self.held = collectives.broadcast(held)
-        self.labels = collectives.broadcast(labels if comm.Get_rank() == 0 else np.empty(n))
+        self.labels = collectives.broadcast(labels)
         self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
     def progressive_scores(self, record):
@@ -192,8 +213,9 @@ class GridFit:
         return rows, values[:, 0] if self.K == 1 else values, self.labels[rows]
 
     def refit(self, g):
-        """Collective: a fitted estimator of the template's class with C = Cs[g], from grid point
-        g's refit column: a fit on every row with the same seed, without a second pass."""
+        """Collective: a fitted estimator of the template's class with C = Cs[g] and grid point
+        g's kernel setting, from its refit column: a fit on every row with the same seed,
+        without a second pass."""
         comm = self.template._comm()
         table, state, K, F = self.table, self.state, self.K, self.n_folds
         first = column_of(K, F, g, F)
@@ -202,7 +224,7 @@ class GridFit:
         avg = table.avg[:, cols] if table.averaged else None
         keep = np.any(coef != 0.0, axis=1) if avg is None else np.any((coef != 0.0) | (avg != 0.0), axis=1)
         compute = table.compute
-        sub = SupportVectorTable(KernelCompute(compute.spec, table.n_features, table.sparse, table.dtype,
+        sub = SupportVectorTable(KernelCompute(self.specs[g], table.n_features, table.sparse, table.dtype,
                                                compute.work_bytes), K, averaged=table.averaged)
         features = table.features
         if table.sparse:
@@ -223,6 +245,9 @@ class GridFit:
                                 rho=state.rho[cols].copy(),
                                 rho_sum=state.rho_sum[cols].copy(), row_seconds=state.row_seconds)
         model = copy.copy(self.template)
+        for name, value in self.settings[g].items():
+            setattr(model, name, value)
+        model.spec_ = self.specs[g]
         model.C = self.Cs[g]
         model.table_ = sub
         model.sigma_ = 1.0 / (self.shard.n_samples * float(self.Cs[g]))
@@ -232,18 +257,33 @@ class GridFit:
         model._finish(comm, self.shard, sub_state, stats, self.weights, None, self.seed, self.T,
                       self.compile_seconds)
         model.training_["grid"] = {"columns": table.n_columns, "grid_points": len(self.Cs), "folds": F,
-                                   "C": [float(C) for C in self.Cs], "refit_of": g}
+                                   "C": [float(C) for C in self.Cs], "refit_of": g,
+                                   "kernels": [spec.describe() for spec in self.specs]}
         return model
 
 
+@dataclass
+class _FoldColumns:
+    """What a predict pass (``predict.distributed_decisions``) reads of a table, for a subset of
+    its columns: the ``compute`` of its stored rows (with the subset's kernel groups), the
+    number of columns and the rows' dtype."""
+
+    compute: object
+    n_columns: int
+    dtype: object
+
+
 def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None,
-               scores="pass"):
-    """Collective: train ``estimator``'s settings at every C of ``Cs`` on every fold of
-    ``folds`` ((n_samples,) int: each row's fold 0..n_folds-1, or -1 for a row no fold
-    holds out; the same on every rank) and on all rows, in one pass; returns the scored
-    ``GridFit``. X, y, sample_weight: as ``PackSVC.fit`` takes them (a Shard, or data every
-    rank holds). ``estimator`` becomes the template of the refit models (its fitted state is
-    the pass's data, not a model). memory_limit: bytes per rank the table may take (None:
+               kernels=None, scores="pass"):
+    """Collective: train ``estimator``'s settings at every kernel setting of ``kernels`` and
+    every C of ``Cs`` on every fold of ``folds`` ((n_samples,) int: each row's fold
+    0..n_folds-1, or -1 for a row no fold holds out; the same on every rank) and on all rows,
+    in one pass; returns the scored ``GridFit``. kernels: a list of dicts of kernel parameters
+    (kernel, gamma, degree, coef0) each setting gives the estimator, None: its own; they must
+    share a reduction (the dot-product kernels rbf, poly, sigmoid and linear, or laplacian
+    alone). X, y, sample_weight: as ``PackSVC.fit`` takes them (a Shard, or data every rank
+    holds). ``estimator`` becomes the template of the refit models (its fitted state is the
+    pass's data, not a model). memory_limit: bytes per rank the table may take (None:
     ``grid_memory``'s). console: a callable for the memory line (verbose), or None. scores:
     "pass" (a predict pass after training) or "progressive" (the rows' tests during training)."""
     est = estimator
@@ -253,11 +293,30 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     Cs = [float(C) for C in Cs]
     if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
         raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
+    settings = [{}] if not kernels else [dict(setting) for setting in kernels]
+    for setting in settings:
+        unknown = sorted(set(setting) - set(KERNEL_PARAMS))
+        if unknown:
+            raise PPackError(f"{unknown[0]}: not a kernel parameter; a pass's kernel settings set only "
+                             f"{', '.join(KERNEL_PARAMS)}", collective=True)
     comm = est._comm()
     ensure_threads(comm)
     est.__dict__.pop("dtype_", None)
     shard = run_collectively(comm, est._validated_shard, X, y, sample_weight)
-    est.dtype_, est.float32_error_bound_ = resolve_dtype(comm, est.dtype, shard, est.spec_)
+    specs = [_kernel_spec(est, setting, comm, shard) for setting in settings]
+    if any(spec.uses_l1 != specs[0].uses_l1 for spec in specs):
+        raise PPackError(f"kernel: {specs[0].name} and laplacian do not share a pass (laplacian's L1 distances are "
+                         "not dot products); one pass for the dot-product kernels, one for laplacian",
+                         collective=True)
+    if est.device != "cpu" and len(specs) > 1:
+        raise PPackError(f"{given('device', est.device)}: a grid over {len(specs)} kernel settings in one pass runs "
+                         "its kernel sums on the CPU only; use device='cpu', or one kernel setting per pass",
+                         collective=True)
+    # the strictest of the settings' types: float32 only where every setting's kernels allow it
+    resolved = [resolve_dtype(comm, est.dtype, shard, spec) for spec in specs]
+    dtype = "float64" if any(name == "float64" for name, _ in resolved) else resolved[0][0]
+    bounds = [bound for _, bound in resolved if bound is not None]
+    est.dtype_, est.float32_error_bound_ = dtype, max(bounds) if bounds and dtype == "float32" else None
     shard = shard.computed_in(DTYPES[est.dtype_])
     folds = np.asarray(folds, dtype=np.int64)
     if folds.shape != (shard.n_samples,):
@@ -266,17 +325,19 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     m, seed = shard.n_samples, est.seed_
     est.held_out_ = None
     T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
-    G, F = len(Cs), int(n_folds)
+    S, F = len(specs), int(n_folds)
+    G = S * len(Cs)  # grid points: (kernel setting, C), the settings outermost
     Q = K * G * (F + 1)
     memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit, Collectives(comm))
     if console is not None:
-        console(f"grid of {G} C values x {F} folds + the refit: {memory.line()}")
+        settings_x = f"{S} kernel settings x " if S > 1 else ""
+        console(f"grid of {settings_x}{len(Cs)} C values x {F} folds + the refit: {memory.line()}")
     if memory.total > memory.limit:
         raise PPackError(f"grid: {Q} columns ({K} class columns x {G} grid points x {F + 1} folds and refit) need "
                          f"{_size(memory.total).strip()} per rank ({memory.bytes_per_row} bytes per stored row, up "
                          f"to {memory.rows} rows), more than the {_size(memory.limit).strip()} available: use fewer "
-                         "C values or folds, more ranks, or average=False (8 bytes a column instead of 24)",
-                         collective=True)
+                         "kernel settings, C values or folds, more ranks, or average=False (8 bytes a column "
+                         "instead of 24)", collective=True)
     # each fold's loss from the rows it trains on, as a fit with sample_weight 0 on the fold gets it
     local = shard.start + np.arange(shard.stop - shard.start)
     losses = []
@@ -292,7 +353,9 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     bound = np.empty(Q)
     column_class = np.empty(Q, dtype=np.int64)
     column_fold = np.empty(Q, dtype=np.int64)
-    for g, C in enumerate(Cs):
+    column_group = np.empty(Q, dtype=np.int64)
+    point_Cs = [C for _ in specs for C in Cs]
+    for g, C in enumerate(point_Cs):
         for f in range(F + 1):
             for k in range(K):
                 q = column_of(K, F, g, f, k)
@@ -300,20 +363,24 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                 bound[q] = losses[f].bound
                 column_class[q] = -1 if K == 1 else k
                 column_fold[q] = f if f < F else -1
-    columns = Columns(sigma, bound, column_class, column_fold, folds)
+                column_group[q] = g // len(Cs)
+    columns = Columns(sigma, bound, column_class, column_fold, folds, kernels=tuple(specs) if S > 1 else None,
+                      column_group=column_group)
     # tol: each grid point and fold's K columns stop together, as their separate fit
     stops = None if est.tol is None else ColumnStops(np.arange(Q) // K, est.tol, est.tol_window)
     record = None
     if scores == "progressive":  # the columns holding fold f out, in (g, k) order
         held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
         record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
-    solver = PackedSolver(comm, est.spec_, sigma[0], T, est.pack, seed, est.work_bytes, None, tol=None,
+    solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, None, tol=None,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
                           sampling=est.sampling, loss=losses[-1], placement=est.placement, device=est.device,
                           pipeline=est.pipeline, columns=columns, progressive=record, column_stops=stops)
-    compile_seconds = warm_kernels(comm, est.spec_, shard.dtype, shard.sparse, shard.X.dtype)
+    compile_seconds = warm_kernels(comm, specs[0], shard.dtype, shard.sparse, shard.X.dtype,
+                                   groups=columns.kernel_groups())
     table, state, stats, _ = solver.run(shard, labels, None, None, None, weights)
-    fit = GridFit(est, Cs, F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
+    fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
+                  F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
                   compile_seconds + solver.device_seconds, memory, stops)
     if record is None:
         fit.score_pass()
@@ -321,6 +388,18 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
         fit.progressive_scores(record)
     return fit
 
+
+def _kernel_spec(estimator, setting, comm, shard):
+    """Collective: the KernelSpec of ``estimator`` with the kernel parameters ``setting`` (a
+    dict), its gamma resolved on ``shard`` as a fit resolves it."""
+    if not setting:
+        return estimator.spec_
+    model = copy.copy(estimator)
+    for name, value in setting.items():  # set_params needs scikit-learn, which the command line does without
+        setattr(model, name, value)
+    p = run_collectively(comm, model.validate_params)
+    return KernelSpec(p["kernel"], resolve_gamma(comm, p["gamma"], shard), p["degree"], p["coef0"],
+                      estimator.spec_.offset)
 
 def _size(n):
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

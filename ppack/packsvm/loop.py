@@ -36,7 +36,6 @@ The state a checkpoint or the model is written from, that of the pack just done,
 first by one more collective (``_verify_replicas``: a two-number Allreduce), so a
 disagreement born in the last pack is caught before anything leaves the ranks.
 """
-import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -190,7 +189,8 @@ class PackedSolver:
         Q = self.n_columns
         if resume is None:
             table = SupportVectorTable(KernelCompute(self.spec, shard.n_features, shard.sparse, shard.dtype,
-                                                     self.work_bytes), Q, averaged=self.average)
+                                                     self.work_bytes, self.columns.kernel_groups()), Q,
+                                       averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
                                 loss_windows=LossWindows(self.tol_window),
                                 avg_weight=0.0 if self.average else None, rho=np.full(Q, self.loss.rho),
@@ -237,14 +237,15 @@ class PackedSolver:
         offsets[:, 0] = state.rho
 
         # the replay's projection radius, per column
-        max_weight = self.columns.bound if self.spec.facts.psd else np.full(Q, math.inf)
+        max_weight = self.columns.max_weight(self.spec)
         limit = self.iterations
         pipelined = self.pipelined
         if pipelined:  # the packs delivered ahead (``pipeline.PackAhead``), their delivery buffer and sums' fix
             ahead, drawn = self._packs_ahead(collectives, shard, labels, weights, sampler, state, table, limit,
                                              pending, stats)
             delivery_buffer, in_flight = None, None
-            correction = Correction(self.spec, shard.n_features, shard.sparse, compute.stored.dtype, self.work_bytes)
+            correction = Correction(self.spec, shard.n_features, shard.sparse, compute.stored.dtype, self.work_bytes,
+                                    self.columns.kernel_groups())
             spare = None  # a finished pack's PackBuffer, for the next pack delivered ahead
             test = lambda: Collectives.test(in_flight)  # noqa: E731 (the sums' callback between tiles)
         else:
@@ -279,7 +280,7 @@ class PackedSolver:
 
                 # local work: partial predictions, this rank's share of the pair kernels, key flags
                 if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
-                    buf = PackBuffer(Q, r, size)
+                    buf = PackBuffer(Q, r, size, self.columns.n_groups)
                     left, right, my_pairs = pair_arguments(buf, rank, size)
                     coef, loss, fold, mean_loss, average, tested = self._replay_outputs(Q, r)
                 else:
@@ -497,7 +498,7 @@ class PackedSolver:
         if ahead and pending is not None and pending.sums is not None and pending.sums.shape == (self.n_columns,
                                                                                                  ahead[0].r):
             first = ahead[0]
-            first.buf = PackBuffer(self.n_columns, first.r, self.comm.Get_size())
+            first.buf = PackBuffer(self.n_columns, first.r, self.comm.Get_size(), self.columns.n_groups)
             first.buf.predictions[:] = pending.sums
             self._sums_and_pairs(table.compute, table, first, stats, None, stats.packs, sums=False)
         return ahead, drawn
@@ -522,7 +523,7 @@ class PackedSolver:
         and correction (``pipeline``)."""
         rank, size = self.comm.Get_rank(), self.comm.Get_size()
         if pack.buf is None:
-            pack.buf = PackBuffer(self.n_columns, pack.r, size)
+            pack.buf = PackBuffer(self.n_columns, pack.r, size, self.columns.n_groups)
         seconds = stats.seconds
         start = MPI.Wtime()
         compute.prepare(pack.block)
@@ -620,10 +621,11 @@ def count_collective1(stats, collectives):
 
 
 def pair_arguments(buf, rank, size):
-    """This rank's pairs of a PackBuffer's pack: (left rows, right rows, their slots in ``buf.pairs``)."""
+    """This rank's pairs of a PackBuffer's pack: (left rows, right rows, their slots in ``buf.pairs``:
+    (m,), or (G, m) for G kernel groups)."""
     left, right = upper_pairs(buf.r)
     lo, hi = pair_share(buf.r, rank, size)
-    return left[lo:hi], right[lo:hi], buf.pairs[lo:hi]
+    return left[lo:hi], right[lo:hi], buf.pairs[lo:hi] if len(buf.group_pairs) == 1 else buf.group_pairs[:, lo:hi]
 
 
 @lru_cache(maxsize=4)

@@ -12,8 +12,10 @@ class PackBuffer:
     """The layout of collective 2 for a pack of r rows, K binary problems and p ranks.
 
     In order: ``predictions`` (K, r), this rank's partial sums of the stored entries'
-    kernel values; ``pairs`` (r (r + 1) / 2), the pack's pair kernels, the upper triangle
-    with its diagonal row by row, each rank filling its chunk; ``owner_flags`` (r), rank + 1
+    kernel values; ``pairs`` (G r (r + 1) / 2), the pack's pair kernels, the upper triangle
+    with its diagonal row by row, each rank filling its chunk, one triangle per kernel group
+    (``groups`` G, ``compute.KernelGroups``; ``group_pairs`` (G, r (r + 1) / 2) views them);
+    ``owner_flags`` (r), rank + 1
     where this rank holds the row's entry (so the sum names the owner), else 0; ``digests``
     (p), each rank's replica digest in its own slot; ``timings`` (p, 3), each rank's seconds
     in its own row (``SERIAL``, ``LOCAL``, ``PARTIAL_SUMS`` below); then two votes, rank 0's
@@ -21,12 +23,13 @@ class PackBuffer:
     in one rank's slot arrives exact on every rank: the others add zeros.
     """
 
-    def __init__(self, columns, r, ranks):
+    def __init__(self, columns, r, ranks, groups=1):
         self.r = r
-        self.data = np.zeros(self.length(columns, r, ranks))
-        n_pred, n_pairs = columns * r, r * (r + 1) // 2
+        self.data = np.zeros(self.length(columns, r, ranks, groups))
+        n_pred, n_pairs = columns * r, groups * (r * (r + 1) // 2)
         self.predictions = self.data[:n_pred].reshape(columns, r)
         self.pairs = self.data[n_pred:n_pred + n_pairs]
+        self.group_pairs = self.pairs.reshape(groups, n_pairs // groups)
         self.owner_flags = self.data[n_pred + n_pairs:n_pred + n_pairs + r]
         start = n_pred + n_pairs + r
         self.digests = self.data[start:start + ranks]
@@ -34,9 +37,9 @@ class PackBuffer:
         self._votes = self.data[-2:]
 
     @staticmethod
-    def length(columns, r, ranks):
+    def length(columns, r, ranks, groups=1):
         """Float64 entries of the buffer."""
-        return columns * r + r * (r + 1) // 2 + r + 4 * ranks + 2
+        return columns * r + groups * (r * (r + 1) // 2) + r + 4 * ranks + 2
 
     def clear(self):
         """Zero the buffer for the next pack of the same size."""

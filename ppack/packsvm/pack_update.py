@@ -52,12 +52,12 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     entries, rows, store = table.room_for(block)
     row_fold = columns.row_folds(ids, work.row_fold)
     status, projections, added = _update_after_pack(
-        buf.digests, buf.predictions, buf.pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
+        buf.digests, buf.predictions, buf.group_pairs, buf.owner_flags, state.scale, state.norm, block.y, state.iteration,
         columns.sigma, coef, loss, fold, work.info, work.ones if block.weight is None else block.weight, max_weight,
         average, step, work.pred, work.sign, mean_loss, loss_rule.mode, loss_rule.epsilon, offsets, loss_rule.rho_step,
         loss_rule.rho_low, loss_rule.rho_high, columns.column_class, row_fold, columns.column_fold,
-        work.column_weight, columns.active, ids, rank, state.occupancy, buf.timings, spent, waited, state.row_seconds,
-        row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested)
+        work.column_weight, columns.column_group, columns.active, ids, rank, state.occupancy, buf.timings, spent,
+        waited, state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested)
     table.added(added)
     return status, projections, work
 
@@ -65,8 +65,9 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
 @njit(cache=True)
 def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
                       info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, active, ids,
-                      rank, occupancy, timings, spent, waited, row_seconds, row_memory, map_keys, map_slots, entry_keys,
+                      rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, column_group,
+                      active, ids, rank, occupancy, timings, spent, waited, row_seconds, row_memory, map_keys,
+                      map_slots, entry_keys,
                       table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
                       n_stored, out_features, out_indptr, out_indices, out_values, out_norms,
                       next_ids, next_flags, tested):
@@ -83,7 +84,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                                          rho_step, rho_low, rho_high, column_class, row_fold, column_fold,
-                                         column_weight, tested, active)
+                                         column_weight, column_group, tested, active)
     if failed >= 0:
         return failed, projections, 0
     for c in range(fold.shape[0]):

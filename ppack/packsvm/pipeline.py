@@ -95,12 +95,13 @@ class Correction:
     """This rank's share of ``sum_j delta_j (K(x_j, x_i) + offset)`` over pack k's changed rows
     j, for pack k+1's rows i, once pack k's replay gave delta: the changed rows split evenly
     over the ranks, stored as the table stores rows (``stored.append_positions``, so in its
-    dtype) in a small compute of the same kernel, whose partial sums with delta for
+    dtype) in a small compute of the same kernel (or kernel ``groups``, each column's correction
+    with its group's kernel), whose partial sums with delta for
     coefficients are the correction (``few``: no BLAS for so few rows). Only the rows a pack changed cost anything: early in
     training most, later few."""
 
-    def __init__(self, spec, n_features, sparse, dtype, work_bytes):
-        self.compute = KernelCompute(spec, n_features, sparse, dtype, work_bytes)
+    def __init__(self, spec, n_features, sparse, dtype, work_bytes, groups=None):
+        self.compute = KernelCompute(spec, n_features, sparse, dtype, work_bytes, groups)
 
     def add(self, block, norms, delta, rank, size, next_block, next_norms, out):
         """out (K, r') += this rank's share of the correction; block, norms (r,) and delta (K, r):

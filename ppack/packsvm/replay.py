@@ -245,12 +245,13 @@ def replay_work_arrays(K, r):
 @njit(cache=True)
 def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, loss_out, info, weight, max_weight,
                average, step, pred, sign, mean_loss, mode, epsilon, offsets, rho_step, rho_low, rho_high,
-               column_class, row_fold, column_fold, column_weight, tested, active):
+               column_class, row_fold, column_fold, column_weight, column_group, tested, active):
     """``replay_pack`` for the K binary problems (columns) of a pack in one numba call; returns
     (the first problem that met a non-finite value or -1, the projections of all of them).
 
     predictions (K, r): the summed partial predictions of the unscaled w_c (collective 2),
-    read only; pairs (r (r + 1) / 2): the pack's pair kernels, the upper triangle row by row;
+    read only; pairs (G, r (r + 1) / 2): the pack's pair kernels of each kernel group, the upper
+    triangle row by row, column c's those of its group ``column_group[c]`` (column_group (K,));
     scale, norm (K,): each problem's s and ||w||^2, updated in place; labels (r,): the rows'
     +-1 labels, or their class codes 0..K-1; column_class (K,): which class column c trains
     one-vs-rest (its label is +1 where the code is column_class[c]), or -1: the labels are
@@ -297,7 +298,7 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
             for k in range(r):
                 column_weight[k] = 0.0 if row_fold[k] == held else weight[k]
             rows_weight = column_weight
-        scale[c], norm[c], done = _replay(sign, pred, pairs, t0, scale[c], norm[c], sigma[c], coef_out[c],
+        scale[c], norm[c], done = _replay(sign, pred, pairs[column_group[c]], t0, scale[c], norm[c], sigma[c], coef_out[c],
                                           loss_out[c], info[c], rows_weight, max_weight[c], average[c], step, mode,
                                           epsilon, offsets[c], rho_step, rho_low, rho_high)
         projections += done

@@ -46,13 +46,14 @@ def first_use(what, dtype, sparse):
     return first
 
 
-def warm_kernels(comm, spec, dtype, sparse, stored=None):
+def warm_kernels(comm, spec, dtype, sparse, stored=None, groups=None):
     """Collective: make every kernel training and prediction use ready; returns the seconds
     it took (the maximum over ranks).
 
     spec: the run's ``KernelSpec`` (its kind picks the partial-sum path); dtype: the type the
     features are computed in (float32 or float64); sparse: whether the data are CSR; stored:
-    the rows' stored type (None: ``dtype``), in which delivery carries compact rows (uint8).
+    the rows' stored type (None: ``dtype``), in which delivery carries compact rows (uint8);
+    groups: the ``KernelGroups`` of a grid pass over several kernels, whose cores are run too, or None.
     Rank 0 of each node (``COMM_TYPE_SHARED``) runs the kernels first, compiling them into
     the cache; the node's other ranks then run them, loading from the cache. An error on any
     rank is raised on every rank (see ``mpi.comm.agree``).
@@ -63,19 +64,21 @@ def warm_kernels(comm, spec, dtype, sparse, stored=None):
     try:
         leader = node.Get_rank() == 0
         if leader:
-            error = _run_guarded(spec, dtype, sparse, stored)
+            error = _run_guarded(spec, dtype, sparse, stored, groups)
         polite_barrier(node)
         if not leader:
-            error = _run_guarded(spec, dtype, sparse, stored)
+            error = _run_guarded(spec, dtype, sparse, stored, groups)
     finally:
         node.Free()
     agree(comm, error)
     return comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def _run_guarded(spec, dtype, sparse, stored):
+def _run_guarded(spec, dtype, sparse, stored, groups=None):
     try:
         _run_kernels(spec, dtype, sparse, stored)
+        if groups is not None:
+            _run_group_kernels(groups, dtype, sparse)
     except Exception as exc:  # noqa: BLE001 - raised on every rank by the caller
         return exc
     return None
@@ -134,3 +137,24 @@ def _run_kernels(spec, dtype, sparse, stored=None):
             else X.astype(stored)
         compact = replace(shard, X=rows, value_scale=0.5)
         deliver_rows(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
+
+
+def _run_group_kernels(groups, dtype, sparse):
+    """The grouped partial sums (GEMM, between tiles, few rows) and per-group pair kernels of a
+    grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.1, 1.0, size=(_ROWS, _FEATURES)).astype(dtype)
+    X[0, 1] = X[1, 2] = 0.0
+    shard = Shard.from_arrays(sp.csr_matrix(X) if sparse else X, np.array([1.0, -1.0, 1.0, -1.0]))
+    ids = np.arange(_ROWS, dtype=np.int64)
+    block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids, norms_l1=groups.specs[0].uses_l1)
+    compute = KernelCompute(groups.specs[0], shard.n_features, shard.sparse, shard.dtype, groups=groups)
+    compute.store(shard.X)
+    norms = compute.row_norms(block)
+    coef = rng.normal(size=(_ROWS, groups.n_columns))
+    partial = np.zeros((groups.n_columns, block.n_rows))
+    compute.partial_sums(coef, block, norms, partial)
+    compute.partial_sums(coef, block, norms, partial, between=lambda: True)
+    compute.partial_sums(coef, block, norms, partial, few=True)
+    left, right = upper_pairs(block.n_rows)
+    compute.pair_kernels(block, norms, left, right, np.zeros((len(groups.specs), len(left))))
