@@ -150,6 +150,7 @@ def test_bad_options_and_combinations_give_one_line_errors(options, message, mpi
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 def test_real_mpiexec_jobs_exit_cleanly(tmp_path):
     """Whole jobs on 2 ranks: a run succeeds; bad input ends every rank with status 1, one
     message, no traceback, no MPI_Abort, no model file. (Each option's error is tested
@@ -300,6 +301,7 @@ def _endless_job_checkpointing(tmp_path, state, extra):
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 def test_ctrl_c_stops_every_rank_after_the_pack_with_a_checkpoint(tmp_path):
     """SIGINT to mpiexec (Ctrl-C; hydra forwards it to the ranks) stops the run as SIGTERM
     does: a complete checkpoint at the iteration it names, one line saying how to resume, no
@@ -345,6 +347,7 @@ def _descendants(pid):
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 def test_a_rank_killed_mid_pack_ends_the_pipelined_job_without_a_hang(tmp_path):
     """SIGKILL of one rank while the pipelined packs' collectives are in flight: the launcher
     ends the job (non-zero status) instead of leaving the other rank in a Wait forever."""

@@ -83,6 +83,7 @@ abort_on_exception(comm, train)
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 @pytest.mark.second_tier  # a real four-rank job
 def test_a_rank_failing_mid_training_ends_the_whole_job(tmp_path):
     """The other ranks are inside a collective when rank 2 raises: the job must still end, fast."""
@@ -119,6 +120,7 @@ if MPI.COMM_WORLD.Get_rank() == 0:
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 @pytest.mark.parametrize("how,ranks", [("auto", 2), ("by-hand", 1)])
 def test_a_python_script_under_mpiexec_gets_its_share_of_the_cores(how, ranks, tmp_path):
     """PackSVC.fit gives each rank of a job cores // ranks-on-this-node numba threads, as `train`

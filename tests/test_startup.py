@@ -43,6 +43,7 @@ def within(modules, packages):
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 def test_train_predict_and_info_import_neither_scikit_learn_nor_scipy_stats(tmp_path):
     X, y = make_problem(200, 5, seed=90)
     data = tmp_path / "train.txt"
@@ -60,6 +61,7 @@ def test_train_predict_and_info_import_neither_scikit_learn_nor_scipy_stats(tmp_
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 def test_the_linear_trainer_imports_neither_scikit_learn_nor_scipy_stats(tmp_path):
     data = tmp_path / "train.txt"
     write_libsvm(data, *make_problem(200, 5, seed=91), comm=MPI.COMM_SELF)
@@ -69,6 +71,7 @@ def test_the_linear_trainer_imports_neither_scikit_learn_nor_scipy_stats(tmp_pat
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 def test_help_and_import_ppack_load_neither_numba_h5py_scipy_nor_scikit_learn(tmp_path):
     helped, out = ppack_modules(tmp_path, "--help")
     assert out.startswith("usage: ") and "ppack.cli.train" in helped
@@ -80,6 +83,7 @@ def test_help_and_import_ppack_load_neither_numba_h5py_scipy_nor_scikit_learn(tm
 
 
 @pytest.mark.job
+@pytest.mark.second_tier  # starts its own jobs: the CI's second tier keeps the first under 4 minutes
 @pytest.mark.parametrize("first", ["sklearn", "ppack"])
 def test_the_public_estimators_are_scikit_learns_whichever_is_imported_first(first):
     pytest.importorskip("sklearn")
