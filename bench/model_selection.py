@@ -11,9 +11,9 @@ a9a (dense float32, 123 features): C in {0.1, 1, 10, 100} x gamma in {0.01, 0.05
 scikit-learn's 5 folds (StratifiedKFold(5), unshuffled, the same for both searches), at the
 same epochs and seed. ppack's PackGridSearchCV trains the 3 gammas x 4 C values x (5 folds +
 the refit) as 72 columns of one pass (the gammas share each tile's dot products); GridSearchCV
-(n_jobs=1) fits 60 PackSVC models and refits the best. Reported: both searches' seconds, best parameters and best cross-validated
-accuracy; the test accuracy of ppack's refit model and of a separate PackSVC fit at those
-parameters. LIBSVM (libsvm-official, ``svm_train`` with ``-v 5 -m 1000``, one thread) is
+(n_jobs=1) fits 60 PackSVC models and refits the best. Reported: both searches' seconds, best
+parameters and best cross-validated accuracy; the test accuracy of ppack's refit model and of a
+separate PackSVC fit at those parameters. LIBSVM (libsvm-official, ``svm_train`` with ``-v 5 -m 1000``, one thread) is
 timed at two grid points (``--libsvm-points``); the whole grid's LIBSVM time is estimated as
 12 times their mean, and labelled an estimate (LIBSVM's time grows with C, so the estimate
 depends on which points were timed). usps (10 classes, 256 features; or scikit-learn's
@@ -124,8 +124,9 @@ def run(name, args):
           f"{100 * ours.best_score_:.2f}%, refit test accuracy {100 * result['ppack']['refit_test_accuracy']:.2f}%",
           flush=True)
     for p in passes:
-        print(f"    pass {p['params']} {p.get('kernels', '')}: {p['columns']} columns, {p['seconds']['train']:.1f} s training + "
-              f"{p['seconds']['score']:.1f} s scoring; {p['memory']}", flush=True)
+        print(f"    pass {p['params']} {p.get('kernels', '')}: {p['columns']} columns, "
+              f"{p['seconds']['train']:.1f} s training + {p['seconds']['score']:.1f} s scoring; {p['memory']}",
+              flush=True)
     if args.scores == "both":
         compare_progressive(estimator, grid, cv, X, y, ours, seconds, result)
     separate, fit_seconds = timed(lambda: PackSVC(epochs=args.epochs, seed=args.seed, dtype="float32",

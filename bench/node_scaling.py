@@ -20,7 +20,8 @@ efficiency (p = 1's seconds over p times the median rank's), the jitter that exp
 waiting seen (median waiting / (median local work x E[max of p standard normals])) and the
 collectives' own seconds per pack as a + b x bytes (a line through both workloads'
 buffers), and, where the digits also ran pipelined by count, the pipelined local work and
-median waiting over the unpipelined ones (which `plan --pipeline on` then takes). `plan --from-run` of each workload's p = 1 run then predicts every p and schedule
+median waiting over the unpipelined ones (which `plan --pipeline on` then takes). `plan
+--from-run` of each workload's p = 1 run then predicts every p and schedule
 (`plan --pipeline` of that schedule), with and without the profile: for the digits the profile
 comes from the same runs (a consistency check), for ijcnn1 it is a prediction. Results:
 bench/results/node_scaling.json (runs[workload][placement][schedule][p]), node_profile.json and

@@ -13,11 +13,12 @@ in report_scaling.py, 6 (the linear solvers on ten classes beside LIBLINEAR) in
 report_linear.py, 7 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py, 8 (the
 probabilities' calibration) in report_calibration.py, 9 (the headline: ten digits on 1,000,000
 mnist8m-style rows and plan's 512-rank extrapolation) in report_headline.py, 10 (a 16-core node and one
-GPU) in report_node.py (``PARTS``). Every ppack and peer figure is measured by this run, except part 10's:
-it re-renders what the GPU node measured (``results/device_h200.json``), as it says; figures quoted from the paper or from published hardware
-specifications say so. ``--update`` reruns only the parts named by ``--only``: each part's
-text sits between ``<!-- part NAME -->`` markers and is replaced there (or appended),
-stamped with its own command, date and minutes; the other parts keep theirs.
+GPU) in report_node.py (``PARTS``). Every ppack and peer figure is measured by this run,
+except part 10's: it re-renders what the GPU node measured (``results/device_h200.json``), as
+it says; figures quoted from the paper or from published hardware specifications say so.
+``--update`` reruns only the parts named by ``--only``: each part's text sits between
+``<!-- part NAME -->`` markers and is replaced there (or appended), stamped with its own
+command, date and minutes; the other parts keep theirs.
 """
 import argparse
 import json
@@ -102,8 +103,8 @@ def main():
         "# ppack benchmark report", "",
         f"Regenerated from scratch by `{command}` from the repository root in {minutes:.1f} minutes"
         f"{' (quick mode: small sizes)' if args.quick else ''}. Every ppack and peer figure below was measured by "
-        "that run of the committed code on this machine, except part 10's, which the GPU node measured; figures from the paper or from published hardware "
-        "specifications are marked *(quoted)*.", "",
+        "that run of the committed code on this machine, except part 10's, which the GPU node measured; figures "
+        "from the paper or from published hardware specifications are marked *(quoted)*.", "",
         *machine(), "", *parts])
     out.write_text(text + "\n")
     (figures / "report.json").write_text(json.dumps(data, indent=1, default=str) + "\n")

@@ -62,18 +62,19 @@ def run(quick, figures, data_dir):
              "stored figures (`bench/results/device_h200.json`; `bench/README.md` has every table).*", "",
              "Ten digits on 240,000 mnist8m-style rows (gamma 0.02, sigma 1e-6, T = m/2, float32, one thread per "
              "rank, placement by count, one run each; us per pack, median rank):", "",
-             "| p | --pipeline | total s | speed-up | partial sums us | waiting us | collectives' own us | serial us (+ shadow) |",
+             "| p | --pipeline | total s | speed-up | partial sums us | waiting us | collectives' own us "
+             "| serial us (+ shadow) |",
              "|---|---|---|---|---|---|---|---|", *rows, "",
-             "16 ranks reached 6.2 to 7.7x one rank on such nodes (two machines, both schedules and placements, packs of "
-             "100 to 400; goal 12x): the vCPUs' speeds differ "
-             "steadily by up to 1.5x (placement by cost balances the partial sums), the ranks jitter from pack to "
-             "pack, and every rank repeats 0.3 to 0.4 ms of serial work a pack. The pipelined schedule measured no "
-             "faster there, and `--pipeline` now defaults to off.", "",
+             "16 ranks reached 6.2 to 7.7x one rank on such nodes (two machines, both schedules and placements, "
+             "packs of 100 to 400; goal 12x): the vCPUs' speeds differ steadily by up to 1.5x (placement by cost "
+             "balances the partial sums), the ranks jitter from pack to pack, and every rank repeats 0.3 to 0.4 ms "
+             "of serial work a pack. The pipelined schedule measured no faster there, and `--pipeline` now "
+             "defaults to off.", "",
              "The kernel sums on one H200 against 16 CPU ranks of the same node (`bench/gpu.py sums`):", "",
              "| stored rows | GPU fused us | GPU unfused us | 16 CPU ranks us |", "|---|---|---|---|",
-             *[f"| {n:,} | {1e6 * gpu[str(n)]['gpu_seconds_per_pack']:,.0f} | "
-               f"{1e6 * gpu[str(n)]['unfused_seconds_per_pack']:,.0f} | {1e6 * gpu[str(n)]['cpu_seconds_per_pack']:,.0f} |"
-               for n in sizes], "",
+             *[f"| {n:,} | {1e6 * gpu[str(n)]['gpu_seconds_per_pack']:,.0f} "
+               f"| {1e6 * gpu[str(n)]['unfused_seconds_per_pack']:,.0f} "
+               f"| {1e6 * gpu[str(n)]['cpu_seconds_per_pack']:,.0f} |" for n in sizes], "",
              f"Ten digits on 1,000,000 rows at T = m on that GPU: {train['seconds']['total']:.2f} s of training, "
              f"test accuracy {100 * train['test_accuracy']:.2f}%, {train['support_vectors']:,} support vectors.", "",
              "![speed-up on the node and the GPU's sums](report/node_and_gpu.png)", ""]

@@ -50,15 +50,10 @@ class KernelGroups:
             if spec.uses_l1 != first.uses_l1 or spec.offset != first.offset:
                 raise ValueError(f"KernelGroups: {spec.name} and {first.name} do not share a reduction and "
                                  "offset (dot-product kernels share one, laplacian kernels another)")
-        self.shares_gemm = all(spec.facts.gemm for spec in self.specs)
 
     @property
     def n_columns(self):
         return int(self.starts[-1])
-
-    def column_group(self):
-        """Each column's group, (n_columns,) int64."""
-        return np.repeat(np.arange(len(self.specs)), np.diff(self.starts))
 
     def core_arguments(self):
         """The grouped cores' trailing arguments: kinds, gammas, coef0s, degrees, starts, offset."""
@@ -66,6 +61,7 @@ class KernelGroups:
                 np.array([float(s.gamma) for s in self.specs]), np.array([float(s.coef0) for s in self.specs]),
                 np.array([int(s.degree) for s in self.specs], dtype=np.int64), self.starts,
                 float(self.specs[0].offset))
+
 
 def dense_row_norms(X, l1):
     """Squared L2 (or, with ``l1``, L1) norm of every row of a dense array, (n,) float64: each
@@ -138,11 +134,9 @@ class KernelCompute:
         if not isinstance(spec, KernelSpec):
             raise TypeError(f"KernelCompute: spec must be a KernelSpec, got {type(spec).__name__}")
         self.spec = spec
-        # several kernels over runs of the columns (``KernelGroups``; spec is the first), or None
-        self.groups = groups if groups is not None and len(groups.specs) > 1 else None
+        self._set_groups(groups)
         if self.groups is not None and self.groups.specs[0] != spec:
             raise ValueError("KernelCompute: spec must be the first of the kernel groups")
-        self._group_arguments = None if self.groups is None else self.groups.core_arguments()
         self.stored = StoredRows(n_features, sparse, dtype)
         self.work_bytes = int(work_bytes)
         self._params = spec.params()
@@ -153,10 +147,15 @@ class KernelCompute:
         ``groups``' (``KernelGroups`` with this compute's kernels, or None for its first alone):
         partial sums over a subset of the columns, e.g. a grid's held-out ones."""
         twin = copy.copy(self)
-        twin.groups = groups if groups is not None and len(groups.specs) > 1 else None
-        twin._group_arguments = None if twin.groups is None else twin.groups.core_arguments()
+        twin._set_groups(groups)
         twin._work_arrays = {}
         return twin
+
+    def _set_groups(self, groups):
+        """Several kernels over runs of the columns (``KernelGroups``; spec is the first), or
+        None (one kernel, also for a single group), with the grouped cores' arguments."""
+        self.groups = groups if groups is not None and len(groups.specs) > 1 else None
+        self._group_arguments = None if self.groups is None else self.groups.core_arguments()
 
     def __getstate__(self):  # a pickled model carries no work arrays
         return {**self.__dict__, "_work_arrays": {}}

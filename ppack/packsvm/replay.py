@@ -298,9 +298,9 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
             for k in range(r):
                 column_weight[k] = 0.0 if row_fold[k] == held else weight[k]
             rows_weight = column_weight
-        scale[c], norm[c], done = _replay(sign, pred, pairs[column_group[c]], t0, scale[c], norm[c], sigma[c], coef_out[c],
-                                          loss_out[c], info[c], rows_weight, max_weight[c], average[c], step, mode,
-                                          epsilon, offsets[c], rho_step, rho_low, rho_high)
+        scale[c], norm[c], done = _replay(sign, pred, pairs[column_group[c]], t0, scale[c], norm[c], sigma[c],
+                                          coef_out[c], loss_out[c], info[c], rows_weight, max_weight[c], average[c],
+                                          step, mode, epsilon, offsets[c], rho_step, rho_low, rho_high)
         projections += done
         if info[c, 2] != 0.0:
             return c, projections
