@@ -6,7 +6,7 @@ import pytest
 from ppack.kernels.block import RowBlock
 from ppack.kernels import compute as compute_module
 from ppack.kernels.compute import DEFAULT_WORK_BYTES, KernelCompute, KernelGroups, csr_row_norms, row_norms
-from ppack.kernels.cpu import exp_nonpositive
+from ppack.kernels.cpu import NARROW_GROUP, exp_nonpositive
 from ppack.kernels.spec import KernelSpec
 
 from helpers import make_problem
@@ -302,12 +302,16 @@ def _grouped(specs, sparse, dtype, work_bytes, widths=(2, 1, 3, 2, 1)):
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("work_bytes, few", [(64 << 20, False), (2048, False), (64 << 20, True)])
-def test_grouped_partial_sums_match_naive_and_each_groups_one_kernel_call(specs, sparse, dtype, work_bytes, few):
+@pytest.mark.parametrize("widths", [(2, 1, 3, 2, 1), (2, NARROW_GROUP + 4, 3, NARROW_GROUP + 2, 1)],
+                         ids=["narrow", "wide"])
+def test_grouped_partial_sums_match_naive_and_each_groups_one_kernel_call(specs, sparse, dtype, work_bytes, few,
+                                                                         widths):
     """One pass over rbf, poly, sigmoid and linear groups (or two laplacian gammas): each group's
     columns equal the numpy twin and a one-kernel call with its kernel to rounding (the same
-    kernel values; the weighted sums are a GEMM per group, in BLAS's order; the rows a group
-    has no coefficient for, which the grouped cores skip, add exact zeros in the other)."""
-    groups, compute, singles, block, sv, rows, coef = _grouped(specs, sparse, dtype, work_bytes)
+    kernel values; the weighted sums are a GEMM per wide group, in BLAS's order, and a fused
+    loop per narrow one (``cpu.NARROW_GROUP`` columns or fewer); the rows a group has no
+    coefficient for, which the grouped cores skip, add exact zeros in the other)."""
+    groups, compute, singles, block, sv, rows, coef = _grouped(specs, sparse, dtype, work_bytes, widths)
     norms = compute.row_norms(block)
     out = np.zeros((groups.n_columns, block.n_rows))
     compute.partial_sums(coef, block, norms, out, few=few)

@@ -181,10 +181,14 @@ class GridFit:
         for f in range(F):
             rows = np.flatnonzero(self.folds == f)
             cols = np.concatenate([np.arange(column_of(K, F, g, f), column_of(K, F, g, f) + K) for g in range(G)])
-            fold_columns = _FoldColumns(compute, len(cols), table.dtype)
+            fold_coef = coef[:, cols]
+            # only the stored rows with a coefficient in these columns: fold f's own rows, and rows
+            # stored for other columns alone, would add exact zeros after costing their dot products
+            keep = np.any(fold_coef != 0.0, axis=1)
+            fold_columns = _FoldColumns(_kept_rows(compute, table, keep), len(cols), table.dtype)
             decisions, fold_labels = distributed_decisions(comm, fold_columns, scale[cols], self.shard,
                                                            self.shard.n_features, ids=rows,
-                                                           coef=np.ascontiguousarray(coef[:, cols]))
+                                                           coef=np.ascontiguousarray(fold_coef[keep]))
             if comm.Get_rank() == 0:
                 held[rows] = (decisions.reshape(len(rows), len(cols)) - rho[None, cols]).reshape(len(rows), G, K)
                 labels[rows] = fold_labels
@@ -226,13 +230,7 @@ class GridFit:
         compute = table.compute
         sub = SupportVectorTable(KernelCompute(self.specs[g], table.n_features, table.sparse, table.dtype,
                                                compute.work_bytes), K, averaged=table.averaged)
-        features = table.features
-        if table.sparse:
-            indptr, indices, values = features
-            rows = sp.csr_matrix((values, indices, indptr), shape=(len(table), table.n_features))[keep]
-        else:
-            rows = features[keep]
-        sub.insert_many(table.keys[keep], coef[keep], rows, norms=table.norms[keep],
+        sub.insert_many(table.keys[keep], coef[keep], _stored_rows(table, keep), norms=table.norms[keep],
                         avg=None if avg is None else avg[keep])
         occupancy = np.array(comm.allgather(int(np.count_nonzero(keep))), dtype=np.int64)
         stopped = self.stops is not None and self.stops.stopped(first)
@@ -260,6 +258,26 @@ class GridFit:
                                    "C": [float(C) for C in self.Cs], "refit_of": g,
                                    "kernels": [spec.describe() for spec in self.specs]}
         return model
+
+
+def _kept_rows(compute, table, keep):
+    """A compute like ``compute`` (kernels and groups) holding only the stored rows where
+    ``keep`` (n,) bool is True, in their order (all of them: ``compute`` itself)."""
+    if keep.all():
+        return compute
+    kept = KernelCompute(compute.spec, table.n_features, table.sparse, table.dtype, compute.work_bytes,
+                         compute.groups)
+    if keep.any():
+        kept.store(_stored_rows(table, keep), table.norms[keep])
+    return kept
+
+
+def _stored_rows(table, keep):
+    """The table's stored rows where ``keep`` (n,) bool is True: dense (k, d) or scipy CSR."""
+    if table.sparse:
+        indptr, indices, values = table.features
+        return sp.csr_matrix((values, indices, indptr), shape=(len(table), table.n_features))[keep]
+    return table.features[keep]
 
 
 @dataclass
