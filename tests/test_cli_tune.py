@@ -72,3 +72,51 @@ def test_tune_progressive_scores_and_tol_per_column(mpi_tmp_path):
             rows, decisions, labels = fit.held_out(g, f)
             assert row["scored_rows"][f] == len(rows)
             assert row["splits"][f] == fit.template.validation_score(decisions, labels)
+
+
+class _StopAfter:
+    """A StopRequest that a SIGTERM reached after ``calls`` of its ``is_set``, on every rank."""
+
+    calls = 6
+
+    def __init__(self):
+        self.count, self.signal_name = 0, None
+
+    def install(self):
+        return self
+
+    def uninstall(self):
+        pass
+
+    def is_set(self):
+        self.count += 1
+        if self.count > self.calls:
+            self.signal_name = "SIGTERM"
+        return self.signal_name is not None
+
+
+@pytest.mark.mpi(min_size=2)
+def test_tune_stopped_by_sigterm_resumes_to_the_same_scores(mpi_tmp_path, monkeypatch, capsys):
+    import ppack.cli.tune as tune
+    d = mpi_tmp_path
+    X, y = make_problem(160, 6, seed=3)
+    write_libsvm(d / "train.txt", X, y, comm=WORLD)
+    base = ["tune", "--data", str(d / "train.txt"), "--C", "0.5,4", "--gamma", "0.1,0.4", "--folds", "3",
+            "--epochs", "2", "--pack", "20", "--seed", "4", "--dtype", "float64"]
+    main(base + ["--results", str(d / "full.json"), "--quiet"])
+    with monkeypatch.context() as patch:
+        patch.setattr(tune, "StopRequest", _StopAfter)
+        main(base + ["--checkpoint", str(d / "grid.h5"), "--results", str(d / "stopped.json")])
+    out = capsys.readouterr().out
+    if WORLD.Get_rank() == 0:
+        assert f"stopped at iteration 140 of 320 (SIGTERM); state saved to {d / 'grid.h5'}" in out
+    assert not (d / "stopped.json").exists()  # no scores from a stopped pass
+    main(base + ["--checkpoint", str(d / "grid.h5"), "--resume", "--results", str(d / "resumed.json")])
+    if WORLD.Get_rank() == 0:
+        assert f"resumed from {d / 'grid.h5'} at iteration 140" in capsys.readouterr().out
+    full, resumed = (json.loads((d / name).read_text()) for name in ("full.json", "resumed.json"))
+    assert [row["splits"] for row in resumed["grid"]] == [row["splits"] for row in full["grid"]]
+    fails_with(capsys, base + ["--resume"], "--checkpoint-every and --resume need --checkpoint PATH")
+    fails_with(capsys, base + ["--checkpoint", str(d / "p.h5"), "--scores", "progressive"],
+               "checkpoint: a grid pass with progressive scores is not checkpointed")
+    polite_barrier(WORLD)

@@ -5,6 +5,7 @@ gave: the trainer's own defaults (the registry's) apply to the rest, and an opti
 does not apply to the chosen trainer is an error instead of being ignored.
 """
 import argparse
+import re
 
 from ..errors import PPackError
 from ..registry import (EXCLUSIVE, KERNEL_SOLVER, LINEAR_PARAMS, LINEAR_SOLVERS, NOT_FOR_SVM_TYPE, PACKSVM_PARAMS,
@@ -118,6 +119,41 @@ def linear_params(args):
     given["solver"] = args.solver
     given["solver_options"] = solver_options(args.solver_option or [])
     return given
+
+
+def add_checkpoint_options(p, title="checkpoints (packsvm)"):
+    """--checkpoint, --checkpoint-every and --resume (``CHECKPOINT_FLAGS``), as one group."""
+    ck = p.add_argument_group(title)
+    ck.add_argument("--checkpoint",
+                    help="state file: written atomically every --checkpoint-every, and on SIGTERM or Ctrl-C")
+    ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
+                    help="seconds (600 or 600s) or packs (50p) between checkpoints "
+                         "(default: only on SIGTERM or Ctrl-C)")
+    ck.add_argument("--resume", action="store_true", default=None,  # None: not given
+                    help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
+
+
+def checkpoint_every(args):
+    """--checkpoint-every as the fit's keywords: checkpoint_every_seconds and _packs (None or a number)."""
+    every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
+    return {"checkpoint_every_seconds": every.get("seconds"), "checkpoint_every_packs": every.get("packs")}
+
+
+def refuse_checkpoint_options_without_a_path(args):
+    """--checkpoint-every and --resume mean nothing without --checkpoint: a PPackError."""
+    if (args.checkpoint_every or args.resume) and not args.checkpoint:
+        raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
+
+
+def _every(text):
+    """'600' or '600s' -> ('seconds', 600.0); '50p' or '50packs' -> ('packs', 50)."""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)(s|p|packs)?", text.strip().lower())
+    if match and float(match[1]) > 0:
+        if match[2] in ("p", "packs") and match[1].isdigit():
+            return "packs", int(match[1])
+        if match[2] in (None, "s"):
+            return "seconds", float(match[1])
+    raise argparse.ArgumentTypeError(f"expected seconds (600, 600s) or packs (50p), got {text!r}")
 
 
 def refuse_other_trainers_options(args):

@@ -36,3 +36,19 @@ class StopRequest:
             self.signal_name = signal.Signals(signum).name
         if signum == signal.SIGINT:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def report_stop(comm, say, stop, checkpoint, done, total):
+    """Collective, after a run that ``stop`` (a StopRequest) ended at iteration ``done`` of
+    ``total``: say where its state went (``checkpoint``, a path or None), then exit with the
+    signal's status when it has one (SIGINT: 130); SIGTERM returns."""
+    # the signal may have reached some ranks only: every rank takes the first one's
+    name = next(filter(None, comm.allgather(stop.signal_name)), "SIGTERM")
+    if checkpoint:
+        say(f"stopped at iteration {done} of {total} ({name}); state saved to {checkpoint}; run the same command "
+            "with --resume to continue")
+    else:
+        say(f"stopped at iteration {done} of {total} ({name}); nothing saved (no --checkpoint): run with "
+            "--checkpoint PATH to be able to resume")
+    if EXIT_STATUS[name]:
+        raise SystemExit(EXIT_STATUS[name])

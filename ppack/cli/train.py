@@ -1,6 +1,5 @@
 """`train`: the kernel trainer (P-packSVM, the default) or a linear solver under block averaging."""
 import argparse
-import re
 
 import numpy as np
 from mpi4py import MPI
@@ -11,10 +10,11 @@ from ..mpi.comm import on_rank0, run_collectively
 from ..registry import KERNEL_SOLVER, SOLVERS
 from .common import (Report, add_common, check_inputs, check_outputs, describe_metrics, describe_run, evaluate,
                      peak_rss_bytes, process_age_seconds, rank_threads, read_shard, training_data, write_metrics)
-from .options import (add_linear_options, add_packsvm_options, linear_params, packsvm_params,
+from .options import (add_checkpoint_options, add_linear_options, add_packsvm_options, checkpoint_every,
+                      linear_params, packsvm_params, refuse_checkpoint_options_without_a_path,
                       refuse_other_trainers_options, svm_type_of)
 from ..progress import Progress, pack_callback
-from .stop import EXIT_STATUS, StopRequest
+from .stop import StopRequest, report_stop
 
 
 def add_parser(sub):
@@ -26,14 +26,7 @@ def add_parser(sub):
                    help="packsvm: the kernel trainer (default); the others train a linear SVM on each "
                         "rank's block and average the models")
     add_packsvm_options(t)
-    ck = t.add_argument_group("checkpoints (packsvm)")
-    ck.add_argument("--checkpoint",
-                    help="state file: written atomically every --checkpoint-every, and on SIGTERM or Ctrl-C")
-    ck.add_argument("--checkpoint-every", type=_every, default=None, metavar="N[s|p]",
-                    help="seconds (600 or 600s) or packs (50p) between checkpoints "
-                         "(default: only on SIGTERM or Ctrl-C)")
-    ck.add_argument("--resume", action="store_true", default=None,  # None: not given (options.py)
-                    help="continue from --checkpoint if it holds a complete checkpoint (else start afresh)")
+    add_checkpoint_options(t)
     t.add_argument_group("testing (packsvm)").add_argument(
         "--delay", type=_delay, default=None, metavar="SPEC",
         help="for tests and benchmarks, off by default: each pack, delay the ranks' partial sums by a drawn "
@@ -42,17 +35,6 @@ def add_parser(sub):
              "(one drawn rank a pack) or 1+3, seed=N (default 0); e.g. mean=10%%,ranks=one")
     add_linear_options(t)
     add_common(t)
-
-
-def _every(text):
-    """'600' or '600s' -> ('seconds', 600.0); '50p' or '50packs' -> ('packs', 50)."""
-    match = re.fullmatch(r"(\d+(?:\.\d*)?)(s|p|packs)?", text.strip().lower())
-    if match and float(match[1]) > 0:
-        if match[2] in ("p", "packs") and match[1].isdigit():
-            return "packs", int(match[1])
-        if match[2] in (None, "s"):
-            return "seconds", float(match[1])
-    raise argparse.ArgumentTypeError(f"expected seconds (600, 600s) or packs (50p), got {text!r}")
 
 
 def _delay(text):
@@ -73,8 +55,8 @@ def run(comm, args):
     refuse_other_trainers_options(args)
     say = Report(comm, args.quiet)
     kernel = args.solver == KERNEL_SOLVER
-    if kernel and (args.checkpoint_every or args.resume) and not args.checkpoint:
-        raise PPackError("--checkpoint-every and --resume need --checkpoint PATH", collective=True)
+    if kernel:
+        refuse_checkpoint_options_without_a_path(args)
     if kernel:
         estimator = SVM_TYPE_CLASSES[svm_type_of(args)]
         progress = None if args.quiet or comm.Get_rank() else pack_callback(Progress(log_every=args.log_every))
@@ -110,7 +92,6 @@ def run(comm, args):
 def _fit_packsvm(args, model, shard, say, read_seconds):
     """Train the kernel model; its metrics, or None when SIGTERM stopped the run (SIGINT
     stops it too, then exits with status 130)."""
-    every = dict([args.checkpoint_every]) if args.checkpoint_every else {}
     stop = StopRequest().install()
     ready = {}
 
@@ -118,9 +99,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
-        model.fit(shard, checkpoint=args.checkpoint, checkpoint_every_seconds=every.get("seconds"),
-                  checkpoint_every_packs=every.get("packs"), resume=bool(args.resume), should_stop=stop.is_set,
-                  delay=args.delay, on_kernels_ready=kernels_ready)
+        model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
+                  should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
     finally:
         stop.uninstall()
     if model.progress is not None:
@@ -133,16 +113,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         say(f"{checkpoints['written']} checkpoint(s) written to {args.checkpoint} in "
             f"{info['seconds']['checkpoint']:.2f} s, {describe_write(checkpoints)}")
     if model.stopped_:
-        # the signal may have reached some ranks only: every rank takes the first one's
-        name = next(filter(None, model._comm().allgather(stop.signal_name)), "SIGTERM")
-        if args.checkpoint:
-            say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} ({name}); state saved "
-                f"to {args.checkpoint}; run the same command with --resume to continue")
-        else:
-            say(f"stopped at iteration {info['iterations_done']} of {info['iterations']} ({name}); nothing saved "
-                "(no --checkpoint): run with --checkpoint PATH to be able to resume")
-        if EXIT_STATUS[name]:
-            raise SystemExit(EXIT_STATUS[name])
+        report_stop(model._comm(), say, stop, args.checkpoint, info["iterations_done"], info["iterations"])
         return None
     problem = "" if model.SVM_TYPE == "c_svc" else f"{model.SVM_TYPE} (rho={model.rho_:.6g}), "
     say(f"{problem}kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "

@@ -14,7 +14,10 @@ from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from .common import Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard
 from ..registry import PACKSVM_PARAMS
-from .options import add_packsvm_options, svm_type_of
+from .options import (add_checkpoint_options, add_packsvm_options, checkpoint_every,
+                      refuse_checkpoint_options_without_a_path, svm_type_of)
+from .stop import StopRequest, report_stop
+from ..progress import Progress, pack_callback
 
 DEFAULT_FOLDS = 5
 
@@ -42,6 +45,7 @@ def add_parser(sub):
                    help="memory a rank's table may take, GiB (default: this machine's memory over its ranks); "
                         "a grid that would not fit is refused before training")
     add_packsvm_options(t, skip=("C", "gamma", "sigma"))
+    add_checkpoint_options(t, "checkpoints")
     add_common(t)
 
 
@@ -57,6 +61,7 @@ def _values(text):
 
 
 def run(comm, args):
+    from ..packsvm.checkpoint import check_checkpoint_file
     from ..packsvm.grid import train_grid
     from ..packsvm.offset_estimator import SVM_TYPE_CLASSES
 
@@ -72,7 +77,11 @@ def run(comm, args):
     params = {name: getattr(args, name) for name in [*PACKSVM_PARAMS, "epsilon"]
               if name not in ("C", "gamma", "sigma") and getattr(args, name, None) is not None}
     estimator = SVM_TYPE_CLASSES[svm_type]
-    check_outputs(comm, {"--model": args.model, "--results": args.results, "--metrics-json": args.metrics_json})
+    refuse_checkpoint_options_without_a_path(args)
+    check_outputs(comm, {"--model": args.model, "--results": args.results, "--metrics-json": args.metrics_json,
+                         "--checkpoint": args.checkpoint})
+    if args.checkpoint:
+        on_rank0(comm, check_checkpoint_file, args.checkpoint)
     threads = rank_threads(comm, args.threads)
     check_inputs(comm, {"--data": args.data}, data=("--data",))
     template = estimator(**params, comm=comm)
@@ -86,9 +95,26 @@ def run(comm, args):
     rows, best = [], None
     start = MPI.Wtime()
     # every gamma and C value in one pass: the gammas share each tile's dot products
-    model = estimator(**params, comm=comm)
-    fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say, scores=args.scores,
-                     kernels=None if gammas == [None] else [{"gamma": gamma} for gamma in gammas])
+    progress = None if args.quiet or comm.Get_rank() else pack_callback(Progress(log_every=args.log_every))
+    model = estimator(**params, comm=comm, progress=progress)
+    stop = StopRequest().install()
+    try:
+        fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say, scores=args.scores,
+                         kernels=None if gammas == [None] else [{"gamma": gamma} for gamma in gammas],
+                         checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
+                         should_stop=stop.is_set)
+    finally:
+        stop.uninstall()
+        if progress is not None:
+            progress.close()
+    if fit.resumed_from is not None:
+        say(f"resumed from {args.checkpoint} at iteration {fit.resumed_from}")
+    writes = fit.stats.checkpoint_writes
+    if writes:
+        say(f"{len(writes)} checkpoint(s) written to {args.checkpoint} in {fit.stats.seconds['checkpoint']:.2f} s")
+    if fit.stopped:
+        report_stop(comm, say, stop, args.checkpoint, fit.state.iteration, fit.T)
+        return
     for g, C in enumerate(fit.Cs):
         splits, scored = [], []
         for f in range(folds_k):

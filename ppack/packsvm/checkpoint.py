@@ -38,13 +38,14 @@ FORMAT_VERSION = 1
 
 def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iterations, n_classes, average=False,
                  sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None,
-                 calibration=None, svm_type="c_svc", epsilon=None):
+                 calibration=None, svm_type="c_svc", epsilon=None, grid=None):
     """The training parameters a checkpoint is made with, and that a resume must match (all
     but ``iterations``). A setting at the value earlier versions always used is left out, so
     that their checkpoints still resume: averaging off, uniform sampling, the step c = 1, no
     weights (``class_weight`` the resolved weights' repr, None without), no validation, no
     calibration slice (``calibration``: the hash threshold of its rows, see ``calibration.py``),
-    c_svc (``epsilon`` only for epsilon_svr)."""
+    c_svc (``epsilon`` only for epsilon_svr). ``grid``: a grid pass's columns (``grid.grid_identity``),
+    None for one model."""
     params = {"kernel": spec.name, "gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
               "offset": spec.offset, "sigma": sigma, "pack": int(pack), "seed": seed, "n_samples": n_samples,
               "n_features": n_features, "dtype": dtype, "iterations": iterations, "n_classes": n_classes}
@@ -64,14 +65,17 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
         params["svm_type"] = svm_type
         if epsilon is not None:
             params["epsilon"] = float(epsilon)
+    if grid is not None:
+        params["grid"] = grid
     return params
 
 
-def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None):
+def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None, column_stops=None):
     """Collective: write ``path`` atomically, each rank its own table shard (see
     ``collective_write``); returns the ``WriteReport``. ``pending``: a pipelined run's
     ``pipeline.Pending`` (the ids delivered ahead, replicated; each rank's sums of the first
-    pack ahead, one row per rank), or None."""
+    pack ahead, one row per rank), or None; ``column_stops``: a grid pass's
+    ``column_stops.ColumnStops``, or None."""
     offsets = shard_offsets(comm, table)
     entries, nonzeros = offsets
     n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
@@ -87,6 +91,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
         f["sampler_block"] = sampler_block
+        if column_stops is not None:
+            f.attrs["column_stops"] = json.dumps(column_stops.as_dict())
         f["rank_offsets"] = entries
         f.create_dataset("owner", shape=(n,), dtype=np.int32)
         f.create_dataset("keys", shape=(n,), dtype=np.int64)
@@ -125,10 +131,14 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
     return collective_h5_write(comm, path, create, own_parts, finish)
 
 
-def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES):
+def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES, groups=None,
+                    column_stops=None, active=None):
     """Collective: ``(table, state, stats, sampler, pending)`` of this rank from a checkpoint;
     ``pending``, a ``pipeline.Pending`` for a pipelined run's checkpoint (its sums only when
-    the run has the ranks the checkpoint was written by), else None.
+    the run has the ranks the checkpoint was written by), else None. A grid pass's: ``groups``,
+    its ``KernelGroups`` (or None); ``column_stops``, its ``ColumnStops`` (or None), restored in
+    place when the checkpoint has them (else the test starts afresh, as the windows of one
+    model's), and ``active``, its columns' (Q,) flags, where the stopped ones turn False.
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
     run may be continued longer). The --tol windows continue when ``tol_window`` is the
@@ -155,8 +165,13 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
             n_features = int(a["n_features"])
             scale, norm = (np.atleast_1d(a[name]).astype(np.float64) for name in ("scale", "norm"))
             averaged = "avg" in f
-            table = SupportVectorTable(KernelCompute(spec, n_features, a["storage"] == "csr", dtype, work_bytes),
-                                       len(scale), averaged)
+            table = SupportVectorTable(KernelCompute(spec, n_features, a["storage"] == "csr", dtype, work_bytes,
+                                                     groups), len(scale), averaged)
+            if column_stops is not None and "column_stops" in a:
+                try:
+                    column_stops.restore(json.loads(a["column_stops"]), active)
+                except ValueError as error:
+                    raise InputError(f"attribute 'column_stops': {error}", path) from None
             keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
             avg = since = None
@@ -263,7 +278,11 @@ def _check_header(path, attrs, params):
     saved = json.loads(attrs["params"])
     saved.setdefault("n_classes", 2)  # binary checkpoints written before multiclass did not say
     for name, value in params.items():
-        if name != "iterations" and saved.get(name) != value:
-            raise InputError(f"checkpoint was made with {name}={saved.get(name)!r}, this run has "
+        was = saved.get(name)
+        if name != "iterations" and was != value:
+            if isinstance(was, dict) and isinstance(value, dict):  # a grid's: name the field that differs
+                name = next(f"{name}.{key}" for key in sorted(set(was) | set(value)) if was.get(key) != value.get(key))
+                was, value = was.get(name.split(".")[1]), value.get(name.split(".")[1])
+            raise InputError(f"checkpoint was made with {name}={was!r}, this run has "
                              f"{name}={value!r}; resume with the same settings (or another "
                              f"{given('checkpoint')})", path)

@@ -49,3 +49,23 @@ class ColumnStops:
     def stopped(self, c):
         """Whether column c stopped before T."""
         return bool(self.iteration[c] >= 0)
+
+    def as_dict(self):
+        """What a checkpoint keeps (JSON): each column's stop and each group's windows."""
+        return {"iteration": self.iteration.tolist(),
+                "avg_weight": [None if np.isnan(w) else float(w) for w in self.avg_weight],
+                "windows": [windows.as_dict() for windows in self.windows]}
+
+    def restore(self, saved, active):
+        """Continue from ``as_dict``'s ``saved``: the stopped columns turn inactive in ``active``
+        (Q,) bool. The windows continue when their size is this test's, else start afresh (as
+        the one-test run's do). ValueError when ``saved`` is for another number of columns."""
+        iteration = np.asarray(saved["iteration"], dtype=np.int64)
+        if iteration.shape != self.iteration.shape or len(saved["windows"]) != len(self.windows):
+            raise ValueError(f"{len(iteration)} columns in {len(saved['windows'])} groups, this run has "
+                             f"{len(self.iteration)} in {len(self.windows)}")
+        self.iteration = iteration
+        self.avg_weight = np.array([np.nan if w is None else w for w in saved["avg_weight"]], dtype=np.float64)
+        self.windows = [LossWindows(**w) if w["size"] == self.window else LossWindows(self.window)
+                        for w in saved["windows"]]
+        active[self.iteration >= 0] = False

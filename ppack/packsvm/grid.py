@@ -25,6 +25,7 @@ average's sum and clock), besides its features: ``grid_memory`` estimates a rank
 and ``train_grid`` refuses, in one line and before training, a grid that would not fit.
 """
 import copy
+import hashlib
 import math
 import os
 from dataclasses import dataclass
@@ -39,13 +40,14 @@ from ..kernels.precision import resolve_dtype
 from ..kernels.spec import KernelSpec
 from ..kernels.threads import ensure_threads
 from ..mpi.collectives import Collectives
-from ..mpi.comm import run_collectively
+from ..mpi.comm import on_rank0, run_collectively
 from ..registry import DTYPES
 from .averaging import averaged_offset
+from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .column_stops import ColumnStops
 from .columns import Columns
 from .estimator import resolve_gamma
-from .loop import PackedSolver
+from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .progressive import ProgressiveRecord
 from .state import SolverState
@@ -292,7 +294,8 @@ class _FoldColumns:
 
 
 def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_limit=None, console=None,
-               kernels=None, scores="pass"):
+               kernels=None, scores="pass", checkpoint=None, checkpoint_every_seconds=None, checkpoint_every_packs=None,
+               resume=False, should_stop=None, stop_after_packs=None):
     """Collective: train ``estimator``'s settings at every kernel setting of ``kernels`` and
     every C of ``Cs`` on every fold of ``folds`` ((n_samples,) int: each row's fold
     0..n_folds-1, or -1 for a row no fold holds out; the same on every rank) and on all rows,
@@ -303,11 +306,20 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     holds). ``estimator`` becomes the template of the refit models (its fitted state is the
     pass's data, not a model). memory_limit: bytes per rank the table may take (None:
     ``grid_memory``'s). console: a callable for the memory line (verbose), or None. scores:
-    "pass" (a predict pass after training) or "progressive" (the rows' tests during training)."""
+    "pass" (a predict pass after training) or "progressive" (the rows' tests during training).
+
+    checkpoint, checkpoint_every_seconds, checkpoint_every_packs, resume, should_stop: as
+    ``PackSVC.fit`` takes them; the checkpoint names the grid (``grid_identity``) and holds each
+    column's stop (tol). stop_after_packs: stop after this many packs (as if asked to). A pass
+    that stops early returns its ``GridFit`` unscored, with ``stopped`` True (its state is in
+    the checkpoint, when there is one)."""
     est = estimator
     refuse_unsupported(est)
     if scores not in SCORES:
         raise PPackError(f"scores: one of {', '.join(SCORES)}, got {scores!r}", collective=True)
+    if checkpoint is not None and scores == "progressive":
+        raise PPackError("checkpoint: a grid pass with progressive scores is not checkpointed (its record of the "
+                         "rows' tests is not saved yet); use scores='pass'", collective=True)
     Cs = [float(C) for C in Cs]
     if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
         raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
@@ -339,7 +351,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     folds = np.asarray(folds, dtype=np.int64)
     if folds.shape != (shard.n_samples,):
         raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows", collective=True)
-    labels, weights, _, K = est._targets(shard)
+    labels, weights, n_classes, K = est._targets(shard)
     m, seed = shard.n_samples, est.seed_
     est.held_out_ = None
     T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
@@ -390,21 +402,48 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     if scores == "progressive":  # the columns holding fold f out, in (g, k) order
         held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
         record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
-    solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, None, tol=None,
+    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, m, shard.n_features, est.dtype_, T,
+                          n_classes,
+                          average=est.average, sampling=est.sampling, step=est.step,
+                          class_weight=None if weights is None else repr(est.class_weight_),
+                          row_weights=shard.w is not None, svm_type=est.SVM_TYPE,
+                          epsilon=getattr(est, "epsilon", None), grid=grid_identity(Cs, specs, folds, F, K))
+    checkpointing = None if checkpoint is None else Checkpointing(
+        str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
+    previous = None
+    if resume and checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params)):
+        previous = read_checkpoint(comm, checkpoint, params, specs[0], DTYPES[est.dtype_], est.tol_window,
+                                   est.work_bytes, columns.kernel_groups(), stops, columns.active)
+    solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, est.progress, tol=None,
+                          should_stop=should_stop,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
                           sampling=est.sampling, loss=losses[-1], placement=est.placement, device=est.device,
                           pipeline=est.pipeline, columns=columns, progressive=record, column_stops=stops)
     compile_seconds = warm_kernels(comm, specs[0], shard.dtype, shard.sparse, shard.X.dtype,
                                    groups=columns.kernel_groups())
-    table, state, stats, _ = solver.run(shard, labels, None, None, None, weights)
+    resumed_from = None if previous is None else previous[1].iteration
+    table, state, stats, stopped = solver.run(shard, labels, checkpointing, previous, stop_after_packs, weights)
     fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
                   F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
                   compile_seconds + solver.device_seconds, memory, stops)
+    fit.resumed_from = resumed_from
+    fit.stopped = stopped
+    if stopped:
+        return fit
     if record is None:
         fit.score_pass()
     else:
         fit.progressive_scores(record)
     return fit
+
+
+def grid_identity(Cs, specs, folds, n_folds, K):
+    """What a grid pass's checkpoint must match besides one model's parameters: the grid
+    points' C values (Cs) and kernels (specs, each KernelSpec), the folds ((n_samples,) int,
+    by their SHA-1), and the columns (K class columns each)."""
+    return {"C": [float(C) for C in Cs], "kernels": [spec.describe() for spec in specs], "folds": int(n_folds),
+            "fold_sha1": hashlib.sha1(np.ascontiguousarray(folds, dtype=np.int64).tobytes()).hexdigest(),
+            "class_columns": int(K)}
 
 
 def _kernel_spec(estimator, setting, comm, shard):

@@ -1,0 +1,107 @@
+"""A grid pass's checkpoint (``packsvm/grid.py``, ``packsvm/checkpoint.py``): a stopped pass
+resumes exactly where it stopped, every column and every column's stop (tol) included, and a
+checkpoint of another grid is refused, naming the file and what differs."""
+import h5py
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from ppack import PackSVC
+from ppack.errors import PPackError
+from ppack.mpi.comm import polite_barrier
+from ppack.packsvm.grid import train_grid
+
+from helpers import make_multiclass, make_problem
+
+SELF, WORLD = MPI.COMM_SELF, MPI.COMM_WORLD
+PARAMS = {"kernel": "rbf", "gamma": 0.3, "epochs": 3, "pack": 20, "seed": 5, "dtype": "float64"}
+Cs = [0.5, 4.0, 30.0]
+SETTINGS = [{"gamma": 0.3}, {"kernel": "poly", "gamma": 0.2, "degree": 2, "coef0": 1.0}]
+
+
+def _grid(comm, X, y, folds, params, **kwargs):
+    return train_grid(PackSVC(comm=comm, **params), X, y, Cs, folds, 3, kernels=SETTINGS, **kwargs)
+
+
+def _same_pass(resumed, full):
+    """Both passes end in the same state: the same stored rows in the same slots, the same
+    coefficients and scalars, and the same held-out decision values bit for bit."""
+    np.testing.assert_array_equal(resumed.table.keys, full.table.keys)
+    np.testing.assert_array_equal(resumed.table.coef, full.table.coef)
+    np.testing.assert_array_equal(resumed.state.scale, full.state.scale)
+    assert resumed.state.iteration == full.state.iteration
+    np.testing.assert_array_equal(resumed.held, full.held)
+
+
+CASES = [("binary", {"tol": 0.1, "tol_window": 40}), ("multiclass", {"average": True})]
+
+
+def _resumes_exactly(comm, which, extra, path):
+    X, y = make_problem(150, 6, seed=1) if which == "binary" else make_multiclass(150, 6, seed=2)
+    folds = np.arange(len(y)) % 3
+    params = {**PARAMS, **extra}
+    full = _grid(comm, X, y, folds, params)
+    first = _grid(comm, X, y, folds, params, checkpoint=path, checkpoint_every_packs=3, stop_after_packs=8)
+    assert first.stopped and not hasattr(first, "held")  # stopped: not scored
+    with h5py.File(path, "r") as f:
+        assert f.attrs["complete"] and f.attrs["iteration"] == 8 * PARAMS["pack"]
+        assert ("column_stops" in f.attrs) == ("tol" in extra)
+    resumed = _grid(comm, X, y, folds, params, checkpoint=path, resume=True)
+    assert resumed.resumed_from == 8 * PARAMS["pack"] and not resumed.stopped
+    _same_pass(resumed, full)
+    if "tol" in extra:
+        assert np.any(full.stops.iteration >= 0)  # some columns stopped, and where they did is kept
+        np.testing.assert_array_equal(resumed.stops.iteration, full.stops.iteration)
+        np.testing.assert_array_equal(resumed.refit(1).decision_function(X), full.refit(1).decision_function(X))
+
+
+@pytest.mark.parametrize("which, extra", CASES)
+def test_a_stopped_grid_pass_resumes_exactly(which, extra, tmp_path):
+    _resumes_exactly(SELF, which, extra, tmp_path / "grid.h5")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("which, extra", CASES)
+def test_a_stopped_grid_pass_resumes_exactly_on_every_rank(which, extra, mpi_tmp_path):
+    _resumes_exactly(WORLD, which, extra, mpi_tmp_path / "grid.h5")
+    polite_barrier(WORLD)
+
+
+def test_columns_stopped_before_the_checkpoint_stay_stopped(tmp_path):
+    """The checkpoint is taken after some columns have stopped (tol): they stay frozen when the
+    pass resumes, where their separate fits stop."""
+    X, y = make_problem(150, 6, seed=1)
+    folds = np.arange(len(y)) % 3
+    params = {**PARAMS, "tol": 0.1, "tol_window": 40}
+    full = _grid(SELF, X, y, folds, params)
+    stopped_at = full.stops.iteration[full.stops.iteration >= 0]
+    packs = int(np.max(stopped_at)) // PARAMS["pack"]  # after the last column that stops has stopped
+    first = _grid(SELF, X, y, folds, params, checkpoint=tmp_path / "g.h5", stop_after_packs=packs)
+    assert first.stopped and np.all(first.stops.iteration == full.stops.iteration)
+    resumed = _grid(SELF, X, y, folds, params, checkpoint=tmp_path / "g.h5", resume=True)
+    _same_pass(resumed, full)
+
+
+@pytest.mark.parametrize("change, named", [({"Cs": [0.5, 4.0, 31.0]}, "grid.C"),
+                                           ({"folds": "other"}, "grid.fold_sha1"),
+                                           ({"settings": SETTINGS[:1]}, "grid.kernels"),
+                                           ({"params": {"seed": 6}}, "seed")])
+def test_a_checkpoint_of_another_grid_is_refused(change, named, tmp_path):
+    X, y = make_problem(150, 6, seed=1)
+    folds = np.arange(len(y)) % 3
+    path = tmp_path / "g.h5"
+    _grid(SELF, X, y, folds, PARAMS, checkpoint=path, stop_after_packs=2)
+    params = {**PARAMS, **change.get("params", {})}
+    other = (np.arange(len(y)) + 1) % 3 if change.get("folds") else folds
+    with pytest.raises(PPackError, match=rf"g\.h5: checkpoint was made with {named}=") as info:
+        train_grid(PackSVC(comm=SELF, **params), X, y, change.get("Cs", Cs), other, 3,
+                   kernels=change.get("settings", SETTINGS), checkpoint=path, resume=True)
+    assert "\n" not in str(info.value)
+
+
+def test_progressive_scores_are_not_checkpointed_yet(tmp_path):
+    X, y = make_problem(60, 4, seed=1)
+    with pytest.raises(PPackError, match="progressive") as info:
+        _grid(SELF, X, y, np.arange(60) % 3, PARAMS, checkpoint=tmp_path / "g.h5", scores="progressive")
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "g.h5").exists()
