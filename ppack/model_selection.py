@@ -11,8 +11,10 @@ the training rows after each training pass (the same grouped kernel sums), each 
 the columns that held it out, or, with ``scores="progressive"``, from the predictions the
 held-out columns tested during training (``packsvm.progressive``: no second pass).
 """
+import os
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -103,7 +105,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     best_estimator_ : PackSVC or PackSVR
         The best grid point's refit column, a fitted estimator.
     grid_passes_ : list of dict
-        Each pass's parameters, seconds and memory line.
+        Each pass's parameters, seconds, memory line and the iteration it resumed from (None:
+        it started afresh).
 
     Raises
     ------
@@ -153,7 +156,9 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         tags.input_tags.sparse = base.input_tags.sparse
         return tags
 
-    def fit(self, X, y=None, groups=None, sample_weight=None) -> "PackGridSearchCV":
+    def fit(self, X, y=None, groups=None, sample_weight=None, *, checkpoint: str | os.PathLike | None = None,
+            checkpoint_every_seconds: float | None = None, checkpoint_every_packs: int | None = None,
+            resume: bool = False) -> "PackGridSearchCV":
         """Search the grid on data every rank holds.
 
         Parameters
@@ -166,6 +171,17 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             Group labels for a group splitter.
         sample_weight : array of shape (n_samples,) or None
             Weights on the rows' loss (a held-out row's is 0 for its fold).
+        checkpoint : str, os.PathLike or None, default=None
+            File for each pass's state, as PackSVC's ``fit`` writes it; the checkpoint names
+            the grid (C values, kernel settings, folds), and holds each column's stop with
+            ``tol``. With several passes, pass i (from 0) writes ``<stem>.pass<i><suffix>``.
+        checkpoint_every_seconds : float or None, default=None
+            Seconds between checkpoints.
+        checkpoint_every_packs : int or None, default=None
+            Packs between checkpoints.
+        resume : bool, default=False
+            Continue each pass from its checkpoint when it holds a complete one (a pass
+            that had ended goes straight to its scores).
 
         Returns
         -------
@@ -206,7 +222,10 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
             fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
                              memory_limit=self.memory_limit, console=console, scores=self.scores,
-                             kernels=[dict(setting) for setting in settings])
+                             kernels=[dict(setting) for setting in settings],
+                             checkpoint=_pass_checkpoint(checkpoint, len(self.grid_passes_), len(passes)),
+                             checkpoint_every_seconds=checkpoint_every_seconds,
+                             checkpoint_every_packs=checkpoint_every_packs, resume=resume)
             for index, setting, C in members:
                 g = settings.index(setting) * len(Cs) + Cs.index(float(C))
                 for f in range(n_splits):
@@ -220,7 +239,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
                     best = (mean, index, fit, g)
             self.grid_passes_.append({"params": dict(other), "kernels": [dict(setting) for setting in settings],
                                       "C": Cs, "columns": fit.table.n_columns,
-                                      "seconds": dict(fit.seconds), "memory": fit.memory.line()})
+                                      "seconds": dict(fit.seconds), "memory": fit.memory.line(),
+                                      "resumed_from": fit.resumed_from})
         self.cv_results_ = _results(candidates, scores, fit_time, score_time)
         for f in range(n_splits):
             self.cv_results_[f"split{f}_scored_rows"] = scored_rows[:, f]
@@ -401,3 +421,12 @@ def _results(candidates, scores, fit_time, score_time):
     finite = np.where(np.isnan(mean), -np.inf, mean)
     results["rank_test_score"] = np.asarray(rankdata(-finite, method="min"), dtype=np.int32)
     return results
+
+
+def _pass_checkpoint(path, i, passes):
+    """The checkpoint file of pass i of ``passes``: ``path`` itself for one pass, else
+    ``<stem>.pass<i><suffix>`` beside it; None without a path."""
+    if path is None or passes == 1:
+        return path
+    path = Path(path)
+    return path.with_name(f"{path.stem}.pass{i}{path.suffix}")

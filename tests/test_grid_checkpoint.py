@@ -105,3 +105,21 @@ def test_progressive_scores_are_not_checkpointed_yet(tmp_path):
         _grid(SELF, X, y, np.arange(60) % 3, PARAMS, checkpoint=tmp_path / "g.h5", scores="progressive")
     assert "\n" not in str(info.value)
     assert not (tmp_path / "g.h5").exists()
+
+
+def test_search_checkpoints_each_pass_and_resumes_to_the_same_results(tmp_path):
+    """PackGridSearchCV with a checkpoint: one file per pass (here two: the pack sizes), and a
+    search resumed from finished passes' checkpoints scores them again without training."""
+    from ppack.model_selection import PackGridSearchCV
+    X, y = make_problem(150, 6, seed=1)
+    grid = {"C": [0.5, 4.0], "pack": [10, 20]}
+    search = PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), grid, cv=3)
+    search.fit(X, y, checkpoint=tmp_path / "s.h5", checkpoint_every_packs=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pass0.h5", "s.pass1.h5"]
+    again = PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), grid, cv=3)
+    again.fit(X, y, checkpoint=tmp_path / "s.h5", resume=True)
+    np.testing.assert_array_equal(again.cv_results_["mean_test_score"], search.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(again.decision_function(X), search.decision_function(X))
+    # pack 10: the last checkpoint at the end (45 packs), nothing trained again; pack 20: at 20 of 23 packs
+    assert [p["resumed_from"] for p in again.grid_passes_] == [450, 400]
+    assert [p["resumed_from"] for p in search.grid_passes_] == [None, None]
