@@ -4,7 +4,7 @@ from mpi4py import MPI
 from ppack.cli import main
 from ppack.mpi.comm import polite_barrier
 
-from helpers import make_problem, write_libsvm
+from helpers import fails_with, make_problem, write_libsvm
 
 WORLD = MPI.COMM_WORLD
 
@@ -137,3 +137,38 @@ def test_plan_predicts_a_pipelined_run_from_an_unpipelined_one_rank_run(mpi_tmp_
     if WORLD.Get_rank() == 0:
         assert estimates["auto"] == estimates["on"] <= estimates["off"]
     polite_barrier(WORLD)
+
+
+def test_plan_of_a_grid_pass_counts_its_columns_and_calibrates_the_grid(mpi_tmp_path, capsys):
+    """--folds plans tune's one pass: Q = grid points x (folds + 1) columns per stored row, a
+    calibration run of the grid itself, and its score pass; the refusals are one line."""
+    import re
+
+    X, y = make_problem(1500, 20, seed=40)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    base = ["plan", "--data", str(d / "train.txt"), "--ranks", "2", "--mem-per-rank", "100", "--pack", "50"]
+    main(base + ["--no-calibration", "--no-average"])
+    one = capsys.readouterr().out
+    main(base + ["--C", "1,10", "--gamma", "0.1,0.2,0.4", "--folds", "3"])
+    grid = capsys.readouterr().out
+    if WORLD.Get_rank() == 0:
+        assert "grid pass: 6 grid points x (3 folds + the refit) = 24 columns, 576 bytes per stored row" in grid
+        assert "calibrated on a grid pass of 1500 rows" in grid and "24 columns" in grid
+        score = re.search(r"score pass: [\d.]+ m?s \(1500 rows against about \d+ stored rows", grid)
+        assert score is not None and "the pass in all" in grid
+
+        def table(out):
+            value, unit = re.search(r"support vectors\s+([\d.]+) (MiB|KiB)", out).groups()
+            return float(value) * (1024 if unit == "MiB" else 1)
+        # 750 entries per rank, each counted twice (growth by doubling): 24 averaged columns (576
+        # bytes) against one plain one (8); the grid's figure is printed in MiB to 0.1 (51 KiB)
+        assert abs(table(grid) - table(one) - 2 * 750 * (576 - 8) / 1024) < 52
+    fails_with(capsys, base + ["--C", "1,10"], "--C: several values plan a grid search; give --folds K too")
+    fails_with(capsys, base + ["--sigma", "0.01", "--folds", "3"], "--sigma: a grid search sets each column's sigma")
+    fails_with(capsys, base + ["--folds", "1"], "--folds: at least 2, got 1")
+    if WORLD.Get_rank() == 0:
+        (d / "run.json").write_text("{}")
+    polite_barrier(WORLD)
+    fails_with(capsys, base + ["--folds", "3", "--from-run", str(d / "run.json")],
+               "--from-run: a train run's rates are one model's; a grid pass is planned from a calibration run")

@@ -5,6 +5,7 @@ gave: the trainer's own defaults (the registry's) apply to the rest, and an opti
 does not apply to the chosen trainer is an error instead of being ignored.
 """
 import argparse
+import math
 import re
 
 from ..errors import PPackError
@@ -119,6 +120,29 @@ def linear_params(args):
     given["solver"] = args.solver
     given["solver_options"] = solver_options(args.solver_option or [])
     return given
+
+
+def add_grid_options(p, default_folds):
+    """tune's grid: --C and --gamma as comma-separated lists, and --folds."""
+    p.add_argument("--C", dest="C", type=comma_values, default=None, metavar="C1,C2,...",
+                   help="the C values of the grid, comma-separated (default: 1)")
+    p.add_argument("--gamma", dest="gamma", type=comma_values, default=None, metavar="G1,G2,...",
+                   help="the kernel widths of the grid, comma-separated (default: the trainer's, 1 / n_features); "
+                        "all in one training pass, sharing each tile's dot products")
+    p.add_argument("--folds", type=int, default=None, metavar="K",
+                   help=f"cross-validation folds (default {default_folds}): row i's fold is its place in a "
+                        "permutation drawn from --seed, modulo K, the same on every rank (not stratified)")
+
+
+def comma_values(text):
+    """'0.1,1,10' -> [0.1, 1.0, 10.0] (positive, finite)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive finite numbers, got {text!r}")
+    return values
 
 
 def add_checkpoint_options(p, title="checkpoints (packsvm)"):

@@ -5,7 +5,7 @@ from pathlib import Path
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from ..packsvm.comm_model import INFINIBAND_EDR
-from .options import add_packsvm_options, packsvm_params
+from .options import add_grid_options, add_packsvm_options, packsvm_params
 
 
 def add_parser(sub):
@@ -30,7 +30,10 @@ def add_parser(sub):
                     help="a node's measured parallel efficiency, jitter and collective seconds per rank count "
                          "(written by bench/node_scaling.py on that node): the time estimate uses them")
     pl.add_argument("--no-calibration", action="store_true", help="memory only, no calibration run")
-    add_packsvm_options(pl)
+    grid = pl.add_argument_group("a grid search (tune's): with --folds, plan its one pass; --C and --gamma take "
+                                 "lists there, one value each without it")
+    add_grid_options(grid, "none: one model")
+    add_packsvm_options(pl, skip=("C", "gamma"))
 
 
 def run(comm, args):
@@ -43,11 +46,30 @@ def run(comm, args):
             raise PPackError(f"{flag}: plan models c_svc runs; an epsilon_svr or one_class run costs what a binary "
                              "c_svc run of the same rows does", collective=True)
 
+    params, grid = packsvm_params(args), None
+    if args.folds is not None:
+        if args.folds < 2:
+            raise PPackError(f"--folds: at least 2, got {args.folds}", collective=True)
+        if args.sigma is not None:
+            raise PPackError("--sigma: a grid search sets each column's sigma from its C; give --C values",
+                             collective=True)
+        params.pop("C", None)
+        params.pop("gamma", None)
+        grid = {"C": args.C or [1.0], "kernels": None if not args.gamma else [{"gamma": g} for g in args.gamma],
+                "folds": args.folds}
+    else:
+        for flag, name in (("--C", "C"), ("--gamma", "gamma")):
+            values = params.pop(name, None)
+            if values is not None and len(values) > 1:
+                raise PPackError(f"{flag}: several values plan a grid search; give --folds K too", collective=True)
+            if values is not None:
+                params[name] = values[0]
+
     def plan():
         run, profile = (None if path is None else _read_json(flag, path)
                         for flag, path in (("--from-run", args.from_run), ("--node-profile", args.node_profile)))
-        result = make_plan(args.data, args.ranks, packsvm_params(args), mem, args.allreduce_latency,
-                           not args.no_calibration, args.rows, run, args.bandwidth, profile)
+        result = make_plan(args.data, args.ranks, params, mem, args.allreduce_latency,
+                           not args.no_calibration, args.rows, run, args.bandwidth, profile, grid)
         print("\n".join(result.lines + result.warnings), flush=True)
 
     on_rank0(comm, plan)

@@ -3,9 +3,7 @@ cross-validation, every gamma, C value and fold trained in one pass (``packsvm.g
 gammas share each tile's dot products, or laplacian's L1 distances);
 prints the mean and std score per grid point, writes the best grid point's refit model and
 the results."""
-import argparse
 import json
-import math
 
 import numpy as np
 from mpi4py import MPI
@@ -14,7 +12,7 @@ from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from .common import Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard
 from ..registry import PACKSVM_PARAMS
-from .options import (add_checkpoint_options, add_packsvm_options, checkpoint_every,
+from .options import (add_checkpoint_options, add_grid_options, add_packsvm_options, checkpoint_every,
                       refuse_checkpoint_options_without_a_path, svm_type_of)
 from .stop import StopRequest, report_stop
 from ..progress import Progress, pack_callback
@@ -26,14 +24,7 @@ def add_parser(sub):
     t = sub.add_parser("tune", help="cross-validated grid search over C and gamma, every gamma, C and fold in "
                                     "one pass")
     t.add_argument("--data", required=True, help="training data, HDF5 or LIBSVM text")
-    t.add_argument("--C", dest="C", type=_values, default=None, metavar="C1,C2,...",
-                   help="the C values of the grid, comma-separated (default: 1)")
-    t.add_argument("--gamma", dest="gamma", type=_values, default=None, metavar="G1,G2,...",
-                   help="the kernel widths of the grid, comma-separated (default: the trainer's, 1 / n_features); "
-                        "all in one training pass, sharing each tile's dot products")
-    t.add_argument("--folds", type=int, default=None, metavar="K",
-                   help=f"cross-validation folds (default {DEFAULT_FOLDS}): row i's fold is its place in a "
-                        "permutation drawn from --seed, modulo K, the same on every rank (not stratified)")
+    add_grid_options(t, DEFAULT_FOLDS)
     t.add_argument("--scores", choices=("pass", "progressive"), default="pass",
                    help="how held-out rows are scored: 'pass', a predict pass after training with the final "
                         "columns; 'progressive', the decision values the held-out columns computed before each "
@@ -47,17 +38,6 @@ def add_parser(sub):
     add_packsvm_options(t, skip=("C", "gamma", "sigma"))
     add_checkpoint_options(t, "checkpoints")
     add_common(t)
-
-
-def _values(text):
-    """'0.1,1,10' -> [0.1, 1.0, 10.0] (positive, finite)."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive finite numbers, got {text!r}")
-    return values
 
 
 def run(comm, args):

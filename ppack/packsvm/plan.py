@@ -53,6 +53,16 @@ and the waiting did not shrink): a node profile from a sweep that also ran pipel
 (``bench/node_scaling.py --pipeline on,off``) holds, at each P, the pipelined local work
 (sums, pairs and correction) over the unpipelined and the pipelined median waiting over the
 unpipelined, and plan takes those instead of W_p and the hidden collectives.
+A grid pass (``grid``: ``tune``'s C values, kernel settings and folds) is one run of Q =
+classes x grid points x (folds + 1) columns. Its table holds a coefficient per column (24
+bytes with averaging, 8 without) for the union of every column's support vectors. Per kernel
+value its pack pays the dot product (the GEMM, shared by every kernel setting), one formula
+per kernel setting, and a multiply-add per column of that setting; its replay steps every
+column. The calibration therefore runs the grid pass itself on a sample of the rows and
+takes its rates as one model's: seconds per stored row and pack row, the serial part per
+pack, and the union's growth; the collectives carry Q columns. The score pass after it
+predicts every row with its fold's columns against the stored rows, which costs the rows x
+the stored rows at the calibrated seconds per pair, split over the ranks.
 Both figures are estimates: the report says which inputs and which schedule they rest on.
 """
 from __future__ import annotations
@@ -76,6 +86,7 @@ from ..kernels.precision import read_dtype
 from ..registry import PACKSVM_PARAMS
 from .comm_model import INFINIBAND_EDR, best_algorithm, pack_bytes, pack_seconds
 from .estimator import PackSVC
+from .grid import AVERAGED_COLUMN_BYTES, COLUMN_BYTES
 
 # Python dict entry + key object per support vector (bytes), measured on CPython 3.11.
 DICT_BYTES_PER_ENTRY = 100
@@ -202,7 +213,7 @@ def expected_max_normal(p):
 def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: float | None = None,
               allreduce_latency: float = INFINIBAND_EDR.latency, calibrate: bool = True, rows: int | None = None,
               from_run: dict | None = None, bandwidth: float = 1 / INFINIBAND_EDR.seconds_per_byte,
-              node_profile: dict | None = None) -> Plan:
+              node_profile: dict | None = None, grid: dict | None = None) -> Plan:
     """A ``Plan`` for training ``PackSVC(**params)`` on ``path`` with ``ranks`` ranks (parameters
     not in ``params`` take their defaults); ``rows``: plan for that many rows like the file's;
     ``from_run``: a train metrics dict whose measured rates replace the calibration run;
@@ -210,6 +221,7 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
     cluster's network, for the communication model (default: ``comm_model.INFINIBAND_EDR``);
     ``node_profile``: a node profile dict (``NodeProfile``), or None. The schedule is
     ``params["pipeline"]``'s, resolved as train resolves it (auto: pipelined above one rank).
+    ``grid``: plan ``tune``'s grid pass instead of one model (the module docstring's "grid").
 
     Parameters
     ----------
@@ -233,6 +245,9 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
         Link bandwidth in bytes per second, in the Allreduce model.
     node_profile : dict or None, default=None
         A node profile (``NodeProfile``) of measured waits at each rank count.
+    grid : dict or None, default=None
+        A grid pass: {"C": its C values, "kernels": its kernel settings (dicts of kernel
+        parameters) or None for the estimator's, "folds": K}; None plans one model.
 
     Returns
     -------
@@ -264,13 +279,17 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
     if scaled:
         n = int(rows)
     columns = 1 if K <= 2 else K
+    if grid is not None:
+        points = len(grid["C"]) * len(grid.get("kernels") or [{}])
+        columns *= points * (int(grid["folds"]) + 1)
     T = int(params["iterations"]) if params["iterations"] is not None else max(1, int(round(params["epochs"] * n)))
     r = int(params["pack"])
     rows = math.ceil(n / ranks)
     row_bytes = per_row * (item + 4) + 8 if sparse else d * item  # as the table holds a row
     shard = rows * ((per_row * (held + 4) + 8 if sparse else d * held) + 8)
     entries = math.ceil(min(T, n) / ranks)
-    table = entries * (2 * (row_bytes + 16 + 8 * columns) + DICT_BYTES_PER_ENTRY)
+    column_bytes = columns * (AVERAGED_COLUMN_BYTES if params["average"] else COLUMN_BYTES)
+    table = entries * (2 * (row_bytes + 16 + column_bytes) + DICT_BYTES_PER_ENTRY)
     xt = d * r * 8 if sparse else 0
     work = min(DEFAULT_WORK_BYTES, xt) + r * (2 * longest + 2) * 8 * 2 + r * r * 8 * 2 + r * columns * 8 * 4
     process = _process_bytes(from_run)
@@ -279,6 +298,9 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
              f"{'csr' if sparse else 'dense'}, "
              f"{per_row:.1f} stored values per row, {K} classes"
              f"{' (one-vs-rest in one pass)' if K > 2 else ''}; T = {T}, r = {r}, {ranks} ranks",
+             *([] if grid is None else [
+                 f"grid pass: {points} grid points x ({grid['folds']} folds + the refit) = {columns} columns, "
+                 f"{column_bytes} bytes per stored row for them"]),
              f"memory per rank (worst case at T, {dtype}"
              f"{' (--dtype auto may choose float32: half the rows)' if params['dtype'] == 'auto' else ''}):",
              f"  data shard        {_size(shard)}  ({rows} rows)",
@@ -299,8 +321,14 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
     if total > 0.9 * mem_per_rank:
         warnings.append(f"WARNING: {_size(total)} per rank may not fit in {_size(mem_per_rank)}: use more ranks, "
                         "--dtype float32, or fewer iterations")
+    score_rate = None
     if from_run is not None:
+        if grid is not None:
+            raise PPackError("--from-run: a train run's rates are one model's; a grid pass is planned from a "
+                             "calibration run of the grid here")
         rates = rates_of_run(from_run)
+    elif calibrate and grid is not None:
+        rates, score_rate = _calibrate_grid(path, params, grid, n, T, r)
     elif calibrate:
         rates = _calibrate(path, params, n, T, r)
     else:
@@ -310,6 +338,13 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
     pipelined = params["pipeline"] == "on" or (params["pipeline"] == "auto" and ranks > 1)
     time_lines, seconds = _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers, profile,
                                       pipelined)
+    if score_rate is not None:  # each row against the stored rows of its fold's columns, split over the ranks
+        stored = min(rates.growth * T, n)
+        score = score_rate * n * stored / ranks
+        time_lines.append(f"  score pass: {_seconds(score)} ({n} rows against about {stored:.0f} stored rows, "
+                          f"{score_rate * 1e9:.2f} ns each, over {ranks} ranks); the pass in all "
+                          f"{_seconds(seconds + score)}")
+        seconds += score
     return Plan(lines + time_lines, warnings, seconds)
 
 
@@ -380,6 +415,34 @@ def _calibrate(path, params, n, T, r):
     sv_rows = sum(min(calibration.n_support_ * k / packs, m) for k in range(1, packs + 1)) * r_run
     return Rates(kernel / max(sv_rows, 1.0), (seconds - kernel) / packs, calibration.n_support_ / info["iterations"],
                  f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
+
+
+def _calibrate_grid(path, params, grid, n, T, r):
+    """(``Rates``, score seconds per scored row and stored row) from a short grid pass of
+    ``grid`` on a sample of the rows, one process on this machine: the rates of the grid's
+    pack (its GEMM, one formula per kernel setting and its columns' multiply-adds per kernel
+    value, its replay of every column) as ``_calibrate``'s of one model's."""
+    from .grid import train_grid
+
+    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(read_dtype(params["dtype"])))
+    m = min(n, CALIBRATION_ROWS)
+    X, y = shard.float_rows(0, m), shard.y[:m]
+    sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
+                  iterations=min(T, max(20 * r, m // 2)))
+    folds = np.random.RandomState(0).permutation(m) % int(grid["folds"])
+
+    def grid_pass():
+        return train_grid(PackSVC(**sample), X, y, grid["C"], folds, int(grid["folds"]), kernels=grid.get("kernels"))
+    grid_pass()  # the first pass may compile; time a second one
+    start = time.perf_counter()
+    fit = grid_pass()
+    seconds = time.perf_counter() - start - fit.seconds["score"]
+    kernel, packs, stored = fit.stats.seconds["kernel_sums"], fit.stats.packs, len(fit.table)
+    sv_rows = sum(min(stored * k / packs, m) for k in range(1, packs + 1)) * r
+    rates = Rates(kernel / max(sv_rows, 1.0), (seconds - kernel) / packs, stored / fit.state.iteration,
+                  f"calibrated on a grid pass of {m} rows, {fit.state.iteration} iterations, {fit.table.n_columns} "
+                  "columns, one process on this machine")
+    return rates, fit.seconds["score"] / max(1.0, m * stored)
 
 
 def pipelined_waiting(local, collective, jitter, ranks):
