@@ -153,8 +153,8 @@ SMALL_LOWERCASE_CALLS = {
     #   input files' widths
     "ppack/cli/predict.py": {"allreduce": 1},  # seconds
     "ppack/cli/tune.py": {"allreduce": 1},  # seconds
-    "ppack/cli/train.py": {"gather": 2, "allgather": 2, "allreduce": 1},  # shard/table bytes, start-up, the
-    #   stopping signal's name, seconds
+    "ppack/cli/stop.py": {"allgather": 1},  # the stopping signal's name
+    "ppack/cli/train.py": {"gather": 2, "allgather": 1, "allreduce": 1},  # shard/table bytes, start-up, seconds
     "ppack/data/shard.py": {"allreduce": 2},  # gamma="scale": the values' sum and squared deviations
     "ppack/collective_write.py": {"bcast": 1, "allreduce": 1, "recv": 1, "send": 1},  # file name, open count,
     #   each rank's list of (dataset, offset, shape, dtype) headers (its rows go as buffers)
@@ -171,8 +171,8 @@ SMALL_LOWERCASE_CALLS = {
     #   min; the weights' max
     "ppack/packsvm/offset_estimator.py": {"allreduce": 2, "bcast": 1},  # the count of rows without a finite
     #   target, seconds; one-class's rho and objective
-    "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 2},  # each rank's entries in a refit column; seconds
-    #   of the score pass, of the progressive scores' gather
+    "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 2, "bcast": 1},  # each rank's entries in a refit
+    #   column; seconds of the score pass, of the progressive scores' gather; a checkpoint's existence
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
     "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
     "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows
