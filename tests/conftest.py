@@ -45,19 +45,42 @@ def pytest_configure(config):
 
 
 def pytest_sessionstart(session):
-    """Under MPI, rank 1 compiles numba kernels into the cache while rank 0 runs its tests
-    (compiling is single-threaded, and rank 1 would otherwise sleep until the all-rank
-    tests): every linear solver once on tiny dense and CSR problems, in the order rank 0's
-    tests need them, then the kernel trainer's kernels. Rank 0 loads what rank 1 wrote, or
-    compiles it itself if it gets there first; either way the results are the same."""
-    if WORLD.Get_size() > 1 and WORLD.Get_rank() == 1:
-        _compile_ahead()
+    """Under MPI, ranks 1.. compile numba kernels into the cache while rank 0 runs its tests
+    (compiling is single-threaded, and they would otherwise sleep until the all-rank tests):
+    the kernel trainer's kernels, the grid's kernel groups and every linear solver, each part
+    in the order rank 0's tests need it, the parts dealt out over ranks 1.. (one rank takes
+    them all in turn). Rank 0 loads what they wrote, or compiles it itself if it gets there
+    first; either way the results are the same."""
+    size, rank = WORLD.Get_size(), WORLD.Get_rank()
+    if size > 1 and rank > 0:
+        for i, part in enumerate(COMPILE_AHEAD):
+            if 1 + i % (size - 1) == rank:
+                part()
 
 
-def _compile_ahead():
-    from ppack import BlockAveragedSVC
+def _kernel_trainer():
     from ppack.kernels.spec import KernelSpec
     from ppack.packsvm.warmup import warm_kernels
+
+    for kernel in ("rbf", "laplacian"):
+        for dtype in (np.float64, np.float32):
+            for sparse in (False, True):
+                warm_kernels(MPI.COMM_SELF, KernelSpec(kernel, 0.5), dtype, sparse)
+
+
+def _kernel_groups():
+    from ppack.kernels.compute import KernelGroups
+    from ppack.kernels.spec import KernelSpec
+    from ppack.packsvm.warmup import run_group_kernels
+
+    dot = KernelGroups([KernelSpec("rbf", 0.5), KernelSpec("poly", 0.5)], [0, 2, 4])
+    for dtype in (np.float64, np.float32):
+        for sparse in (False, True):
+            run_group_kernels(dot, dtype, sparse)
+
+
+def _linear_solvers():
+    from ppack import BlockAveragedSVC
     from ppack.registry import LINEAR_SOLVERS
 
     rng = np.random.default_rng(0)
@@ -66,10 +89,9 @@ def _compile_ahead():
     for solver in sorted(LINEAR_SOLVERS):
         for rows in (X, sp.csr_matrix(X)):
             BlockAveragedSVC(solver, comm=MPI.COMM_SELF).fit(rows, y)
-    for kernel in ("rbf", "laplacian"):
-        for dtype in (np.float64, np.float32):
-            for sparse in (False, True):
-                warm_kernels(MPI.COMM_SELF, KernelSpec(kernel, 0.5), dtype, sparse)
+
+
+COMPILE_AHEAD = (_kernel_trainer, _kernel_groups, _linear_solvers)
 
 
 @pytest.hookimpl(trylast=True)

@@ -93,10 +93,11 @@ def test_a_checkpoint_of_another_grid_is_refused(change, named, tmp_path):
     _grid(SELF, X, y, folds, PARAMS, checkpoint=path, stop_after_packs=2)
     params = {**PARAMS, **change.get("params", {})}
     other = (np.arange(len(y)) + 1) % 3 if change.get("folds") else folds
-    with pytest.raises(PPackError, match=rf"g\.h5: checkpoint was made with {named}=") as info:
-        train_grid(PackSVC(comm=SELF, **params), X, y, change.get("Cs", Cs), other, 3,
-                   kernels=change.get("settings", SETTINGS), checkpoint=path, resume=True)
-    assert "\n" not in str(info.value)
+    for resume in (True, False):  # never overwritten by another grid's fresh start either
+        with pytest.raises(PPackError, match=rf"g\.h5: checkpoint was made with {named}=") as info:
+            train_grid(PackSVC(comm=SELF, **params), X, y, change.get("Cs", Cs), other, 3,
+                       kernels=change.get("settings", SETTINGS), checkpoint=path, resume=resume)
+        assert "\n" not in str(info.value)
 
 
 def test_progressive_scores_are_not_checkpointed_yet(tmp_path):

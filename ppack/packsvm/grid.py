@@ -402,16 +402,17 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     if scores == "progressive":  # the columns holding fold f out, in (g, k) order
         held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
         record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
-    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, m, shard.n_features, est.dtype_, T,
-                          n_classes,
+    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, m, shard.n_features, est.dtype_, T, n_classes,
                           average=est.average, sampling=est.sampling, step=est.step,
                           class_weight=None if weights is None else repr(est.class_weight_),
                           row_weights=shard.w is not None, svm_type=est.SVM_TYPE,
                           epsilon=getattr(est, "epsilon", None), grid=grid_identity(Cs, specs, folds, F, K))
     checkpointing = None if checkpoint is None else Checkpointing(
         str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
+    # any other file there is refused, resuming or not (a checkpoint of this very grid is overwritten afresh)
+    exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
     previous = None
-    if resume and checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params)):
+    if resume and exists:
         previous = read_checkpoint(comm, checkpoint, params, specs[0], DTYPES[est.dtype_], est.tol_window,
                                    est.work_bytes, columns.kernel_groups(), stops, columns.active)
     solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, est.progress, tol=None,

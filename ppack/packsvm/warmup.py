@@ -78,7 +78,7 @@ def _run_guarded(spec, dtype, sparse, stored, groups=None):
     try:
         _run_kernels(spec, dtype, sparse, stored)
         if groups is not None:
-            _run_group_kernels(groups, dtype, sparse)
+            run_group_kernels(groups, dtype, sparse)
     except Exception as exc:  # noqa: BLE001 - raised on every rank by the caller
         return exc
     return None
@@ -139,7 +139,7 @@ def _run_kernels(spec, dtype, sparse, stored=None):
         deliver_rows(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
 
 
-def _run_group_kernels(groups, dtype, sparse):
+def run_group_kernels(groups, dtype, sparse):
     """The grouped partial sums (GEMM, between tiles, few rows) and per-group pair kernels of a
     grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem."""
     rng = np.random.default_rng(0)
