@@ -27,7 +27,7 @@ from helpers import clean_mpi_env
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 SCRIPTS = sorted(JOBS.glob("*.sbatch"))
 JOB_ID = "4242"
-TRAINING = ["mnist8m.sbatch", "sweep_array.sbatch", "two_node_example.sbatch"]
+TRAINING = ["mnist8m.sbatch", "sweep_array.sbatch", "tune.sbatch", "two_node_example.sbatch"]
 
 # What the stand-ins do; STUB_MODE picks srun's outcome.
 STUB = r'''
@@ -170,7 +170,7 @@ def test_every_ppack_command_site_is_exercised_below():
     command line in one must come with its own test."""
     sites = {p.name: re.findall(r'"\$PYTHON" -m ppack (data \w+|\w+)', p.read_text()) for p in SCRIPTS}
     assert sites == {"mnist8m.sbatch": ["data mnist8m", "data mnist", "train"], "predict.sbatch": ["predict"],
-                     "sweep_array.sbatch": ["train"], "two_node_example.sbatch": ["train"]}
+                     "sweep_array.sbatch": ["train"], "tune.sbatch": ["tune"], "two_node_example.sbatch": ["train"]}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
@@ -201,7 +201,7 @@ def check_calls(calls, threads="3"):
             assert parsed.threads == int(threads)
         assert call["env"]["NUMBA_NUM_THREADS"] == call["env"]["OMP_NUM_THREADS"] == threads
         assert Path(call["env"]["NUMBA_CACHE_DIR"]).name == f"numba-cache-{JOB_ID}"
-        if parsed.command == "train":
+        if parsed.command in ("train", "tune"):
             assert parsed.resume and parsed.checkpoint and parsed.model
     return [build_parser().parse_args(ppack_args(call)) for call in calls]
 
@@ -230,6 +230,19 @@ def test_sweep_rows_and_array_range_agree(job):
     assert len(seen) == last + 1  # every row a different setting
     proc, calls, _ = job("sweep_array.sbatch", SLURM_ARRAY_TASK_ID=str(last + 1))
     assert proc.returncode == 2 and f"rows 0..{last}" in proc.stderr and not calls
+
+
+def test_tune_command_and_early_exit(job, tmp_path):
+    """One tune pass over the script's grid, with its checkpoint; a finished grid (its model
+    written) is not searched again."""
+    proc, calls, requeues = job("tune.sbatch", OUT=str(tmp_path / "out"), C_VALUES="1,10", GAMMAS="0.5")
+    assert proc.returncode == 0, proc.stderr
+    (args,) = check_calls(calls)
+    assert (args.C, args.gamma, args.folds) == ([1.0, 10.0], [0.5], 5)
+    assert args.model == str(tmp_path / "out" / "best.model.h5") and args.results == str(tmp_path / "out" / "cv.json")
+    assert requeues == []
+    proc, calls, _ = job("tune.sbatch", OUT=str(tmp_path / "out"))
+    assert proc.returncode == 0 and not calls and "the grid is done" in proc.stdout
 
 
 def test_mnist8m_command_and_early_exit(job, tmp_path):
@@ -414,6 +427,22 @@ def test_ten_class_job_end_to_end_with_real_ppack(job, tmp_path):
     accuracy = np.mean(decisions[:, 3] == y)
     assert f"accuracy {100 * accuracy:.2f}%" in proc.stdout
     assert accuracy > 0.9  # three clusters 3 sigma apart
+
+
+@pytest.mark.second_tier  # runs ppack itself: the CI's second tier
+def test_tune_job_end_to_end_with_real_ppack(job, tmp_path):
+    """The tune job searches its grid with ppack itself: every point's scores and the best
+    refit model (no checkpoint: the pass ends before CHECKPOINT_EVERY)."""
+    make_digits(tmp_path / "train.h5", 240, [-1, 1], seed=9)
+    out = tmp_path / "runs"
+    proc, calls, requeues = job("tune.sbatch", mode="run", DATA=str(tmp_path / "train.h5"), OUT=str(out),
+                                SLURM_CPUS_PER_TASK="1", C_VALUES="1,10", GAMMAS="0.1,1", FOLDS="3", EPOCHS="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "model written to" in proc.stdout and requeues == []
+    results = json.loads((out / "cv.json").read_text())
+    assert [(row["C"], row["gamma"]) for row in results["grid"]] == [(1.0, 0.1), (10.0, 0.1), (1.0, 1.0), (10.0, 1.0)]
+    assert results["best"]["mean"] > 0.9  # two clusters 3 sigma apart
+    assert (out / "best.model.h5").is_file() and not (out / "tune.checkpoint.h5").exists()
 
 
 @pytest.mark.second_tier  # runs ppack itself, several times: the CI's second tier
