@@ -100,12 +100,32 @@ def test_a_checkpoint_of_another_grid_is_refused(change, named, tmp_path):
         assert "\n" not in str(info.value)
 
 
-def test_progressive_scores_are_not_checkpointed_yet(tmp_path):
-    X, y = make_problem(60, 4, seed=1)
-    with pytest.raises(PPackError, match="progressive") as info:
-        _grid(SELF, X, y, np.arange(60) % 3, PARAMS, checkpoint=tmp_path / "g.h5", scores="progressive")
-    assert "\n" not in str(info.value)
-    assert not (tmp_path / "g.h5").exists()
+def test_progressive_scores_resume_with_their_record(tmp_path):
+    """The progressive record (each row's last tested decision values) is in the checkpoint,
+    each rank's shard rows in global row order: the resumed pass scores every row as the
+    uninterrupted one; a checkpoint made with the score pass is refused for it."""
+    _progressive_resumes(SELF, tmp_path / "progressive.h5")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_progressive_scores_resume_with_their_record_on_every_rank(mpi_tmp_path):
+    _progressive_resumes(WORLD, mpi_tmp_path / "progressive.h5")
+
+
+def _progressive_resumes(comm, path):
+    X, y = make_multiclass(150, 6, seed=2)
+    folds = np.arange(len(y)) % 3
+    full = _grid(comm, X, y, folds, PARAMS, scores="progressive")
+    _grid(comm, X, y, folds, PARAMS, checkpoint=path, stop_after_packs=9, scores="progressive")
+    with h5py.File(path, "r") as f:
+        assert f["progressive"].shape == (150, full.held.shape[1] * full.held.shape[2])
+    resumed = _grid(comm, X, y, folds, PARAMS, checkpoint=path, resume=True, scores="progressive")
+    assert resumed.resumed_from == 9 * PARAMS["pack"]
+    np.testing.assert_array_equal(resumed.held, full.held)
+    with pytest.raises(PPackError, match="checkpoint was made with grid.scores='progressive', this run has "
+                                         "grid.scores='pass'"):
+        _grid(comm, X, y, folds, PARAMS, checkpoint=path, resume=True)
+    polite_barrier(comm)
 
 
 def test_search_checkpoints_each_pass_and_resumes_to_the_same_results(tmp_path):

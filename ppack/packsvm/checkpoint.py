@@ -70,12 +70,14 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
     return params
 
 
-def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None, column_stops=None):
+def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None, column_stops=None,
+                     progressive=None):
     """Collective: write ``path`` atomically, each rank its own table shard (see
     ``collective_write``); returns the ``WriteReport``. ``pending``: a pipelined run's
     ``pipeline.Pending`` (the ids delivered ahead, replicated; each rank's sums of the first
     pack ahead, one row per rank), or None; ``column_stops``: a grid pass's
-    ``column_stops.ColumnStops``, or None."""
+    ``column_stops.ColumnStops``, or None; ``progressive``: a grid pass's
+    ``progressive.ProgressiveRecord`` (each rank writes its shard's rows of it), or None."""
     offsets = shard_offsets(comm, table)
     entries, nonzeros = offsets
     n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
@@ -93,6 +95,9 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
         f["sampler_block"] = sampler_block
         if column_stops is not None:
             f.attrs["column_stops"] = json.dumps(column_stops.as_dict())
+        if progressive is not None:  # every row of the data set, in global row order
+            f.create_dataset("progressive", shape=(len(progressive.folds), progressive.held.shape[1]),
+                             dtype=np.float64)
         f["rank_offsets"] = entries
         f.create_dataset("owner", shape=(n,), dtype=np.int32)
         f.create_dataset("keys", shape=(n,), dtype=np.int64)
@@ -121,6 +126,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
         parts = shard_parts(table, offsets, rank)
         if pending is not None and pending.sums is not None:
             parts.append(Part("pending_sums", rank, pending.sums[None]))
+        if progressive is not None and len(progressive.held):
+            parts.append(Part("progressive", progressive.start, progressive.held))
         if table.n:
             parts.append(Part("owner", int(entries[rank]), np.full(table.n, rank, dtype=np.int32)))
             if table.averaged:
@@ -132,13 +139,14 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
 
 
 def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES, groups=None,
-                    column_stops=None, active=None):
+                    column_stops=None, active=None, progressive=None):
     """Collective: ``(table, state, stats, sampler, pending)`` of this rank from a checkpoint;
     ``pending``, a ``pipeline.Pending`` for a pipelined run's checkpoint (its sums only when
     the run has the ranks the checkpoint was written by), else None. A grid pass's: ``groups``,
     its ``KernelGroups`` (or None); ``column_stops``, its ``ColumnStops`` (or None), restored in
     place when the checkpoint has them (else the test starts afresh, as the windows of one
-    model's), and ``active``, its columns' (Q,) flags, where the stopped ones turn False.
+    model's), and ``active``, its columns' (Q,) flags, where the stopped ones turn False;
+    ``progressive``, its ``ProgressiveRecord`` (or None), whose shard rows are read in place.
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
     run may be continued longer). The --tol windows continue when ``tol_window`` is the
@@ -167,6 +175,11 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
             averaged = "avg" in f
             table = SupportVectorTable(KernelCompute(spec, n_features, a["storage"] == "csr", dtype, work_bytes,
                                                      groups), len(scale), averaged)
+            if progressive is not None:
+                if "progressive" not in f:
+                    raise InputError("dataset 'progressive' is missing: a grid pass with progressive scores "
+                                     "resumes only from its own checkpoint", path)
+                progressive.held[:] = f["progressive"][progressive.start:progressive.stop]
             if column_stops is not None and "column_stops" in a:
                 try:
                     column_stops.restore(json.loads(a["column_stops"]), active)

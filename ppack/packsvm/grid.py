@@ -317,9 +317,6 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     refuse_unsupported(est)
     if scores not in SCORES:
         raise PPackError(f"scores: one of {', '.join(SCORES)}, got {scores!r}", collective=True)
-    if checkpoint is not None and scores == "progressive":
-        raise PPackError("checkpoint: a grid pass with progressive scores is not checkpointed (its record of the "
-                         "rows' tests is not saved yet); use scores='pass'", collective=True)
     Cs = [float(C) for C in Cs]
     if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
         raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
@@ -406,7 +403,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                           average=est.average, sampling=est.sampling, step=est.step,
                           class_weight=None if weights is None else repr(est.class_weight_),
                           row_weights=shard.w is not None, svm_type=est.SVM_TYPE,
-                          epsilon=getattr(est, "epsilon", None), grid=grid_identity(Cs, specs, folds, F, K))
+                          epsilon=getattr(est, "epsilon", None), grid=grid_identity(Cs, specs, folds, F, K, scores))
     checkpointing = None if checkpoint is None else Checkpointing(
         str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
     # any other file there is refused, resuming or not (a checkpoint of this very grid is overwritten afresh)
@@ -414,7 +411,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     previous = None
     if resume and exists:
         previous = read_checkpoint(comm, checkpoint, params, specs[0], DTYPES[est.dtype_], est.tol_window,
-                                   est.work_bytes, columns.kernel_groups(), stops, columns.active)
+                                   est.work_bytes, columns.kernel_groups(), stops, columns.active, record)
     solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, est.progress, tol=None,
                           should_stop=should_stop,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
@@ -438,13 +435,14 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     return fit
 
 
-def grid_identity(Cs, specs, folds, n_folds, K):
+def grid_identity(Cs, specs, folds, n_folds, K, scores="pass"):
     """What a grid pass's checkpoint must match besides one model's parameters: the grid
     points' C values (Cs) and kernels (specs, each KernelSpec), the folds ((n_samples,) int,
-    by their SHA-1), and the columns (K class columns each)."""
+    by their SHA-1), the columns (K class columns each) and how the rows are scored (a
+    progressive record must have run from the start)."""
     return {"C": [float(C) for C in Cs], "kernels": [spec.describe() for spec in specs], "folds": int(n_folds),
             "fold_sha1": hashlib.sha1(np.ascontiguousarray(folds, dtype=np.int64).tobytes()).hexdigest(),
-            "class_columns": int(K)}
+            "class_columns": int(K), "scores": scores}
 
 
 def _kernel_spec(estimator, setting, comm, shard):

@@ -455,7 +455,8 @@ class PackedSolver:
                 pending = None if not pipelined else Pending([pack.ids for pack in ahead],
                                                              ahead[0].buf.predictions if ahead else None)
                 stats.checkpoint_writes.append(write_checkpoint(comm, checkpointing.path, table, state, stats, sampler,
-                                                                checkpointing.params, pending, self.column_stops))
+                                                                checkpointing.params, pending, self.column_stops,
+                                                                self.progressive))
                 seconds["checkpoint"] += MPI.Wtime() - start
                 last_checkpoint = time.monotonic()
                 collective2_end = MPI.Wtime()  # the next pack's serial stretch starts after the write
