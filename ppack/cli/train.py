@@ -57,7 +57,6 @@ def run(comm, args):
     kernel = args.solver == KERNEL_SOLVER
     if kernel:
         refuse_checkpoint_options_without_a_path(args)
-    if kernel:
         estimator = SVM_TYPE_CLASSES[svm_type_of(args)]
         progress = None if args.quiet or comm.Get_rank() else pack_callback(Progress(log_every=args.log_every))
         model = estimator(**packsvm_params(args), comm=comm, progress=progress)

@@ -4,7 +4,9 @@ One HDF5 file (format "ppack-checkpoint"): every rank's table shard (keys, coeff
 feature vectors, and the rank that held each entry, in rank order and slot order within a
 rank; ``rank_offsets`` (ranks + 1,) marks where each rank's entries start), the scalars of
 the model (iteration, scale, norm, the offset rho and its averaging sum), the sampler's exact position, the windows of the --tol
-test, the run statistics and the training parameters.
+test, the run statistics and the training parameters. A grid pass's (``grid.py``) also holds
+each column's --tol stop (attribute ``column_stops``) and, with progressive scores, every
+row's record (dataset ``progressive``, in global row order), and its parameters name the grid.
 
 Writing goes into one temporary file beside the target (``collective_write``): rank 0
 creates it with every dataset pre-sized, each rank's contiguous slice is written (by
@@ -294,8 +296,8 @@ def _check_header(path, attrs, params):
         was = saved.get(name)
         if name != "iterations" and was != value:
             if isinstance(was, dict) and isinstance(value, dict):  # a grid's: name the field that differs
-                name = next(f"{name}.{key}" for key in sorted(set(was) | set(value)) if was.get(key) != value.get(key))
-                was, value = was.get(name.split(".")[1]), value.get(name.split(".")[1])
+                key = next(k for k in sorted(set(was) | set(value)) if was.get(k) != value.get(k))
+                name, was, value = f"{name}.{key}", was.get(key), value.get(key)
             raise InputError(f"checkpoint was made with {name}={was!r}, this run has "
                              f"{name}={value!r}; resume with the same settings (or another "
                              f"{given('checkpoint')})", path)
