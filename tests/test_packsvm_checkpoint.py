@@ -183,10 +183,10 @@ def test_checkpoint_is_written_rank_by_rank_without_gathering_the_table(sparse, 
 
     seen, counting_of = [], []
 
-    def counted(comm, path, table, state, stats, sampler, params, pending=None, column_stops=None):
+    def counted(comm, path, table, state, stats, sampler, params, pending=None, *grid):
         counting = CountingComm(comm)
         counting_of.append(counting)
-        report = write_checkpoint(counting, path, table, state, stats, sampler, params, pending, column_stops)
+        report = write_checkpoint(counting, path, table, state, stats, sampler, params, pending, *grid)
         seen.append((counting.calls, table, state, copy.deepcopy(stats), sampler, params, pending))  # stats as written
         return report
 
