@@ -53,6 +53,7 @@ def _resumes_exactly(comm, which, extra, path):
         assert np.any(full.stops.iteration >= 0)  # some columns stopped, and where they did is kept
         np.testing.assert_array_equal(resumed.stops.iteration, full.stops.iteration)
         np.testing.assert_array_equal(resumed.refit(1).decision_function(X), full.refit(1).decision_function(X))
+    return full
 
 
 @pytest.mark.parametrize("which, extra", CASES)
@@ -63,7 +64,14 @@ def test_a_stopped_grid_pass_resumes_exactly(which, extra, tmp_path):
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("which, extra", CASES)
 def test_a_stopped_grid_pass_resumes_exactly_on_every_rank(which, extra, mpi_tmp_path):
-    _resumes_exactly(WORLD, which, extra, mpi_tmp_path / "grid.h5")
+    full = _resumes_exactly(WORLD, which, extra, mpi_tmp_path / "grid.h5")
+    polite_barrier(WORLD)
+    # one rank reading the all-rank checkpoint: the entries dealt out again, the same pass to rounding
+    X, y = make_problem(150, 6, seed=1) if which == "binary" else make_multiclass(150, 6, seed=2)
+    on_one = _grid(SELF, X, y, np.arange(len(y)) % 3, {**PARAMS, **extra}, checkpoint=mpi_tmp_path / "grid.h5",
+                   resume=True)
+    assert on_one.resumed_from == 8 * PARAMS["pack"]
+    np.testing.assert_allclose(on_one.held, full.held, rtol=0, atol=1e-9)
     polite_barrier(WORLD)
 
 
