@@ -26,7 +26,7 @@ from sklearn.utils.metaestimators import available_if
 
 from .errors import PPackError
 from .mpi.collectives import Collectives
-from .progress import Console
+from .progress import Console, pack_callback
 from .packsvm.grid import KERNEL_PARAMS, refuse_unsupported, train_grid
 from .registry import KERNEL_FACTS
 
@@ -220,12 +220,21 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             settings = list(dict.fromkeys(setting for _, setting, _ in members))  # in the grid's order
             Cs = sorted({float(C) for _, _, C in members})
             console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
-            fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
-                             memory_limit=self.memory_limit, console=console, scores=self.scores,
-                             kernels=[dict(setting) for setting in settings],
-                             checkpoint=_pass_checkpoint(checkpoint, len(self.grid_passes_), len(passes)),
-                             checkpoint_every_seconds=checkpoint_every_seconds,
-                             checkpoint_every_packs=checkpoint_every_packs, resume=resume)
+            # the pass's progress as a fit shows it (unless the estimator has its own callback)
+            bar = None if console is None or template.progress is not None else console.progress()
+            if bar is not None:
+                template.set_params(progress=pack_callback(bar))
+            try:
+                fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
+                                 memory_limit=self.memory_limit, console=console, scores=self.scores,
+                                 kernels=[dict(setting) for setting in settings],
+                                 checkpoint=_pass_checkpoint(checkpoint, len(self.grid_passes_), len(passes)),
+                                 checkpoint_every_seconds=checkpoint_every_seconds,
+                                 checkpoint_every_packs=checkpoint_every_packs, resume=resume)
+            finally:
+                if bar is not None:
+                    bar.close()
+                    template.set_params(progress=None)  # the refit models do not keep the bar
             for index, setting, C in members:
                 g = settings.index(setting) * len(Cs) + Cs.index(float(C))
                 for f in range(n_splits):

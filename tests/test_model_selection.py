@@ -149,6 +149,7 @@ def test_verbose_reports_the_memory_per_stored_row(capsys):
     err = capsys.readouterr().err
     # 2 C values x (3 folds + refit) = 8 columns, 24 bytes each with averaging
     assert "PackGridSearchCV: grid of 2 C values x 3 folds + the refit: 8 columns: 192 bytes per stored row" in err
+    assert "20/120 it (17%)" in err  # the pass's progress as a fit shows it: its first pack of 2 epochs x 60 rows
 
 
 # kernel settings whose kernels come from dot products: one pass, one GEMM (or reduction) per tile
