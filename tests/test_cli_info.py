@@ -26,6 +26,28 @@ def test_info_describes_data_model_and_checkpoint(mpi_tmp_path, capsys):
     fails_with(capsys, ["info", str(d / "missing.h5")], "missing.h5: No such file")
 
 
+def test_info_describes_a_grid_checkpoint(tmp_path, capsys):
+    """A grid pass's checkpoint: its grid points, folds, columns (those stopped by tol) and
+    kernels, apart from the run's line."""
+    import numpy as np
+
+    from ppack import PackSVC
+    from ppack.packsvm.grid import train_grid
+
+    X, y = make_problem(150, 6, seed=1)
+    train_grid(PackSVC(comm=MPI.COMM_SELF, gamma=0.3, epochs=3, pack=20, seed=5, tol=0.1, tol_window=40), X, y,
+               [0.5, 4.0, 30.0], np.arange(150) % 3, 3, kernels=[{"gamma": 0.3}, {"kernel": "linear"}],
+               checkpoint=tmp_path / "g.h5", stop_after_packs=15)
+    main(["info", str(tmp_path / "g.h5")], comm=MPI.COMM_SELF)
+    lines = capsys.readouterr().out.splitlines()
+    assert "grid=" not in lines[2]  # the run's line leaves the grid to the lines below
+    stopped = int(lines[3].split("columns (")[1].split(" stopped")[0])
+    assert lines[3] == (f"  grid pass: 3 C values x 2 kernel settings = 6 grid points, 3 folds + the refit, 1 class "
+                        f"column(s) each: 24 columns ({stopped} stopped by tol), pass scores") and stopped > 0
+    assert lines[4] == "  C: 0.5, 4, 30"
+    assert lines[5].startswith("  kernel: rbf") and lines[6].startswith("  kernel: linear")
+
+
 @pytest.mark.job
 def test_a_truncated_file_is_one_line(tmp_path):
     """A data set or model cut short: one line naming the file, status 1, as train and predict

@@ -106,11 +106,22 @@ def _describe_checkpoint(path, f):
     a = f.attrs
     params = json.loads(a["params"])
     stats = json.loads(a["stats"])
-    return [f"{path}: ppack checkpoint (format_version {a['format_version']}, "
-            f"{'complete' if a.get('complete', False) else 'INCOMPLETE'})",
-            f"  iteration {a['iteration']} of {params.get('iterations')}, {len(f['keys'])} support vectors "
-            f"on {a['ranks']} ranks, {stats['packs']} packs done",
-            "  run: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))]
+    grid = params.pop("grid", None)
+    lines = [f"{path}: ppack checkpoint (format_version {a['format_version']}, "
+             f"{'complete' if a.get('complete', False) else 'INCOMPLETE'})",
+             f"  iteration {a['iteration']} of {params.get('iterations')}, {len(f['keys'])} support vectors "
+             f"on {a['ranks']} ranks, {stats['packs']} packs done",
+             "  run: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))]
+    if grid is not None:  # a grid pass (tune, PackGridSearchCV): its first column's kernel and sigma are above
+        settings, points = len(grid["kernels"]), len(grid["kernels"]) * len(grid["C"])
+        stopped = sum(i >= 0 for i in json.loads(a["column_stops"])["iteration"]) if "column_stops" in a else 0
+        lines += [f"  grid pass: {len(grid['C'])} C values x {settings} kernel settings = {points} grid points, "
+                  f"{grid['folds']} folds + the refit, {grid['class_columns']} class column(s) each: "
+                  f"{points * (grid['folds'] + 1) * grid['class_columns']} columns ({stopped} stopped by tol), "
+                  f"{grid.get('scores', 'pass')} scores",
+                  "  C: " + ", ".join(f"{C:g}" for C in grid["C"])]
+        lines += [f"  kernel: {kernel}" for kernel in grid["kernels"]]
+    return lines
 
 
 def _describe_text(path):
