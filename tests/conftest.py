@@ -48,15 +48,13 @@ def pytest_sessionstart(session):
     """Under MPI, ranks 1.. compile numba kernels into the cache while rank 0 runs its tests
     (compiling is single-threaded, and they would otherwise sleep until the all-rank tests):
     the kernel trainer's kernels, the grid's kernel groups and every linear solver, each part
-    in the order rank 0's tests need it, the parts dealt out over as many ranks as the node has
-    cores beside rank 0's (at least one rank, which then takes them all in turn: more would
-    slow rank 0's own tests). Rank 0 loads what they wrote, or compiles it itself if it gets
-    there first; either way the results are the same."""
-    helpers = min(WORLD.Get_size() - 1, max(1, NODE_CORES - 1))  # on the cores rank 0 leaves free
-    rank = WORLD.Get_rank()
-    if helpers and 0 < rank <= helpers:
+    in the order rank 0's tests need it, the parts dealt out over ranks 1.. (one rank takes
+    them all in turn). Rank 0 loads what they wrote, or compiles it itself if it gets there
+    first; either way the results are the same."""
+    size, rank = WORLD.Get_size(), WORLD.Get_rank()
+    if size > 1 and rank > 0:
         for i, part in enumerate(COMPILE_AHEAD):
-            if 1 + i % helpers == rank:
+            if 1 + i % (size - 1) == rank:
                 part()
 
 
