@@ -11,6 +11,7 @@ the training rows after each training pass (the same grouped kernel sums), each 
 the columns that held it out, or, with ``scores="progressive"``, from the predictions the
 held-out columns tested during training (``packsvm.progressive``: no second pass).
 """
+import contextlib
 import os
 import time
 from collections import defaultdict
@@ -77,7 +78,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         Bytes per rank a pass's table may take (None: the machine's memory over the ranks
         that share it); a grid that would not fit is refused in one line before training.
     verbose : int, default=0
-        Above 0, rank 0 tells each pass and its memory per stored row.
+        Above 0, rank 0 tells each pass and its memory per stored row, and shows its
+        progress.
     scores : {"pass", "progressive"}, default="pass"
         "pass": after training, one predict pass over the training rows scores each row
         with the final columns that held it out. "progressive": each row sampled during
@@ -87,6 +89,14 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         (``split<i>_scored_rows`` counts the rest), and a row drawn early is judged by
         the early, unaveraged SGD iterate, so the estimate runs below the pass's, most for
         the grid points that converge slowest (large C): it favours small C.
+    n_jobs : int or None, default=None
+        The numba threads of each rank during the passes, where GridSearchCV's n_jobs is
+        the fits run side by side: None or -1 for the rank's share of its node's cores (what
+        every fit takes by default), k > 0 for k threads (at most numba's maximum). The
+        ranks are mpiexec's.
+    return_train_score : bool, default=False
+        Only False: the columns' scores on their own training rows would take a predict
+        pass over every row for every column; True is refused in one line.
 
     Attributes
     ----------
@@ -133,7 +143,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     """
 
     def __init__(self, estimator, param_grid, cv=5, scoring=None, refit=True, memory_limit=None, verbose=0,
-                 scores="pass"):
+                 scores="pass", n_jobs=None, return_train_score=False):
         self.estimator = estimator
         self.param_grid = param_grid
         self.cv = cv
@@ -142,6 +152,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.memory_limit = memory_limit
         self.verbose = verbose
         self.scores = scores
+        self.n_jobs = n_jobs
+        self.return_train_score = return_train_score
 
     @property
     def _estimator_type(self):
@@ -197,6 +209,13 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             raise PPackError(f"refit: True or False (one scorer), got {self.refit!r}")
         if isinstance(self.scoring, (list, tuple, set, dict)):
             raise PPackError("scoring: one scorer (a name or a callable); several at once are not supported yet")
+        if self.return_train_score:
+            raise PPackError("return_train_score: only False; the training rows' scores of every column would take "
+                             "a predict pass over every row for every column")
+        if self.n_jobs is not None and (not isinstance(self.n_jobs, (int, np.integer)) or isinstance(self.n_jobs, bool)
+                                        or not (self.n_jobs == -1 or self.n_jobs > 0)):
+            raise PPackError(f"n_jobs: None, -1 (the rank's share of its node's cores) or a positive count of "
+                             f"threads, got {self.n_jobs!r}")
         scorer = None if self.scoring is None else check_scoring(estimator, scoring=self.scoring)
         n = X.shape[0]
         folds, n_splits = self._folds(comm, X, y, groups, n)
@@ -215,41 +234,42 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
         best = None  # (mean score, candidate index, its pass, its grid point)
         self.grid_passes_ = []
-        for (other, _), members in passes.items():
-            template = clone(estimator).set_params(**{k: candidates[members[0][0]][k] for k, _ in other})
-            settings = list(dict.fromkeys(setting for _, setting, _ in members))  # in the grid's order
-            Cs = sorted({float(C) for _, _, C in members})
-            console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
-            # the pass's progress as a fit shows it (unless the estimator has its own callback)
-            bar = None if console is None or template.progress is not None else console.progress()
-            if bar is not None:
-                template.set_params(progress=pack_callback(bar))
-            try:
-                fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
-                                 memory_limit=self.memory_limit, console=console, scores=self.scores,
-                                 kernels=[dict(setting) for setting in settings],
-                                 checkpoint=_pass_checkpoint(checkpoint, len(self.grid_passes_), len(passes)),
-                                 checkpoint_every_seconds=checkpoint_every_seconds,
-                                 checkpoint_every_packs=checkpoint_every_packs, resume=resume)
-            finally:
+        with _numba_threads(self.n_jobs):  # the passes' threads (n_jobs), as they were afterwards
+            for (other, _), members in passes.items():
+                template = clone(estimator).set_params(**{k: candidates[members[0][0]][k] for k, _ in other})
+                settings = list(dict.fromkeys(setting for _, setting, _ in members))  # in the grid's order
+                Cs = sorted({float(C) for _, _, C in members})
+                console = Console(type(self).__name__, int(self.verbose), comm.Get_rank()) if self.verbose else None
+                # the pass's progress as a fit shows it (unless the estimator has its own callback)
+                bar = None if console is None or template.progress is not None else console.progress()
                 if bar is not None:
-                    bar.close()
-                    template.set_params(progress=None)  # the refit models do not keep the bar
-            for index, setting, C in members:
-                g = settings.index(setting) * len(Cs) + Cs.index(float(C))
-                for f in range(n_splits):
-                    rows, decisions, labels = fit.held_out(g, f)
-                    scores[index, f] = self._score(fit.template, scorer, decisions, labels, rows)
-                    scored_rows[index, f] = len(rows)
-                fit_time[index] = fit.seconds["train"] / len(members)
-                score_time[index] = fit.seconds["score"] / len(members)
-                mean = float(np.mean(scores[index]))
-                if best is None or mean > best[0] or (mean == best[0] and index < best[1]):
-                    best = (mean, index, fit, g)
-            self.grid_passes_.append({"params": dict(other), "kernels": [dict(setting) for setting in settings],
-                                      "C": Cs, "columns": fit.table.n_columns,
-                                      "seconds": dict(fit.seconds), "memory": fit.memory.line(),
-                                      "resumed_from": fit.resumed_from})
+                    template.set_params(progress=pack_callback(bar))
+                try:
+                    fit = train_grid(template, X, y, Cs, folds, n_splits, sample_weight=sample_weight,
+                                     memory_limit=self.memory_limit, console=console, scores=self.scores,
+                                     kernels=[dict(setting) for setting in settings],
+                                     checkpoint=_pass_checkpoint(checkpoint, len(self.grid_passes_), len(passes)),
+                                     checkpoint_every_seconds=checkpoint_every_seconds,
+                                     checkpoint_every_packs=checkpoint_every_packs, resume=resume)
+                finally:
+                    if bar is not None:
+                        bar.close()
+                        template.set_params(progress=None)  # the refit models do not keep the bar
+                for index, setting, C in members:
+                    g = settings.index(setting) * len(Cs) + Cs.index(float(C))
+                    for f in range(n_splits):
+                        rows, decisions, labels = fit.held_out(g, f)
+                        scores[index, f] = self._score(fit.template, scorer, decisions, labels, rows)
+                        scored_rows[index, f] = len(rows)
+                    fit_time[index] = fit.seconds["train"] / len(members)
+                    score_time[index] = fit.seconds["score"] / len(members)
+                    mean = float(np.mean(scores[index]))
+                    if best is None or mean > best[0] or (mean == best[0] and index < best[1]):
+                        best = (mean, index, fit, g)
+                self.grid_passes_.append({"params": dict(other), "kernels": [dict(setting) for setting in settings],
+                                          "C": Cs, "columns": fit.table.n_columns,
+                                          "seconds": dict(fit.seconds), "memory": fit.memory.line(),
+                                          "resumed_from": fit.resumed_from})
         self.cv_results_ = _results(candidates, scores, fit_time, score_time)
         for f in range(n_splits):
             self.cv_results_[f"split{f}_scored_rows"] = scored_rows[:, f]
@@ -439,3 +459,20 @@ def _pass_checkpoint(path, i, passes):
         return path
     path = Path(path)
     return path.with_name(f"{path.stem}.pass{i}{path.suffix}")
+
+
+@contextlib.contextmanager
+def _numba_threads(n_jobs):
+    """numba's threads on this rank while the passes run: n_jobs (> 0) of them, or as they are
+    (None, -1: the rank's share of its node's cores); restored afterwards."""
+    if n_jobs is None or n_jobs == -1:
+        yield
+        return
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(int(n_jobs), numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)

@@ -141,6 +141,29 @@ def test_other_refusals():
         PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=ShuffleSplit(3, random_state=0)).fit(X, y)
     with pytest.raises(PPackError, match="PackOneClassSVM is not supported yet"):
         PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3).fit(X)
+    with pytest.raises(PPackError, match="return_train_score: only False"):
+        PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=3, return_train_score=True).fit(X, y)
+    for n_jobs in (0, -2, 1.5, True):
+        with pytest.raises(PPackError, match=r"n_jobs: None, -1 \(the rank's share"):
+            PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=3, n_jobs=n_jobs).fit(X, y)
+
+
+def test_n_jobs_sets_the_passes_threads_and_not_the_results():
+    """n_jobs = k runs the passes on k numba threads (restored afterwards); the scores do not
+    depend on it (the cores' sums are the same whatever the thread count)."""
+    import numba
+
+    X, y = make_problem(150, 6, seed=1)
+    seen = []
+
+    def progress(state, stats, n_support, total):
+        seen.append(numba.get_num_threads())
+    before = numba.get_num_threads()
+    one = PackGridSearchCV(PackSVC(comm=SELF, progress=progress, **PARAMS), {"C": Cs}, cv=3, n_jobs=1).fit(X, y)
+    assert set(seen) == {1} and numba.get_num_threads() == before
+    default = PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=3, n_jobs=-1).fit(X, y)
+    np.testing.assert_array_equal(one.cv_results_["mean_test_score"], default.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(one.decision_function(X), default.decision_function(X))
 
 
 def test_verbose_reports_the_memory_per_stored_row(capsys):
