@@ -11,7 +11,6 @@ the training rows after each training pass (the same grouped kernel sums), each 
 the columns that held it out, or, with ``scores="progressive"``, from the predictions the
 held-out columns tested during training (``packsvm.progressive``: no second pass).
 """
-import contextlib
 import os
 import time
 from collections import defaultdict
@@ -26,6 +25,7 @@ from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils.metaestimators import available_if
 
 from .errors import PPackError
+from .kernels.threads import numba_threads
 from .mpi.collectives import Collectives
 from .progress import Console, pack_callback
 from .packsvm.grid import KERNEL_PARAMS, refuse_unsupported, train_grid
@@ -234,7 +234,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
         best = None  # (mean score, candidate index, its pass, its grid point)
         self.grid_passes_ = []
-        with _numba_threads(self.n_jobs):  # the passes' threads (n_jobs), as they were afterwards
+        with numba_threads(None if self.n_jobs == -1 else self.n_jobs):  # the passes' threads, restored after
             for (other, _), members in passes.items():
                 template = clone(estimator).set_params(**{k: candidates[members[0][0]][k] for k, _ in other})
                 settings = list(dict.fromkeys(setting for _, setting, _ in members))  # in the grid's order
@@ -459,20 +459,3 @@ def _pass_checkpoint(path, i, passes):
         return path
     path = Path(path)
     return path.with_name(f"{path.stem}.pass{i}{path.suffix}")
-
-
-@contextlib.contextmanager
-def _numba_threads(n_jobs):
-    """numba's threads on this rank while the passes run: n_jobs (> 0) of them, or as they are
-    (None, -1: the rank's share of its node's cores); restored afterwards."""
-    if n_jobs is None or n_jobs == -1:
-        yield
-        return
-    import numba
-
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(int(n_jobs), numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)

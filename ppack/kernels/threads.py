@@ -60,6 +60,23 @@ def configure_threads(comm, threads=None, limit_blas=True):
     return threads
 
 
+@contextlib.contextmanager
+def numba_threads(count):
+    """Context: numba's threads on this rank are ``count`` (at most numba's maximum) inside it,
+    and what they were after it; None leaves them as they are."""
+    if count is None:
+        yield
+        return
+    import numba
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(count), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
 @functools.lru_cache(maxsize=1)
 def _blas_pools():
     """The loaded BLAS libraries' thread pools (found once: a lookup costs milliseconds,
