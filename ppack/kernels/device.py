@@ -139,6 +139,15 @@ def device_passes():
     return value
 
 
+def refuse_kernel_groups(device, n_kernels):
+    """A one-line PPackError where ``n_kernels`` kernel groups (a grid pass's kernel settings)
+    would run on a device other than the CPU: the grouped cores are the CPU's alone."""
+    if device != "cpu" and n_kernels > 1:
+        raise PPackError(f"{given('device', device)}: a grid over {n_kernels} kernel settings in one pass runs its "
+                         "kernel sums on the CPU only; use device='cpu', or one kernel setting per pass",
+                         collective=True)
+
+
 def on_device(compute, device, comm):
     """Collective: ``compute`` (a KernelCompute) as it runs on ``device``: itself for "cpu", an
     ``ArrayCompute`` on this rank's GPU sharing its stored rows for "gpu", its device path
@@ -147,10 +156,7 @@ def on_device(compute, device, comm):
         return compute
     if device != "gpu":
         raise PPackError(f"{given('device')}: expected one of {', '.join(COMPUTE_DEVICES)}, got {device!r}")
-    if compute.groups is not None:
-        raise PPackError(f"{given('device', device)}: a grid over {len(compute.groups.specs)} kernel settings in one "
-                         "pass runs its kernel sums on the CPU only; use device='cpu', or one kernel setting per "
-                         "pass", collective=True)
+    refuse_kernel_groups(device, 1 if compute.groups is None else len(compute.groups.specs))
     from .array_compute import ArrayCompute
 
     run_collectively(comm, refuse_tf32, compute)

@@ -36,6 +36,7 @@ from mpi4py import MPI
 
 from ..errors import PPackError, given
 from ..kernels.compute import KernelCompute, KernelGroups
+from ..kernels.device import refuse_kernel_groups
 from ..kernels.precision import resolve_dtype
 from ..kernels.spec import KernelSpec
 from ..kernels.threads import ensure_threads
@@ -142,14 +143,17 @@ class GridFit:
     (G,) its ``Cs``, ``settings`` (the kernel parameters it sets, a dict) and ``specs`` (its
     KernelSpec); ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``; ``stops``:
     the ``ColumnStops`` of a run with ``tol`` (each column's stop), or None; ``avg_weight``
-    (Q,): each column's averages' weight sum (where it stopped, or at the end)."""
+    (Q,): each column's averages' weight sum (where it stopped, or at the end);
+    ``resumed_from``: the iteration the pass resumed from a checkpoint at (None: afresh);
+    ``stopped``: whether it stopped early on request (then it is not scored)."""
 
     def __init__(self, template, Cs, settings, specs, n_folds, folds, shard, weights, table, state, stats, loss, T,
-                 seed, compile_seconds, memory, stops=None):
+                 seed, compile_seconds, memory, stops=None, resumed_from=None, stopped=False):
         self.template, self.Cs, self.n_folds, self.folds = template, list(Cs), int(n_folds), folds
         self.settings, self.specs = list(settings), list(specs)
         self.shard, self.weights, self.table, self.state, self.stats = shard, weights, table, state, stats
         self.loss, self.T, self.seed, self.compile_seconds, self.memory = loss, T, seed, compile_seconds, memory
+        self.resumed_from, self.stopped = resumed_from, stopped
         self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
         self.scores = "pass"
@@ -335,10 +339,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
         raise PPackError(f"kernel: {specs[0].name} and laplacian do not share a pass (laplacian's L1 distances are "
                          "not dot products); one pass for the dot-product kernels, one for laplacian",
                          collective=True)
-    if est.device != "cpu" and len(specs) > 1:
-        raise PPackError(f"{given('device', est.device)}: a grid over {len(specs)} kernel settings in one pass runs "
-                         "its kernel sums on the CPU only; use device='cpu', or one kernel setting per pass",
-                         collective=True)
+    refuse_kernel_groups(est.device, len(specs))  # before any training work: the pass would meet it in the loop
     # the strictest of the settings' types: float32 only where every setting's kernels allow it
     resolved = [resolve_dtype(comm, est.dtype, shard, spec) for spec in specs]
     dtype = "float64" if any(name == "float64" for name, _ in resolved) else resolved[0][0]
@@ -423,9 +424,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     table, state, stats, stopped = solver.run(shard, labels, checkpointing, previous, stop_after_packs, weights)
     fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
                   F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
-                  compile_seconds + solver.device_seconds, memory, stops)
-    fit.resumed_from = resumed_from
-    fit.stopped = stopped
+                  compile_seconds + solver.device_seconds, memory, stops, resumed_from, stopped)
     if stopped:
         return fit
     if record is None:
@@ -456,6 +455,7 @@ def _kernel_spec(estimator, setting, comm, shard):
     p = run_collectively(comm, model.validate_params)
     return KernelSpec(p["kernel"], resolve_gamma(comm, p["gamma"], shard), p["degree"], p["coef0"],
                       estimator.spec_.offset)
+
 
 def _size(n):
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

@@ -397,24 +397,16 @@ def rates_of_run(metrics):
 
 def _calibrate(path, params, n, T, r):
     """``Rates`` from a short single-process run on this machine."""
-    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(read_dtype(params["dtype"])))
-    m = min(n, CALIBRATION_ROWS)
-    X, y = shard.float_rows(0, m), shard.y[:m]
-    sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
-                  iterations=min(T, max(20 * r, m // 2)))
-    if sample.get("sigma") is not None:  # the same C as the full run: C = 1 / (n sigma)
-        sample["C"], sample["sigma"] = 1.0 / (n * sample["sigma"]), None
+    X, y, m, sample = _calibration_sample(path, params, n, T, r)
     calibration = PackSVC(**sample)
     calibration.fit(X, y)  # the first fit may compile; time a second one
     start = time.perf_counter()
     calibration.fit(X, y)
     seconds = time.perf_counter() - start
     info = calibration.training_
-    kernel = info["seconds"]["kernel_sums"]
-    packs, r_run = info["packs"], int(sample.get("pack", r))
-    sv_rows = sum(min(calibration.n_support_ * k / packs, m) for k in range(1, packs + 1)) * r_run
-    return Rates(kernel / max(sv_rows, 1.0), (seconds - kernel) / packs, calibration.n_support_ / info["iterations"],
-                 f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
+    return _measured_rates(info["seconds"]["kernel_sums"], seconds, info["packs"], calibration.n_support_,
+                           info["iterations"], m, r,
+                           f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
 
 
 def _calibrate_grid(path, params, grid, n, T, r):
@@ -424,11 +416,7 @@ def _calibrate_grid(path, params, grid, n, T, r):
     value, its replay of every column) as ``_calibrate``'s of one model's."""
     from .grid import train_grid
 
-    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(read_dtype(params["dtype"])))
-    m = min(n, CALIBRATION_ROWS)
-    X, y = shard.float_rows(0, m), shard.y[:m]
-    sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
-                  iterations=min(T, max(20 * r, m // 2)))
+    X, y, m, sample = _calibration_sample(path, params, n, T, r)
     folds = np.random.RandomState(0).permutation(m) % int(grid["folds"])
 
     def grid_pass():
@@ -437,12 +425,31 @@ def _calibrate_grid(path, params, grid, n, T, r):
     start = time.perf_counter()
     fit = grid_pass()
     seconds = time.perf_counter() - start - fit.seconds["score"]
-    kernel, packs, stored = fit.stats.seconds["kernel_sums"], fit.stats.packs, len(fit.table)
-    sv_rows = sum(min(stored * k / packs, m) for k in range(1, packs + 1)) * r
-    rates = Rates(kernel / max(sv_rows, 1.0), (seconds - kernel) / packs, stored / fit.state.iteration,
-                  f"calibrated on a grid pass of {m} rows, {fit.state.iteration} iterations, {fit.table.n_columns} "
-                  "columns, one process on this machine")
+    stored, iterations = len(fit.table), fit.state.iteration
+    rates = _measured_rates(fit.stats.seconds["kernel_sums"], seconds, fit.stats.packs, stored, iterations, m, r,
+                            f"calibrated on a grid pass of {m} rows, {iterations} iterations, "
+                            f"{fit.table.n_columns} columns, one process on this machine")
     return rates, fit.seconds["score"] / max(1.0, m * stored)
+
+
+def _calibration_sample(path, params, n, T, r):
+    """(X, y, m, sample): the first m (at most CALIBRATION_ROWS) rows of ``path`` and PackSVC's
+    parameters for a short run on them, of the same C as the planned run."""
+    shard = load_shard(MPI.COMM_SELF, path, dtype=np.dtype(read_dtype(params["dtype"])))
+    m = min(n, CALIBRATION_ROWS)
+    sample = dict(params, comm=MPI.COMM_SELF, epochs=PACKSVM_PARAMS["epochs"].default,
+                  iterations=min(T, max(20 * r, m // 2)))
+    if sample.get("sigma") is not None:  # the same C as the full run: C = 1 / (n sigma)
+        sample["C"], sample["sigma"] = 1.0 / (n * sample["sigma"]), None
+    return shard.float_rows(0, m), shard.y[:m], m, sample
+
+
+def _measured_rates(kernel, seconds, packs, stored, iterations, m, r, source):
+    """``Rates`` of a timed calibration run: ``kernel`` of its ``seconds`` in the kernel sums over
+    ``packs`` packs of r rows, its table grown to ``stored`` rows (taken as linear) in
+    ``iterations`` on m rows."""
+    sv_rows = sum(min(stored * k / packs, m) for k in range(1, packs + 1)) * r
+    return Rates(kernel / max(sv_rows, 1.0), (seconds - kernel) / packs, stored / iterations, source)
 
 
 def pipelined_waiting(local, collective, jitter, ranks):
