@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 from scipy.stats import rankdata
-from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, RegressorMixin, clone, is_classifier
+from sklearn.base import (BaseEstimator, ClassifierMixin, MetaEstimatorMixin, OutlierMixin, RegressorMixin, clone,
+                          is_classifier)
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils.metaestimators import available_if
@@ -28,12 +29,12 @@ from .errors import PPackError
 from .kernels.threads import numba_threads
 from .mpi.collectives import Collectives
 from .progress import Console, pack_callback
-from .packsvm.grid import KERNEL_PARAMS, refuse_unsupported, train_grid
+from .packsvm.grid import KERNEL_PARAMS, grid_parameter, refuse_unsupported, train_grid
 from .registry import KERNEL_FACTS
 
-# the estimator's parameters a pass shares across its columns (C and the kernel settings, grouped by
-# the reduction their kernel needs: ``_reduction``); the others split passes
-SHARED_IN_A_PASS = ("C",) + KERNEL_PARAMS
+# the estimator's parameters a pass shares across its columns (C, or nu for one-class, and the kernel
+# settings, grouped by the reduction their kernel needs: ``_reduction``); the others split passes
+SHARED_IN_A_PASS = ("C", "nu") + KERNEL_PARAMS
 
 
 class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
@@ -204,7 +205,14 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         estimator = self.estimator
         comm = estimator._comm()
         refuse_unsupported(estimator)
-        default_C = 1.0 if estimator.get_params()["C"] is None else estimator.get_params()["C"]
+        name = grid_parameter(estimator)  # C, or nu for one-class
+        default_C = 1.0 if estimator.get_params()[name] is None else estimator.get_params()[name]
+        if name == "nu" and self.scoring is None:
+            raise PPackError("scoring: PackOneClassSVM has no score of its own; give one, as 'accuracy' or 'f1' "
+                             "against y's labels (+1 inlier, -1 outlier)")
+        if name == "nu" and y is None:
+            raise PPackError("y: a one-class search trains without labels but scores its held-out rows against "
+                             "them; give y (+1 inlier, -1 outlier)")
         if not isinstance(self.refit, bool):
             raise PPackError(f"refit: True or False (one scorer), got {self.refit!r}")
         if isinstance(self.scoring, (list, tuple, set, dict)):
@@ -228,7 +236,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             other = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k not in SHARED_IN_A_PASS))
             setting = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k in KERNEL_PARAMS))
             reduction = _reduction(params.get("kernel", estimator.get_params()["kernel"]))
-            passes[other, reduction].append((index, setting, params.get("C", default_C)))
+            passes[other, reduction].append((index, setting, params.get(name, default_C)))
         scores = np.full((len(candidates), n_splits), np.nan)
         scored_rows = np.zeros((len(candidates), n_splits), dtype=np.int64)
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
@@ -267,7 +275,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
                     if best is None or mean > best[0] or (mean == best[0] and index < best[1]):
                         best = (mean, index, fit, g)
                 self.grid_passes_.append({"params": dict(other), "kernels": [dict(setting) for setting in settings],
-                                          "C": Cs, "columns": fit.table.n_columns,
+                                          name: Cs, "columns": fit.table.n_columns,
                                           "seconds": dict(fit.seconds), "memory": fit.memory.line(),
                                           "resumed_from": fit.resumed_from})
         self.cv_results_ = _results(candidates, scores, fit_time, score_time)
@@ -406,10 +414,11 @@ class _HeldOut:
     def __init__(self, template, decisions):
         self._template, self._decisions = template, decisions
         self.classes_ = getattr(template, "classes_", None)
-        self._estimator_type = "classifier" if is_classifier(template) else "regressor"
+        self._estimator_type = template.__sklearn_tags__().estimator_type
 
     def __sklearn_tags__(self):
-        base = ClassifierMixin if self._estimator_type == "classifier" else RegressorMixin
+        base = {"classifier": ClassifierMixin, "outlier_detector": OutlierMixin}.get(self._estimator_type,
+                                                                                  RegressorMixin)
         return type("_Tagged", (base, BaseEstimator), {})().__sklearn_tags__()
 
     def decision_function(self, X):

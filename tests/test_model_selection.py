@@ -139,8 +139,15 @@ def test_other_refusals():
         PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=3, scoring="neg_log_loss").fit(X, y)
     with pytest.raises(PPackError, match="the test sets overlap"):
         PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=ShuffleSplit(3, random_state=0)).fit(X, y)
-    with pytest.raises(PPackError, match="PackOneClassSVM is not supported yet"):
-        PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3).fit(X)
+    with pytest.raises(PPackError, match="scoring: PackOneClassSVM has no score of its own"):
+        PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3).fit(X, y)
+    with pytest.raises(PPackError, match="y: a one-class search trains without labels"):
+        PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3, scoring="accuracy").fit(X)
+    with pytest.raises(PPackError, match=r"nu: a grid needs values in \(0, 1\]"):
+        PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.5, 2.0]}, cv=3, scoring="accuracy").fit(X, y)
+    with pytest.raises(PPackError, match="scores: 'progressive' does not score one-class columns"):
+        PackGridSearchCV(PackOneClassSVM(comm=SELF), {"nu": [0.1]}, cv=3, scoring="accuracy",
+                         scores="progressive").fit(X, y)
     with pytest.raises(PPackError, match="return_train_score: only False"):
         PackGridSearchCV(PackSVC(comm=SELF, **PARAMS), {"C": Cs}, cv=3, return_train_score=True).fit(X, y)
     for n_jobs in (0, -2, 1.5, True):
@@ -241,3 +248,69 @@ def test_a_gpu_pass_over_several_kernel_settings_is_refused_in_one_line():
                                          "sums on the CPU only"):
         train_grid(PackSVC(comm=SELF, device="gpu", **PARAMS), X, y, Cs, np.arange(60) % 3, 3,
                    kernels=[{"gamma": 0.1}, {"gamma": 0.2}])
+
+
+def outliers(n_inliers=150, n_outliers=30, seed=6):
+    """Gaussian inliers (+1) and wider, shifted outliers (-1), interleaved."""
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(size=(n_inliers, 4)), 3 * rng.normal(size=(n_outliers, 4)) + 2])
+    y = np.r_[np.ones(n_inliers), -np.ones(n_outliers)]
+    order = rng.permutation(len(y))
+    return X[order], y[order]
+
+
+@pytest.mark.parametrize("comm", COMMS)
+@pytest.mark.parametrize("average", [False, True])
+def test_one_class_columns_equal_the_separate_fits_they_stand_for(comm, average):
+    """One-class column (nu, fold f) is a PackOneClassSVM fit with nu m_f / n (a fraction of the
+    rows it trains on) and sample_weight 0 on fold f, its rho the nu-quantile that fit sets;
+    the refit column is a fit with nu on every row. Two kernel settings, each with its own
+    radius (rho's interval, the projection bound)."""
+    X, y = outliers()
+    n, F = len(y), 3
+    folds = np.arange(n) % F
+    nus, gammas = [0.1, 0.3], [0.3, 0.1]
+    params = {**PARAMS, "epochs": 1, "average": average}
+    weights = np.linspace(0.5, 1.5, n)
+    fit = train_grid(PackOneClassSVM(comm=comm, **params), X, y, nus, folds, F, sample_weight=weights,
+                     kernels=[{"gamma": gamma} for gamma in gammas])
+    rhos = set()
+    for g, (gamma, nu) in enumerate([(gamma, nu) for gamma in gammas for nu in nus]):
+        for f in ([0, 2] if g % 2 == 0 else [1]):
+            rows, decisions, labels = fit.held_out(g, f)
+            separate = PackOneClassSVM(comm=comm, **{**params, "gamma": gamma},
+                                       nu=nu * np.count_nonzero(folds != f) / n).fit(
+                X, sample_weight=np.where(folds == f, 0.0, weights))
+            np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=0, atol=1e-9)
+            assert np.array_equal(labels, y[rows])
+            rhos.add(round(separate.rho_, 12))
+        refit = fit.refit(g)
+        separate = PackOneClassSVM(comm=comm, **{**params, "gamma": gamma}, nu=nu).fit(X, sample_weight=weights)
+        np.testing.assert_allclose(refit.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-9)
+        assert refit.rho_ == pytest.approx(separate.rho_, abs=1e-12)
+        assert (refit.nu, refit.sigma_, refit.C_, refit.n_support_) == (nu, separate.sigma_, separate.C_,
+                                                                        separate.n_support_)
+    assert len(rhos) > 1
+
+
+def test_one_class_search_scores_held_out_rows_against_the_labels():
+    X, y = outliers()
+    estimator = PackOneClassSVM(comm=SELF, **{**PARAMS, "epochs": 1})
+    grid = {"nu": [0.05, 0.2, 0.5], "gamma": [0.05, 0.3]}
+    search = PackGridSearchCV(estimator, grid, cv=3, scoring="f1").fit(X, y)
+    assert len(search.grid_passes_) == 1 and search.grid_passes_[0]["nu"] == [0.05, 0.2, 0.5]
+    folds = np.zeros(len(y), dtype=int)
+    for f, (_, test) in enumerate(KFold(3).split(X)):  # an outlier detector's cv=3: KFold, unshuffled
+        folds[test] = f
+    best = search.best_params_
+    column = PackOneClassSVM(comm=SELF, **{**PARAMS, "epochs": 1, "gamma": best["gamma"]},
+                             nu=best["nu"] * np.count_nonzero(folds != 2) / len(y)).fit(
+        X, sample_weight=(folds != 2).astype(float))
+    from sklearn.metrics import f1_score
+    assert search.cv_results_["split2_test_score"][search.best_index_] == pytest.approx(
+        f1_score(y[folds == 2], column.predict(X[folds == 2])), abs=1e-12)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores.max() > scores.min()  # nu matters on data with 1 row in 6 an outlier
+    separate = PackOneClassSVM(comm=SELF, **{**PARAMS, "epochs": 1, **best}).fit(X)
+    np.testing.assert_array_equal(search.predict(X), separate.predict(X))
+    assert search.score(X, y) == pytest.approx(f1_score(y, separate.predict(X)), abs=1e-12)

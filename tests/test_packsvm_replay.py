@@ -106,7 +106,8 @@ def test_replay_all_columns_with_their_own_sigma_class_held_out_fold_and_kernel_
     work = replay_work_arrays(Q, r)
     failed, _ = replay_all(np.zeros((Q, r)), pairs, scale, norm, codes[ids].astype(float), 0, sigma, coef, loss,
                            info, weight, max_weight, np.empty((Q, 0)), 1.0, work.pred, work.sign, np.empty(r), 0, 0.0,
-                           np.zeros((Q, 2)), 0.0, -np.inf, np.inf, column_class, folds[ids].astype(np.int64),
+                           np.zeros((Q, 2)), np.zeros(Q), np.full(Q, -np.inf), np.full(Q, np.inf), column_class,
+                           folds[ids].astype(np.int64),
                            column_fold, work.column_weight, column_group, tested, np.ones(Q, dtype=bool))
     assert failed == -1
     for c in range(Q):
@@ -124,3 +125,45 @@ def test_replay_all_columns_with_their_own_sigma_class_held_out_fold_and_kernel_
             expected[i] = a
         np.testing.assert_allclose(stepped, expected, rtol=1e-9, atol=1e-12)
         assert np.all(coef[c][(folds[ids] == column_fold[c])] == 0.0)
+
+
+def test_replay_all_one_class_columns_each_follow_their_own_rho_rule():
+    """One-class columns of different nu (sigma, rho step) and kernel (rho's interval, bound):
+    each column's replay equals ``replay_pack`` of that column alone, rho and its sum included."""
+    from ppack.packsvm.replay import ONE_CLASS, replay_all, replay_work_arrays
+
+    X, _ = make_problem(40, 4, seed=5)
+    r = 30
+    ids = RowSampler(40, 3).take(r)
+    gammas = (0.5, 0.1)
+    pair_matrices = [kernel_matrix(X[ids], X[ids], "rbf", gamma) for gamma in gammas]
+    pairs = np.stack([K[np.triu_indices(r)] for K in pair_matrices])
+    column_group = np.array([0, 0, 1])
+    sigma = np.array([0.1, 0.4, 0.2])
+    rho_step, rho_low, rho_high = 1.0 / sigma, np.array([0.0, 0.0, 0.05]), np.array([1.0, 1.0, 0.3])
+    bound = sigma * np.array([1.0, 1.0, 2.0])
+    Q = len(sigma)
+    scale, norm, offsets = np.ones(Q), np.zeros(Q), np.zeros((Q, 2))
+    coef, loss, info = np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, 4))
+    average = np.empty((Q, r + 1))
+    work = replay_work_arrays(Q, r)
+    weight = np.linspace(0.5, 1.5, r)
+    failed, _ = replay_all(np.zeros((Q, r)), pairs, scale, norm, np.ones(r), 0, sigma, coef, loss, info, weight,
+                           bound, average, 1.0, work.pred, work.sign, np.empty(r), ONE_CLASS, 0.0, offsets,
+                           rho_step, rho_low, rho_high, np.full(Q, -1), np.full(r, -1), np.full(Q, -1),
+                           work.column_weight, column_group, np.empty((Q, 0)), np.ones(Q, dtype=bool))
+    assert failed == -1
+    moved = set()
+    for c in range(Q):
+        one_coef, one_loss, one_average, one_offset = np.empty(r), np.empty(r), np.empty(r + 1), np.zeros(2)
+        s, n, _ = replay_pack(np.ones(r), np.zeros(r), pair_matrices[column_group[c]], 0, 1.0, 0.0, sigma[c],
+                              one_coef, one_loss, weight=weight, max_weight=bound[c], average_out=one_average,
+                              mode=ONE_CLASS, offset=one_offset, rho_step=rho_step[c],
+                              rho_box=(rho_low[c], rho_high[c]))
+        np.testing.assert_array_equal(coef[c], one_coef)
+        np.testing.assert_array_equal(average[c], one_average)
+        np.testing.assert_array_equal(offsets[c], one_offset)
+        assert (scale[c], norm[c]) == (s, n)
+        assert rho_low[c] <= offsets[c, 0] <= rho_high[c]
+        moved.add(offsets[c, 0])
+    assert len(moved) == Q  # the columns' rules differ, so do their rho

@@ -14,6 +14,14 @@ Column (g, f) has sigma = 1 / (n C_g) (n all the rows, as a PackSVC fit with sam
 on fold f has: C keeps its meaning), its setting's kernel and weight 0 on fold f's rows. So
 each column is, to rounding, that separate fit, and the refit column is a fit on every row.
 
+One-class grids (PackOneClassSVM) search nu where the others search C (``grid_parameter``):
+nu is a fraction of the rows trained on, so column (g, f) has sigma = nu_g m_f / n, m_f the
+rows outside fold f: the optimum of a fit on those rows alone with nu_g, and, to rounding, a
+PackOneClassSVM fit with that sigma as nu and sample_weight 0 on fold f. Each column keeps
+its own rho rule (step 1 / sigma, the interval of its kernel's radius), and its rho is set
+after training as that fit sets it: the nu-quantile of its scores over every row (one more
+predict pass per fold, over all rows instead of the fold's).
+
 Scores: ``scores="pass"``, one predict pass over the training rows at the end, each row scored
 by the final columns that held it out; or ``"progressive"`` (``progressive.py``), each
 sampled row scored by the prediction its held-out columns tested during training, at its
@@ -44,11 +52,13 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import DTYPES
 from .averaging import averaged_offset
+from .losses import one_class_radius2, one_class_rule
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .column_stops import ColumnStops
 from .columns import Columns
 from .estimator import resolve_gamma
 from .loop import Checkpointing, PackedSolver
+from .objective import nu_quantile, training_rows
 from .predict import distributed_decisions
 from .progressive import ProgressiveRecord
 from .state import SolverState
@@ -116,12 +126,17 @@ def column_of(K, n_folds, g, f, k=0):
     return (g * (n_folds + 1) + f) * K + k
 
 
+def grid_parameter(estimator):
+    """The parameter a pass's grid points differ in besides the kernel: "nu" for one-class, else "C"."""
+    return "nu" if getattr(estimator, "SVM_TYPE", None) == "one_class" else "C"
+
+
 def refuse_unsupported(estimator):
     """A one-line PPackError for what a grid pass does not do (yet)."""
     name = type(estimator).__name__
-    if getattr(estimator, "SVM_TYPE", None) not in ("c_svc", "epsilon_svr"):
-        raise PPackError(f"{name}: a grid search trains PackSVC and PackSVR columns in one pass; "
-                         f"{name} is not supported yet", collective=True)
+    if getattr(estimator, "SVM_TYPE", None) not in ("c_svc", "epsilon_svr", "one_class"):
+        raise PPackError(f"{name}: a grid search trains PackSVC, PackSVR and PackOneClassSVM columns in one pass; "
+                         f"{name} is not supported", collective=True)
     if getattr(estimator, "probability", False):
         raise PPackError(f"{given('probability', True)}: a grid search does not calibrate its columns; search "
                          "with probability=False, then fit the best parameters with probability=True", collective=True)
@@ -140,19 +155,21 @@ class GridFit:
     values from the columns that held it out (NaN for a row no fold holds out, and with
     ``scores`` "progressive" for a row never sampled), ``labels`` (n_samples,) the raw
     labels, on every rank; ``refit(g)`` the fitted estimator of grid point g; per grid point
-    (G,) its ``Cs``, ``settings`` (the kernel parameters it sets, a dict) and ``specs`` (its
+    (G,) its ``Cs`` (C, or nu for one-class: ``grid_parameter``), ``settings`` (the kernel parameters it sets, a dict) and ``specs`` (its
     KernelSpec); ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``; ``stops``:
     the ``ColumnStops`` of a run with ``tol`` (each column's stop), or None; ``avg_weight``
     (Q,): each column's averages' weight sum (where it stopped, or at the end);
     ``resumed_from``: the iteration the pass resumed from a checkpoint at (None: afresh);
-    ``stopped``: whether it stopped early on request (then it is not scored)."""
+    ``stopped``: whether it stopped early on request (then it is not scored); ``sigma`` and
+    ``losses`` (Q,): each column's sigma and ``losses.Loss``."""
 
-    def __init__(self, template, Cs, settings, specs, n_folds, folds, shard, weights, table, state, stats, loss, T,
-                 seed, compile_seconds, memory, stops=None, resumed_from=None, stopped=False):
+    def __init__(self, template, Cs, settings, specs, n_folds, folds, shard, weights, table, state, stats, sigma,
+                 losses, T, seed, compile_seconds, memory, stops=None, resumed_from=None, stopped=False):
         self.template, self.Cs, self.n_folds, self.folds = template, list(Cs), int(n_folds), folds
         self.settings, self.specs = list(settings), list(specs)
         self.shard, self.weights, self.table, self.state, self.stats = shard, weights, table, state, stats
-        self.loss, self.T, self.seed, self.compile_seconds, self.memory = loss, T, seed, compile_seconds, memory
+        self.sigma, self.losses = sigma, list(losses)
+        self.T, self.seed, self.compile_seconds, self.memory = T, seed, compile_seconds, memory
         self.resumed_from, self.stopped = resumed_from, stopped
         self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
@@ -168,14 +185,15 @@ class GridFit:
         """Collective: one predict pass over the training rows, each row with the columns that
         hold it out (fold f's rows with the G x K columns of fold f, so a row's kernel values
         feed G K multiply-adds, not all Q); sets ``held`` and ``labels`` (every rank; NaN for a
-        row no fold holds out)."""
+        row no fold holds out). One-class columns first set their rho from every row (``_one_class_scores``)."""
         comm = self.template._comm()
         start = MPI.Wtime()
         table, state = self.table, self.state
         if table.averaged:  # each column's average over the iterations it ran (``column_stops``)
-            coef, scale, rho = table.avg / self.avg_weight, np.ones(table.n_columns), averaged_offset(state, self.loss)
+            coef, scale = table.avg / self.avg_weight, np.ones(table.n_columns)
+            rho = averaged_offset(state, self.losses[-1])
         else:
-            coef, scale, rho = table.coef, state.scale, state.rho
+            coef, scale, rho = table.coef, state.scale, state.rho.copy()
         n, G, K, F = self.shard.n_samples, len(self.Cs), self.K, self.n_folds
         held = np.full((n, G, K), np.nan)
         labels = np.full(n, np.nan)
@@ -192,9 +210,13 @@ class GridFit:
             # stored for other columns alone, would add exact zeros after costing their dot products
             keep = np.any(fold_coef != 0.0, axis=1)
             fold_columns = _FoldColumns(_kept_rows(compute, table, keep), len(cols), table.dtype)
-            decisions, fold_labels = distributed_decisions(comm, fold_columns, scale[cols], self.shard,
-                                                           self.shard.n_features, ids=rows,
-                                                           coef=np.ascontiguousarray(fold_coef[keep]))
+            if self.template.SVM_TYPE == "one_class":
+                decisions, fold_labels, rho[cols] = self._one_class_scores(
+                    comm, fold_columns, scale[cols], np.ascontiguousarray(fold_coef[keep]), f, cols, rows)
+            else:
+                decisions, fold_labels = distributed_decisions(comm, fold_columns, scale[cols], self.shard,
+                                                               self.shard.n_features, ids=rows,
+                                                               coef=np.ascontiguousarray(fold_coef[keep]))
             if comm.Get_rank() == 0:
                 held[rows] = (decisions.reshape(len(rows), len(cols)) - rho[None, cols]).reshape(len(rows), G, K)
                 labels[rows] = fold_labels
@@ -202,6 +224,23 @@ class GridFit:
         self.held = collectives.broadcast(held)
         self.labels = collectives.broadcast(labels)
         self.seconds["score"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+    def _one_class_scores(self, comm, fold_columns, scale, coef, f, cols, rows):
+        """Collective: (the raw scores of fold f's rows (rows, columns) under its columns ``cols``
+        and their labels, on rank 0 (None elsewhere); each column's rho (columns,), on every
+        rank), rho as the column's separate fit sets it: the nu-quantile (sigma) of its scores
+        over every row, the fold's rows weighing 0 (``objective.nu_quantile``)."""
+        scores, labels, weights = training_rows(comm, fold_columns, scale, self.shard, self.shard.n_features,
+                                                self.weights, coef=coef)
+        rho = None
+        if comm.Get_rank() == 0:
+            weights = np.ones(len(labels)) if weights is None else weights.copy()
+            weights[self.folds == f] = 0.0
+            rho = np.array([nu_quantile(scores[j], weights, self.sigma[q], len(labels)) for j, q in enumerate(cols)])
+        rho = comm.bcast(rho, root=0)
+        if comm.Get_rank() != 0:
+            return None, None, rho
+        return np.ascontiguousarray(scores[:, rows].T), labels[rows], rho
 
     def progressive_scores(self, record):
         """Collective: ``held`` and ``labels`` (every rank) from a ``ProgressiveRecord`` of the
@@ -223,9 +262,9 @@ class GridFit:
         return rows, values[:, 0] if self.K == 1 else values, self.labels[rows]
 
     def refit(self, g):
-        """Collective: a fitted estimator of the template's class with C = Cs[g] and grid point
-        g's kernel setting, from its refit column: a fit on every row with the same seed,
-        without a second pass."""
+        """Collective: a fitted estimator of the template's class with C (or nu) = Cs[g] and grid
+        point g's kernel setting, from its refit column: a fit on every row with the same seed,
+        without a second training pass (one-class sets its rho with a predict pass, as a fit does)."""
         comm = self.template._comm()
         table, state, K, F = self.table, self.state, self.K, self.n_folds
         first = column_of(K, F, g, F)
@@ -252,16 +291,18 @@ class GridFit:
         for name, value in self.settings[g].items():
             setattr(model, name, value)
         model.spec_ = self.specs[g]
-        model.C = self.Cs[g]
+        name = grid_parameter(model)
+        setattr(model, name, self.Cs[g])
         model.table_ = sub
-        model.sigma_ = 1.0 / (self.shard.n_samples * float(self.Cs[g]))
-        model.C_ = float(self.Cs[g])
+        model.sigma_ = float(self.sigma[first])
+        model.C_ = 1.0 / (self.shard.n_samples * model.sigma_) if name == "nu" else float(self.Cs[g])
+        model.loss_ = self.losses[first]
         model.stopped_ = False
         model.resumed_from_ = None
         model._finish(comm, self.shard, sub_state, stats, self.weights, None, self.seed, self.T,
                       self.compile_seconds)
         model.training_["grid"] = {"columns": table.n_columns, "grid_points": len(self.Cs), "folds": F,
-                                   "C": [float(C) for C in self.Cs], "refit_of": g,
+                                   name: [float(C) for C in self.Cs], "refit_of": g,
                                    "kernels": [spec.describe() for spec in self.specs]}
         return model
 
@@ -321,9 +362,14 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     refuse_unsupported(est)
     if scores not in SCORES:
         raise PPackError(f"scores: one of {', '.join(SCORES)}, got {scores!r}", collective=True)
+    one_class, name = est.SVM_TYPE == "one_class", grid_parameter(est)
+    if one_class and scores == "progressive":
+        raise PPackError("scores: 'progressive' does not score one-class columns, whose rho is set after "
+                         "training from every row; use scores='pass'", collective=True)
     Cs = [float(C) for C in Cs]
-    if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs):
-        raise PPackError(f"C: a grid needs positive finite values, got {Cs}", collective=True)
+    if not Cs or any(not (C > 0 and math.isfinite(C)) for C in Cs) or (one_class and max(Cs) > 1):
+        expected = "values in (0, 1]" if one_class else "positive finite values"
+        raise PPackError(f"{name}: a grid needs {expected}, got {Cs}", collective=True)
     settings = [{}] if not kernels else [dict(setting) for setting in kernels]
     for setting in settings:
         unknown = sorted(set(setting) - set(KERNEL_PARAMS))
@@ -366,34 +412,23 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                          f"to {memory.rows} rows), more than the {_size(memory.limit).strip()} available: use fewer "
                          "kernel settings, C values or folds, more ranks, or average=False (8 bytes a column "
                          "instead of 24)", collective=True)
-    # each fold's loss from the rows it trains on, as a fit with sample_weight 0 on the fold gets it
-    local = shard.start + np.arange(shard.stop - shard.start)
-    losses = []
-    for f in list(range(F)) + [-1]:
-        if f < 0:
-            fold_weights = weights
-        else:
-            fold_weights = np.ones(len(local)) if weights is None else weights.copy()
-            fold_weights[folds[local] == f] = 0.0
-        losses.append(est._loss(comm, shard, labels, fold_weights))
+    sigma, losses = _column_rules(est, comm, shard, labels, weights, specs, Cs, folds, F, K)
     est.loss_ = losses[-1]
-    sigma = np.empty(Q)
-    bound = np.empty(Q)
     column_class = np.empty(Q, dtype=np.int64)
     column_fold = np.empty(Q, dtype=np.int64)
     column_group = np.empty(Q, dtype=np.int64)
     point_Cs = [C for _ in specs for C in Cs]
-    for g, C in enumerate(point_Cs):
+    for g in range(G):
         for f in range(F + 1):
             for k in range(K):
                 q = column_of(K, F, g, f, k)
-                sigma[q] = 1.0 / (m * C)
-                bound[q] = losses[f].bound
                 column_class[q] = -1 if K == 1 else k
                 column_fold[q] = f if f < F else -1
                 column_group[q] = g // len(Cs)
-    columns = Columns(sigma, bound, column_class, column_fold, folds, kernels=tuple(specs) if S > 1 else None,
-                      column_group=column_group)
+    columns = Columns(sigma, [loss.bound for loss in losses], column_class, column_fold, folds,
+                      kernels=tuple(specs) if S > 1 else None, column_group=column_group,
+                      rho_step=[loss.rho_step for loss in losses], rho_low=[loss.rho_low for loss in losses],
+                      rho_high=[loss.rho_high for loss in losses])
     # tol: each grid point and fold's K columns stop together, as their separate fit
     stops = None if est.tol is None else ColumnStops(np.arange(Q) // K, est.tol, est.tol_window)
     record = None
@@ -404,7 +439,8 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                           average=est.average, sampling=est.sampling, step=est.step,
                           class_weight=None if weights is None else repr(est.class_weight_),
                           row_weights=shard.w is not None, svm_type=est.SVM_TYPE,
-                          epsilon=getattr(est, "epsilon", None), grid=grid_identity(Cs, specs, folds, F, K, scores))
+                          epsilon=getattr(est, "epsilon", None),
+                          grid=grid_identity(Cs, specs, folds, F, K, scores, name))
     checkpointing = None if checkpoint is None else Checkpointing(
         str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
     # any other file there is refused, resuming or not (a checkpoint of this very grid is overwritten afresh)
@@ -416,14 +452,14 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, est.progress, tol=None,
                           should_stop=should_stop,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
-                          sampling=est.sampling, loss=losses[-1], placement=est.placement, device=est.device,
+                          sampling=est.sampling, loss=est.loss_, placement=est.placement, device=est.device,
                           pipeline=est.pipeline, columns=columns, progressive=record, column_stops=stops)
     compile_seconds = warm_kernels(comm, specs[0], shard.dtype, shard.sparse, shard.X.dtype,
                                    groups=columns.kernel_groups())
     resumed_from = None if previous is None else previous[1].iteration
     table, state, stats, stopped = solver.run(shard, labels, checkpointing, previous, stop_after_packs, weights)
     fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
-                  F, folds, shard, weights, table, state, stats, losses[-1], T, seed,
+                  F, folds, shard, weights, table, state, stats, sigma, losses, T, seed,
                   compile_seconds + solver.device_seconds, memory, stops, resumed_from, stopped)
     if stopped:
         return fit
@@ -434,14 +470,40 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     return fit
 
 
-def grid_identity(Cs, specs, folds, n_folds, K, scores="pass"):
+def grid_identity(Cs, specs, folds, n_folds, K, scores="pass", name="C"):
     """What a grid pass's checkpoint must match besides one model's parameters: the grid
-    points' C values (Cs) and kernels (specs, each KernelSpec), the folds ((n_samples,) int,
-    by their SHA-1), the columns (K class columns each) and how the rows are scored (a
-    progressive record must have run from the start)."""
-    return {"C": [float(C) for C in Cs], "kernels": [spec.describe() for spec in specs], "folds": int(n_folds),
+    points' C values (Cs; nu values under ``name`` "nu") and kernels (specs, each KernelSpec),
+    the folds ((n_samples,) int, by their SHA-1), the columns (K class columns each) and how
+    the rows are scored (a progressive record must have run from the start)."""
+    return {name: [float(C) for C in Cs], "kernels": [spec.describe() for spec in specs], "folds": int(n_folds),
             "fold_sha1": hashlib.sha1(np.ascontiguousarray(folds, dtype=np.int64).tobytes()).hexdigest(),
             "class_columns": int(K), "scores": scores}
+
+
+def _column_rules(est, comm, shard, labels, weights, specs, Cs, folds, F, K):
+    """Collective: each column's sigma (Q,) and ``losses.Loss`` (a list of Q), in ``column_of``'s
+    order, grid points (setting, C or nu) with the settings outermost. C-SVC and SVR: sigma = 1 /
+    (n C), the loss of the rows a fold trains on, as a fit with sample_weight 0 on the fold
+    gets it. One-class: sigma = nu m_f / n (the module docstring), and the rule of its sigma
+    and its setting's kernel radius."""
+    m, local = shard.n_samples, shard.start + np.arange(shard.stop - shard.start)
+    if est.SVM_TYPE == "one_class":
+        outside = [m - int(np.count_nonzero(folds == f)) for f in range(F)]
+        radii = [one_class_radius2(comm, shard, spec) for spec in specs]
+        sigma = [nu if f == F else nu * outside[f] / m for _ in specs for nu in Cs for f in range(F + 1)]
+        losses = [one_class_rule(radii[q // (len(Cs) * (F + 1))], s) for q, s in enumerate(sigma)]
+    else:
+        fold_losses = []
+        for f in range(F + 1):
+            fold_weights = weights
+            if f < F:
+                fold_weights = np.ones(len(local)) if weights is None else weights.copy()
+                fold_weights[folds[local] == f] = 0.0
+            fold_losses.append(est._loss(comm, shard, labels, fold_weights))
+        sigma = [1.0 / (m * C) for _ in specs for C in Cs for _ in range(F + 1)]
+        losses = [fold_losses[q % (F + 1)] for q in range(len(sigma))]
+    # K class columns each
+    return np.repeat(np.array(sigma), K), [loss for loss in losses for _ in range(K)]
 
 
 def _kernel_spec(estimator, setting, comm, shard):

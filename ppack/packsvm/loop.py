@@ -150,7 +150,7 @@ class PackedSolver:
         self.sigma = float(sigma)
         # each column's sigma, bound, class and held-out fold (``columns.py``): a grid search's,
         # or the ordinary run's n_columns problems with this sigma and the loss's bound
-        self.columns = Columns.plain(self.n_columns, self.sigma, self.loss.bound) if columns is None else columns
+        self.columns = Columns.plain(self.n_columns, self.sigma, self.loss) if columns is None else columns
         if self.columns.n_columns != self.n_columns:
             raise ValueError(f"columns: {self.columns.n_columns} columns for a run of {self.n_columns}")
         self.iterations = int(iterations)

@@ -72,7 +72,8 @@ def svr_loss(comm, targets, epsilon, max_weight):
 
 
 def one_class_loss(comm, shard, spec, sigma):
-    """Collective: the one-class Loss on ``shard`` with ``spec``, sigma = nu.
+    """Collective: the one-class Loss on ``shard`` with ``spec``, sigma = nu
+    (``one_class_rule`` of ``one_class_radius2``).
 
     The radius: at the optimum w* = 1/(nu m) sum_i alpha_i weight_i phi(x_i) with alpha_i in
     [0, 1] and sum_i alpha_i weight_i = nu m (the conditions on w and on rho), a convex
@@ -87,6 +88,11 @@ def one_class_loss(comm, shard, spec, sigma):
     -30 at nu = 0.01), where it climbs back by only c / t an iteration and no row is stepped
     on: one support vector. Sigmoid keeps an unbounded rho (no duality argument).
     """
+    return one_class_rule(one_class_radius2(comm, shard, spec), sigma)
+
+
+def one_class_radius2(comm, shard, spec):
+    """Collective: R^2 of ``one_class_loss`` on ``shard`` with ``spec`` (inf: no bound)."""
     facts = spec.facts
     if not facts.psd:
         radius2 = math.inf
@@ -97,6 +103,11 @@ def one_class_loss(comm, shard, spec, sigma):
         if spec.name == "poly":
             largest = max(abs(spec.gamma * largest + spec.coef0), abs(spec.coef0)) ** spec.degree
         radius2 = largest + spec.offset
+    return radius2
+
+
+def one_class_rule(radius2, sigma):
+    """The one-class Loss for the squared radius ``radius2`` (``one_class_radius2``) and sigma = nu."""
     low, high = (0.0, radius2) if math.isfinite(radius2) else (-math.inf, math.inf)
     return Loss(ONE_CLASS, rho=0.0, rho_step=1.0 / sigma, bound=sigma * radius2, rho_low=low, rho_high=high)
 

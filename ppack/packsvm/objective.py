@@ -123,17 +123,17 @@ def nu_quantile(scores, weights, nu, m):
     return float(scores[order[min(k, len(scores) - 1)]])
 
 
-def training_rows(comm, model, shard, weights):
-    """Collective: one prediction pass over every training row of ``shard`` under ``model``'s
-    table: (raw decision values <w, phi(x_i)> (n_columns, n_samples), labels (n_samples,), row
-    weights (n_samples,) or None) on rank 0, (None, None, None) elsewhere."""
+def training_rows(comm, table, scale, shard, n_features, weights, coef=None):
+    """Collective: one prediction pass over every training row of ``shard`` under ``table``
+    (a model's, or a grid fold's columns) with each column's ``scale``: (raw decision values
+    <w, phi(x_i)> (n_columns, n_samples), labels (n_samples,), row weights (n_samples,) or
+    None) on rank 0, (None, None, None) elsewhere. coef: as ``predict.decision_blocks``'s."""
     root = comm.Get_rank() == 0
     n = shard.n_samples
-    f = np.empty((model.table_.n_columns, n)) if root else None
+    f = np.empty((table.n_columns, n)) if root else None
     y = np.empty(n) if root else None
     w = np.empty(n) if root and weights is not None else None
-    for b0, block, part in decision_blocks(comm, model.table_, model.scale_, shard, model.n_features_in_,
-                                           weights=weights):
+    for b0, block, part in decision_blocks(comm, table, scale, shard, n_features, weights=weights, coef=coef):
         if root:
             b1 = b0 + len(block.y)
             f[:, b0:b1], y[b0:b1] = part, block.y

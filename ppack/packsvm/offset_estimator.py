@@ -347,7 +347,7 @@ class PackOneClassSVM(_OffsetModel):
         minimiser for the returned w (``objective.nu_quantile``); ``training_["rho_sgd"]`` keeps
         the replay's. Returns the pass, which the objective reads too."""
         start = MPI.Wtime()
-        passed = training_rows(comm, self, shard, weights)
+        passed = training_rows(comm, self.table_, self.scale_, shard, self.n_features_in_, weights)
         scores, _, row_weights = passed
         rho = None if scores is None else nu_quantile(scores[0], row_weights, self.sigma_, shard.n_samples)
         self.training_["rho_sgd"], self.rho_ = self.rho_, comm.bcast(rho, root=0)

@@ -56,7 +56,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
         state.iteration, columns.sigma, coef, loss, fold, work.info,
         work.ones if block.weight is None else block.weight, max_weight, average, step, work.pred, work.sign,
         mean_loss, loss_rule.mode, loss_rule.epsilon, offsets,
-        loss_rule.rho_step, loss_rule.rho_low, loss_rule.rho_high, columns.column_class, row_fold, columns.column_fold,
+        columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class, row_fold, columns.column_fold,
         work.column_weight, columns.column_group, columns.active, ids, rank, state.occupancy, buf.timings, spent,
         waited, state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested)
     table.added(added)

@@ -262,8 +262,9 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
     decays. coef_out, loss_out (K, r), average (K, r + 1) or (K, 0) (not averaging):
     ``replay_pack``'s outputs, one row per problem; info (K, 4): each problem's ``_replay``
     info (``non_finite`` reads a failure from it, with ``pred``); weight (r,) and the
-    scalars as ``replay_pack``'s (mode, epsilon, rho_step, rho_low, rho_high: the regression
-    and one-class losses, whose labels are the targets or ignored, have column_class -1);
+    scalars as ``replay_pack``'s (mode, epsilon: the regression and one-class losses, whose
+    labels are the targets or ignored, have column_class -1); rho_step, rho_low, rho_high (K,):
+    ``replay_pack``'s, one per column (a one-class grid's columns differ in nu and kernel);
     offsets (K, 2): each problem's ``replay_pack`` offset, updated in place. pred, sign and
     column_weight (r,) are work arrays (``replay_work_arrays``); mean_loss (r,) gets the
     losses' mean over the problems as numpy's ``loss.mean(axis=0)`` adds them. tested (K, r) or
@@ -300,7 +301,7 @@ def replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef_out, los
             rows_weight = column_weight
         scale[c], norm[c], done = _replay(sign, pred, pairs[column_group[c]], t0, scale[c], norm[c], sigma[c],
                                           coef_out[c], loss_out[c], info[c], rows_weight, max_weight[c], average[c],
-                                          step, mode, epsilon, offsets[c], rho_step, rho_low, rho_high)
+                                          step, mode, epsilon, offsets[c], rho_step[c], rho_low[c], rho_high[c])
         projections += done
         if info[c, 2] != 0.0:
             return c, projections

@@ -121,7 +121,7 @@ def _run_kernels(spec, dtype, sparse, stored=None):
                         loss_windows=LossWindows(10), avg_weight=0.0, rho=np.zeros(1), rho_sum=np.zeros(1),
                         row_seconds=np.zeros(2))
     coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
-    update_after_pack(buf, block, ids, norms, 0, state, table, Columns.plain(1, 1.0, 1.0), Loss(), 1.0,
+    update_after_pack(buf, block, ids, norms, 0, state, table, Columns.plain(1, 1.0, Loss()), Loss(), 1.0,
                       np.ones(1), coef, loss, fold,
                       np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.05,
                       np.empty((1, r)))
