@@ -47,8 +47,38 @@ def test_tune_refusals_are_one_line_on_every_rank(mpi_tmp_path, capsys):
     fails_with(capsys, base + ["--memory-limit", "1e-6"], "grid: 12 columns (1 class columns x 2 grid points x 6 "
                                                           "folds and refit) need")
     fails_with(capsys, base + ["--validation", "0.2"], "--validation 0.2: early stopping on held-out rows would stop")
-    fails_with(capsys, base[:3] + base[5:] + ["--svm-type", "one_class"], "tune searches c_svc and epsilon_svr grids")
+    fails_with(capsys, base + ["--svm-type", "one_class"], "--C: does not apply to --svm-type one_class")
+    fails_with(capsys, base[:3] + base[5:] + ["--nu", "0.2"], "--nu: does not apply to --svm-type c_svc")
+    values = np.where(y > 0, 2.0, -1.0)  # not +-1: a one-class grid cannot score them
+    write_libsvm(d / "twos.txt", X, values, comm=WORLD)
+    fails_with(capsys, ["tune", "--data", str(d / "twos.txt"), "--svm-type", "one_class", "--nu", "0.2",
+                        "--model", str(d / "m.h5"), *OPTIONS], "must all be +1 (inlier) or -1 (outlier)")
     assert not (d / "m.h5").exists()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_tune_one_class_searches_nu_and_refits_the_best(mpi_tmp_path):
+    """--svm-type one_class: nu values in C's place, each scored by accuracy against the
+    data's +1 / -1 labels; the best's model equals `train` at its nu and gamma."""
+    d = mpi_tmp_path
+    rng = np.random.default_rng(7)
+    X = np.vstack([rng.normal(size=(120, 4)), 3 * rng.normal(size=(24, 4)) + 2])
+    y = np.r_[np.ones(120), -np.ones(24)]
+    write_libsvm(d / "train.txt", X, y, comm=WORLD)
+    main(["tune", "--data", str(d / "train.txt"), "--svm-type", "one_class", "--nu", "0.05,0.3", "--gamma",
+          "0.1,0.5", "--folds", "3", "--model", str(d / "best.h5"), "--results", str(d / "cv.json"), *OPTIONS])
+    results = json.loads((d / "cv.json").read_text())
+    assert results["svm_type"] == "one_class" and results["metric"] == "accuracy"
+    assert [(row["nu"], row["gamma"]) for row in results["grid"]] == [(0.05, 0.1), (0.3, 0.1), (0.05, 0.5),
+                                                                      (0.3, 0.5)]
+    best = results["best"]
+    assert 0.5 < best["mean"] <= 1.0 and best["mean"] == max(row["mean"] for row in results["grid"])
+    main(["train", "--data", str(d / "train.txt"), "--svm-type", "one_class", "--nu", str(best["nu"]), "--gamma",
+          str(best["gamma"]), "--model", str(d / "separate.h5"), *OPTIONS])
+    tuned, separate = load_model(d / "best.h5", comm=WORLD), load_model(d / "separate.h5", comm=WORLD)
+    np.testing.assert_allclose(tuned.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-9)
+    assert tuned.rho_ == pytest.approx(separate.rho_, abs=1e-12)
+    polite_barrier(WORLD)
 
 
 @pytest.mark.mpi(min_size=2)

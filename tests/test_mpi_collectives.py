@@ -152,7 +152,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/cli/common.py": {"gather": 1, "allreduce": 2, "bcast": 2},  # peak memory, seconds, accuracy, the
     #   input files' widths
     "ppack/cli/predict.py": {"allreduce": 1},  # seconds
-    "ppack/cli/tune.py": {"allreduce": 1},  # seconds
+    "ppack/cli/tune.py": {"allreduce": 2},  # seconds; a one-class grid's count of labels that are not +-1
     "ppack/cli/stop.py": {"allgather": 1},  # the stopping signal's name
     "ppack/cli/train.py": {"gather": 2, "allgather": 1, "allreduce": 1},  # shard/table bytes, start-up, seconds
     "ppack/data/shard.py": {"allreduce": 2},  # gamma="scale": the values' sum and squared deviations

@@ -67,7 +67,7 @@ def _number_or(number, words):
 def add_packsvm_options(p, skip=()):
     """The kernel trainer's options, in groups; the registry's exclusive pairs (--C or
     --sigma, --epochs or --iterations) are mutually exclusive; ``skip``: parameters the
-    command declares its own way (tune's lists of C and gamma)."""
+    command declares its own way (tune's lists of C, nu and gamma)."""
     kernel = p.add_argument_group("kernel (packsvm)")
     other = p.add_argument_group("packsvm (C = 1 / (n_samples * sigma); T = epochs * n_samples; "
                                  "--C and --seed serve the linear solvers too)")
@@ -84,7 +84,8 @@ def add_packsvm_options(p, skip=()):
         _argument(group, PACKSVM_FLAGS[name], name, param, negate=PACKSVM_FLAGS[name].startswith("--no-"))
     problem = p.add_argument_group("problem (packsvm): LIBSVM's -s 0, 3 and 2 with their -p and -n")
     for name, param in SVM_TYPE_PARAMS.items():
-        _argument(problem, PACKSVM_FLAGS[name], name, param)
+        if name not in skip:
+            _argument(problem, PACKSVM_FLAGS[name], name, param)
 
 
 def add_linear_options(p):

@@ -1,8 +1,9 @@
 """`tune --data D --C 0.1,1,10 --gamma 0.01,0.1 --folds 5`: a grid of C x gamma with
 cross-validation, every gamma, C value and fold trained in one pass (``packsvm.grid``: the
-gammas share each tile's dot products, or laplacian's L1 distances);
-prints the mean and std score per grid point, writes the best grid point's refit model and
-the results."""
+gammas share each tile's dot products, or laplacian's L1 distances); with `--svm-type
+one_class`, `--nu` values take C's place, scored by accuracy against the data's +1 / -1
+labels. Prints the mean and std score per grid point, writes the best grid point's refit
+model and the results."""
 import json
 
 import numpy as np
@@ -12,7 +13,7 @@ from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from .common import Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard
 from ..registry import PACKSVM_PARAMS
-from .options import (add_checkpoint_options, add_grid_options, add_packsvm_options, checkpoint_every,
+from .options import (add_checkpoint_options, add_grid_options, add_packsvm_options, checkpoint_every, comma_values,
                       refuse_checkpoint_options_without_a_path, svm_type_of)
 from .stop import StopRequest, report_stop
 from ..progress import Progress, pack_callback
@@ -35,7 +36,11 @@ def add_parser(sub):
     t.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
                    help="memory a rank's table may take, GiB (default: this machine's memory over its ranks); "
                         "a grid that would not fit is refused before training")
-    add_packsvm_options(t, skip=("C", "gamma", "sigma"))
+    t.add_argument("--nu", type=comma_values, default=None, metavar="NU1,NU2,...",
+                   help="--svm-type one_class: the nu values of the grid, in (0, 1], comma-separated (default: "
+                        "0.5), in place of --C; held-out rows are scored by accuracy against the data's labels, "
+                        "+1 (inlier) or -1 (outlier)")
+    add_packsvm_options(t, skip=("C", "gamma", "sigma", "nu"))
     add_checkpoint_options(t, "checkpoints")
     add_common(t)
 
@@ -47,12 +52,12 @@ def run(comm, args):
 
     say = Report(comm, args.quiet)
     svm_type = svm_type_of(args)
-    if svm_type not in ("c_svc", "epsilon_svr"):
-        raise PPackError(f"--svm-type {svm_type}: tune searches c_svc and epsilon_svr grids", collective=True)
+    one_class = svm_type == "one_class"
+    name = "nu" if one_class else "C"  # what the grid points differ in besides gamma
     folds_k = DEFAULT_FOLDS if args.folds is None else args.folds
     if folds_k < 2:
         raise PPackError(f"--folds: at least 2, got {folds_k}", collective=True)
-    Cs = args.C or [1.0]
+    Cs = (args.nu or [0.5]) if one_class else (args.C or [1.0])
     gammas = args.gamma or [None]
     params = {name: getattr(args, name) for name in [*PACKSVM_PARAMS, "epsilon"]
               if name not in ("C", "gamma", "sigma") and getattr(args, name, None) is not None}
@@ -70,6 +75,9 @@ def run(comm, args):
     n = shard.n_samples
     if n < folds_k:
         raise PPackError(f"--folds {folds_k}: the data has only {n} rows", collective=True)
+    if one_class and comm.allreduce(int(np.count_nonzero(~np.isin(shard.y, (-1.0, 1.0)))), op=MPI.SUM):
+        raise PPackError(f"--data {args.data}: --svm-type one_class scores the held-out rows by accuracy against "
+                         "the labels, which must all be +1 (inlier) or -1 (outlier)", collective=True)
     folds = np.random.RandomState(template.seed_).permutation(n) % folds_k  # the same on every rank
     limit = None if args.memory_limit is None else args.memory_limit * 2**30
     rows, best = [], None
@@ -99,29 +107,32 @@ def run(comm, args):
         splits, scored = [], []
         for f in range(folds_k):
             rows_f, decisions, labels = fit.held_out(g, f)
-            splits.append(model.validation_score(decisions, labels))
+            if one_class:
+                splits.append(float(np.mean(model.labels_of(decisions) == labels)))
+            else:
+                splits.append(model.validation_score(decisions, labels))
             scored.append(int(len(rows_f)))
-        row = {"C": C, "gamma": float(fit.specs[g].gamma), "mean": float(np.mean(splits)),
+        row = {name: C, "gamma": float(fit.specs[g].gamma), "mean": float(np.mean(splits)),
                "std": float(np.std(splits)), "splits": splits, "scored_rows": scored}
         rows.append(row)
         if best is None or row["mean"] > best[0]["mean"]:
             best = (row, fit, g)
-    say(f"{len(gammas)} gamma values x {len(Cs)} C values: {fit.table.n_columns} columns trained in one pass in "
+    say(f"{len(gammas)} gamma values x {len(Cs)} {name} values: {fit.table.n_columns} columns trained in one pass in "
         f"{fit.seconds['train']:.2f} s, scored in {fit.seconds['score']:.2f} s")
     seconds = MPI.Wtime() - start
     metric = "R^2" if svm_type == "epsilon_svr" else "accuracy"
-    say(f"{'C':>10} {'gamma':>10} {'mean ' + metric:>14} {'std':>8}")
+    say(f"{name:>10} {'gamma':>10} {'mean ' + metric:>14} {'std':>8}")
     for row in rows:
         mark = "  <- best" if row is best[0] else ""
-        say(f"{row['C']:>10.6g} {row['gamma']:>10.6g} {row['mean']:>14.4f} {row['std']:>8.4f}{mark}")
+        say(f"{row[name]:>10.6g} {row['gamma']:>10.6g} {row['mean']:>14.4f} {row['std']:>8.4f}{mark}")
     row, fit, g = best
     refit = fit.refit(g)
     if args.model:
         refit.save(args.model)
-        say(f"best model (C={row['C']:.6g}, gamma={row['gamma']:.6g}, refit on every row) written to {args.model}")
+        say(f"best model ({name}={row[name]:.6g}, gamma={row['gamma']:.6g}, refit on every row) written to {args.model}")
     results = {"command": "tune", "data": args.data, "ranks": comm.Get_size(), "folds": folds_k, "scores": args.scores,
                "svm_type": svm_type, "metric": metric, "grid": rows,
-               "best": {k: row[k] for k in ("C", "gamma", "mean", "std")},
+               "best": {k: row[k] for k in (name, "gamma", "mean", "std")},
                "seconds": {"read": read_seconds, "grid": comm.allreduce(seconds, op=MPI.MAX)}}
     for path in (args.results, args.metrics_json):
         if path:

@@ -232,12 +232,12 @@ class GridFit:
         over every row, the fold's rows weighing 0 (``objective.nu_quantile``)."""
         scores, labels, weights = training_rows(comm, fold_columns, scale, self.shard, self.shard.n_features,
                                                 self.weights, coef=coef)
-        rho = None
+        rho = np.zeros(len(cols))
         if comm.Get_rank() == 0:
             weights = np.ones(len(labels)) if weights is None else weights.copy()
             weights[self.folds == f] = 0.0
-            rho = np.array([nu_quantile(scores[j], weights, self.sigma[q], len(labels)) for j, q in enumerate(cols)])
-        rho = comm.bcast(rho, root=0)
+            rho[:] = [nu_quantile(scores[j], weights, self.sigma[q], len(labels)) for j, q in enumerate(cols)]
+        Collectives(comm).broadcast(rho)
         if comm.Get_rank() != 0:
             return None, None, rho
         return np.ascontiguousarray(scores[:, rows].T), labels[rows], rho
