@@ -4,7 +4,7 @@ kernel settings, C values and folds of each pass trained as columns of one run
 
 What shares a pass: every kernel setting (kernel, gamma, degree, coef0) whose kernel is
 computed from dot products (rbf, poly, sigmoid, linear: one GEMM per tile for all of them),
-every C value and every fold (plus the refit, one more column per grid point), for one setting
+every C value (nu for PackOneClassSVM) and every fold (plus the refit, one more column per grid point), for one setting
 of the other parameters. laplacian settings share their L1 reductions in a pass of their own.
 Any other parameter in the grid is one pass per value. Scores come from one predict pass over
 the training rows after each training pass (the same grouped kernel sums), each row scored by
@@ -39,8 +39,8 @@ SHARED_IN_A_PASS = ("C", "nu") + KERNEL_PARAMS
 
 class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     """Exhaustive search over a grid of parameters with cross-validation, as scikit-learn's
-    GridSearchCV, for PackSVC and PackSVR, with each pass's C values and folds trained as
-    columns of one run.
+    GridSearchCV, for PackSVC, PackSVR and PackOneClassSVM, with each pass's C values (nu
+    for one-class) and folds trained as columns of one run.
 
     Every kernel setting and C value of the grid and every fold, plus one refit column per
     grid point, train in one pass: columns = classes x grid points x (folds + 1) of one table,
@@ -51,8 +51,11 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     their own. Column (grid point, fold f) is, to rounding, a fit with sample_weight 0 on
     fold f's rows and the same seed (sigma = 1 / (n C) with n all the rows, so C keeps its
     meaning); the refit column of the best grid point is ``best_estimator_``, a fit on all
-    rows, without a second training pass. Every other parameter's value takes a pass of its
-    own. A pass's storage type is the strictest its kernel settings ask for (with
+    rows, without a second training pass. One-class columns search nu, a fraction of the
+    rows trained on: a fold's column is a fit with nu m_f / n (m_f the rows outside the fold)
+    and sample_weight 0 on the fold, its rho set after training as that fit sets it (the
+    nu-quantile of its scores, one predict pass over every row per fold). Every other
+    parameter's value takes a pass of its own. A pass's storage type is the strictest its kernel settings ask for (with
     dtype="auto", float64 if any setting's kernel needs it). With the estimator's ``tol``,
     each grid point and fold's columns stop on their own convergence test, where their
     separate fit with that tol stops (``packsvm.column_stops``); the pass ends when all have
@@ -60,7 +63,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     Parameters
     ----------
-    estimator : PackSVC or PackSVR
+    estimator : PackSVC, PackSVR or PackOneClassSVM
         The estimator whose parameters are searched; its other parameters hold for every
         grid point.
     param_grid : dict or list of dict
@@ -73,6 +76,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     scoring : str, callable or None, default=None
         None for the estimator's own score (accuracy, or R^2 for PackSVR), or one
         scikit-learn scorer that needs only ``predict`` or ``decision_function``.
+        PackOneClassSVM has no score of its own: give one ("accuracy", "f1", ...), and
+        labels y, +1 inlier and -1 outlier.
     refit : bool, default=True
         Keep the best grid point's refit column as ``best_estimator_``.
     memory_limit : int or None, default=None
@@ -113,7 +118,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         The best grid point's parameters.
     best_score_ : float
         The best grid point's mean cross-validated score.
-    best_estimator_ : PackSVC or PackSVR
+    best_estimator_ : PackSVC, PackSVR or PackOneClassSVM
         The best grid point's refit column, a fitted estimator.
     grid_passes_ : list of dict
         Each pass's parameters, seconds, memory line and the iteration it resumed from (None:
@@ -124,8 +129,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     PPackError
         In one line, for what the columns cannot do: ``probability=True`` (the columns are
         not calibrated), ``validation`` (its test measures all columns together),
-        sigma instead of C, PackOneClassSVM, several scorers at once, a grid that would not
-        fit in memory.
+        sigma instead of C, a one-class search without scoring or labels, several scorers at
+        once, a grid that would not fit in memory.
 
     Notes
     -----
