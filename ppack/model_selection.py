@@ -55,11 +55,12 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     rows trained on: a fold's column is a fit with nu m_f / n (m_f the rows outside the fold)
     and sample_weight 0 on the fold, its rho set after training as that fit sets it (the
     nu-quantile of its scores, one predict pass over every row per fold). Every other
-    parameter's value takes a pass of its own. A pass's storage type is the strictest its kernel settings ask for (with
-    dtype="auto", float64 if any setting's kernel needs it). With the estimator's ``tol``,
-    each grid point and fold's columns stop on their own convergence test, where their
-    separate fit with that tol stops (``packsvm.column_stops``); the pass ends when all have
-    stopped.
+    parameter's value takes a pass of its own. A pass's storage type is the strictest its
+    kernel settings ask for (with dtype="auto", float64 if any setting's kernel needs it).
+    With the estimator's ``tol`` or ``validation``, each grid point and fold's columns stop
+    on their own convergence test or validation patience, where their separate fit with
+    that tol or validation stops (``packsvm.column_stops``, ``packsvm.validation``); the
+    pass ends when all have stopped.
 
     Parameters
     ----------
@@ -128,8 +129,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
     ------
     PPackError
         In one line, for what the columns cannot do: ``probability=True`` (the columns are
-        not calibrated), ``validation`` (its test measures all columns together),
-        sigma instead of C, a one-class search without scoring or labels, several scorers at
+        not calibrated), sigma instead of C, a one-class search without scoring or labels, several scorers at
         once, a grid that would not fit in memory.
 
     Notes

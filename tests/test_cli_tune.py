@@ -46,7 +46,7 @@ def test_tune_refusals_are_one_line_on_every_rank(mpi_tmp_path, capsys):
     base = ["tune", "--data", str(d / "train.txt"), "--C", "1,10", "--model", str(d / "m.h5"), *OPTIONS]
     fails_with(capsys, base + ["--memory-limit", "1e-6"], "grid: 12 columns (1 class columns x 2 grid points x 6 "
                                                           "folds and refit) need")
-    fails_with(capsys, base + ["--validation", "0.2"], "--validation 0.2: early stopping on held-out rows would stop")
+    fails_with(capsys, base + ["--folds", "1"], "--folds: at least 2, got 1")
     fails_with(capsys, base + ["--svm-type", "one_class"], "--C: does not apply to --svm-type one_class")
     fails_with(capsys, base[:3] + base[5:] + ["--nu", "0.2"], "--nu: does not apply to --svm-type c_svc")
     values = np.where(y > 0, 2.0, -1.0)  # not +-1: a one-class grid cannot score them

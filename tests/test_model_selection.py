@@ -114,7 +114,7 @@ def test_scorers_splitters_and_a_pipeline():
 
 @pytest.mark.parametrize("change, pattern", [
     ({"probability": True}, "probability=True: a grid search does not calibrate"),
-    ({"validation": 0.2}, "validation=0.2: early stopping"),
+    ({"sigma": 0.01}, "sigma: a grid search sets each column's sigma from its C"),
 ])
 def test_refusals_are_one_line(change, pattern):
     X, y = make_problem(60, 4, seed=1)
@@ -314,3 +314,33 @@ def test_one_class_search_scores_held_out_rows_against_the_labels():
     separate = PackOneClassSVM(comm=SELF, **{**PARAMS, "epochs": 1, **best}).fit(X)
     np.testing.assert_array_equal(search.predict(X), separate.predict(X))
     assert search.score(X, y) == pytest.approx(f1_score(y, separate.predict(X)), abs=1e-12)
+
+
+@pytest.mark.parametrize("comm", COMMS)
+@pytest.mark.parametrize("which, average", [("binary", True), ("multiclass", False)])
+def test_validation_stops_each_column_where_its_separate_fit_stops(comm, which, average):
+    """With validation, every column trains without the held-out rows (sigma and T from the
+    rows trained on) and each grid point and fold's columns stop on their own patience: the
+    stop iteration, the decision values and the refit's history are the separate fits'."""
+    X, y = make_problem(240, 6, seed=1) if which == "binary" else make_multiclass(240, 6, seed=2)
+    folds = np.arange(len(y)) % 3
+    params = {**PARAMS, "epochs": 5, "validation": 0.2, "patience": 2, "validation_every": 2, "average": average}
+    Cs3 = [0.5, 4.0, 50.0]
+    fit = train_grid(PackSVC(comm=comm, **params), X, y, Cs3, folds, 3)
+    stops = set()
+    for g, C in enumerate(Cs3):
+        for f in range(3):
+            separate = PackSVC(comm=comm, C=C, **params).fit(X, y, sample_weight=(folds != f).astype(float))
+            stop = fit.stops.iteration[(g * 4 + f) * fit.K]
+            assert (stop if stop >= 0 else fit.T) == separate.training_["iterations_done"]
+            stops.add(int(stop))
+            rows, decisions, _ = fit.held_out(g, f)
+            np.testing.assert_allclose(decisions, separate.decision_function(X[rows]), rtol=0, atol=1e-9)
+        refit = fit.refit(g)
+        separate = PackSVC(comm=comm, C=C, **params).fit(X, y)
+        np.testing.assert_allclose(refit.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-9)
+        assert refit.training_["validation"]["history"] == separate.training_["validation"]["history"]
+        assert refit.training_["held_out"] == separate.training_["held_out"]
+        assert (refit.C_, refit.sigma_, refit.training_["iterations_done"], refit.training_["converged"]) == (
+            separate.C_, separate.sigma_, separate.training_["iterations_done"], separate.training_["converged"])
+    assert len(stops) > 1 and max(stops) < fit.T  # the columns stopped early, and not together

@@ -1,5 +1,6 @@
 """The convergence test (``tol``) per group of columns, for a grid pass: each grid column stops
-on its own, as its separate fit would, and the pass ends when all have stopped or at T.
+on its own, as its separate fit would, and the pass ends when all have stopped or at T. The
+validation's stop per group (``validation.ColumnValidation``) stops groups here too.
 
 A group is the columns one separate fit trains (a grid point and fold's K class columns). Its
 test is the separate fit's: the mean over its K columns of the rows' losses (summed in column
@@ -20,11 +21,12 @@ from .state import LossWindows
 class ColumnStops:
     """Per column (Q,): ``group`` (int64, the columns that stop together) and, once stopped,
     ``iteration`` (int64, -1 while running) and ``avg_weight`` (the averages' weight sum
-    then, NaN while running); ``tol`` and ``window``: the test's, as ``PackedSolver``'s."""
+    then, NaN while running); ``tol`` (None: no test, only the validation's stops) and
+    ``window``: the test's, as ``PackedSolver``'s."""
 
     def __init__(self, group, tol, window):
         self.group = np.asarray(group, dtype=np.int64)
-        self.tol, self.window = float(tol), int(window)
+        self.tol, self.window = None if tol is None else float(tol), int(window)
         self.members = [np.flatnonzero(self.group == g) for g in np.unique(self.group)]
         self.windows = [LossWindows(self.window) for _ in self.members]
         self.iteration = np.full(len(self.group), -1, dtype=np.int64)
@@ -33,7 +35,10 @@ class ColumnStops:
     def after_pack(self, loss, active, iteration, avg_weight):
         """A pack's losses (Q, r) of every column; stops the groups whose test passes (their
         ``active`` entries set False), at ``iteration`` (after the pack) with the averages'
-        ``avg_weight`` (None: not averaging). Returns True when every column has stopped."""
+        ``avg_weight`` (None: not averaging). Returns True when every column has stopped (by
+        this test or the validation's); always False without ``tol``."""
+        if self.tol is None:
+            return False
         for members, windows in zip(self.members, self.windows):
             if not active[members[0]]:
                 continue
@@ -41,10 +46,15 @@ class ColumnStops:
             for c in members[1:]:
                 total += loss[c]
             if windows.add(total / len(members)) and windows.stable(self.tol):
-                active[members] = False
-                self.iteration[members] = iteration
-                self.avg_weight[members] = np.nan if avg_weight is None else avg_weight
+                self.stop(members, active, iteration, avg_weight)
         return not np.any(active)
+
+    def stop(self, members, active, iteration, avg_weight):
+        """Stop the columns ``members`` (int array) at ``iteration``, with the averages'
+        ``avg_weight`` (None: not averaging): inactive in ``active`` from now on."""
+        active[members] = False
+        self.iteration[members] = iteration
+        self.avg_weight[members] = np.nan if avg_weight is None else avg_weight
 
     def stopped(self, c):
         """Whether column c stopped before T."""

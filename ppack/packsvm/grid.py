@@ -63,6 +63,7 @@ from .predict import distributed_decisions
 from .progressive import ProgressiveRecord
 from .state import SolverState
 from .table import SupportVectorTable
+from .validation import ColumnValidation
 from .warmup import warm_kernels
 
 # bytes a stored row keeps per column: its coefficient; with averaging also the average's sum and clock
@@ -140,11 +141,6 @@ def refuse_unsupported(estimator):
     if getattr(estimator, "probability", False):
         raise PPackError(f"{given('probability', True)}: a grid search does not calibrate its columns; search "
                          "with probability=False, then fit the best parameters with probability=True", collective=True)
-    if getattr(estimator, "validation", None) is not None:
-        raise PPackError(f"{given('validation', estimator.validation)}: early stopping on held-out rows would "
-                         "stop every grid column together (tol stops each column on its own; validation per "
-                         "column is not built yet); a grid search runs without it (validation=None)",
-                         collective=True)
     if getattr(estimator, "sigma", None) is not None:
         raise PPackError("sigma: a grid search sets each column's sigma from its C; give C values, not sigma",
                          collective=True)
@@ -161,16 +157,18 @@ class GridFit:
     (Q,): each column's averages' weight sum (where it stopped, or at the end);
     ``resumed_from``: the iteration the pass resumed from a checkpoint at (None: afresh);
     ``stopped``: whether it stopped early on request (then it is not scored); ``sigma`` and
-    ``losses`` (Q,): each column's sigma and ``losses.Loss``."""
+    ``losses`` (Q,): each column's sigma and ``losses.Loss``; ``validation``: the pass's
+    ``validation.ColumnValidation``, or None."""
 
     def __init__(self, template, Cs, settings, specs, n_folds, folds, shard, weights, table, state, stats, sigma,
-                 losses, T, seed, compile_seconds, memory, stops=None, resumed_from=None, stopped=False):
+                 losses, T, seed, compile_seconds, memory, stops=None, resumed_from=None, stopped=False,
+                 validation=None):
         self.template, self.Cs, self.n_folds, self.folds = template, list(Cs), int(n_folds), folds
         self.settings, self.specs = list(settings), list(specs)
         self.shard, self.weights, self.table, self.state, self.stats = shard, weights, table, state, stats
         self.sigma, self.losses = sigma, list(losses)
         self.T, self.seed, self.compile_seconds, self.memory = T, seed, compile_seconds, memory
-        self.resumed_from, self.stopped = resumed_from, stopped
+        self.resumed_from, self.stopped, self.validation = resumed_from, stopped, validation
         self.K = table.n_columns // (len(self.Cs) * (self.n_folds + 1))
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
         self.scores = "pass"
@@ -279,8 +277,10 @@ class GridFit:
                         avg=None if avg is None else avg[keep])
         occupancy = np.array(comm.allgather(int(np.count_nonzero(keep))), dtype=np.int64)
         stopped = self.stops is not None and self.stops.stopped(first)
+        track = None if self.validation is None else self.validation.tracks[first // K]
         stats = copy.copy(self.stats)
-        stats.converged = stopped  # the separate fit's: it stopped where this column did
+        # the separate fit's: it stopped where this column did, converged (tol) unless its validation stopped it
+        stats.converged = stopped and not (track is not None and track.stopped)
         sub_state = SolverState(iteration=int(self.stops.iteration[first]) if stopped else state.iteration,
                                 scale=state.scale[cols].copy(),
                                 norm=state.norm[cols].copy(), occupancy=occupancy, loss_windows=state.loss_windows,
@@ -295,12 +295,15 @@ class GridFit:
         setattr(model, name, self.Cs[g])
         model.table_ = sub
         model.sigma_ = float(self.sigma[first])
-        model.C_ = 1.0 / (self.shard.n_samples * model.sigma_) if name == "nu" else float(self.Cs[g])
+        trained = self.shard.n_samples - (0 if self.validation is None else len(self.validation.ids))
+        model.C_ = 1.0 / (trained * model.sigma_)  # as a fit computes it
         model.loss_ = self.losses[first]
         model.stopped_ = False
         model.resumed_from_ = None
         model._finish(comm, self.shard, sub_state, stats, self.weights, None, self.seed, self.T,
                       self.compile_seconds)
+        if track is not None:
+            model.training_["validation"] = self.validation.report(track)
         model.training_["grid"] = {"columns": table.n_columns, "grid_points": len(self.Cs), "folds": F,
                                    name: [float(C) for C in self.Cs], "refit_of": g,
                                    "kernels": [spec.describe() for spec in self.specs]}
@@ -396,12 +399,21 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     if folds.shape != (shard.n_samples,):
         raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows", collective=True)
     labels, weights, n_classes, K = est._targets(shard)
-    m, seed = shard.n_samples, est.seed_
-    est.held_out_ = None
-    T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
+    seed = est.seed_
     S, F = len(specs), int(n_folds)
     G = S * len(Cs)  # grid points: (kernel setting, C), the settings outermost
     Q = K * G * (F + 1)
+    # tol and validation: each grid point and fold's K columns stop together, as their separate fit
+    stops = None if est.tol is None and est.validation is None else ColumnStops(np.arange(Q) // K, est.tol,
+                                                                                 est.tol_window)
+    validation, est.held_out_ = None, None
+    if est.validation is not None:  # the held-out rows no column trains on, as each separate fit's
+        every = est.validation_every or max(1, shard.n_samples // (10 * int(est.pack)))
+        validation = ColumnValidation(comm, est, shard, est.validation, seed, every, est.patience, stops,
+                                      np.ones(Q, dtype=np.bool_))
+        est.held_out_ = {"holdout": validation.holdout, "rows": len(validation.ids), "for": "validation"}
+    m = shard.n_samples - (0 if validation is None else len(validation.ids))  # the rows trained on
+    T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
     memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit, Collectives(comm))
     if console is not None:
         settings_x = f"{S} kernel settings x " if S > 1 else ""
@@ -412,7 +424,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                          f"to {memory.rows} rows), more than the {_size(memory.limit).strip()} available: use fewer "
                          "kernel settings, C values or folds, more ranks, or average=False (8 bytes a column "
                          "instead of 24)", collective=True)
-    sigma, losses = _column_rules(est, comm, shard, labels, weights, specs, Cs, folds, F, K)
+    sigma, losses = _column_rules(est, comm, shard, labels, weights, specs, Cs, folds, F, K, m)
     est.loss_ = losses[-1]
     column_class = np.empty(Q, dtype=np.int64)
     column_fold = np.empty(Q, dtype=np.int64)
@@ -429,16 +441,17 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                       kernels=tuple(specs) if S > 1 else None, column_group=column_group,
                       rho_step=[loss.rho_step for loss in losses], rho_low=[loss.rho_low for loss in losses],
                       rho_high=[loss.rho_high for loss in losses])
-    # tol: each grid point and fold's K columns stop together, as their separate fit
-    stops = None if est.tol is None else ColumnStops(np.arange(Q) // K, est.tol, est.tol_window)
+    if validation is not None:
+        validation.active = columns.active  # the columns it stops
     record = None
     if scores == "progressive":  # the columns holding fold f out, in (g, k) order
         held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
         record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
-    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, m, shard.n_features, est.dtype_, T, n_classes,
+    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, shard.n_samples, shard.n_features, est.dtype_, T, n_classes,
                           average=est.average, sampling=est.sampling, step=est.step,
                           class_weight=None if weights is None else repr(est.class_weight_),
                           row_weights=shard.w is not None, svm_type=est.SVM_TYPE,
+                          validation=None if validation is None else float(est.validation),
                           epsilon=getattr(est, "epsilon", None),
                           grid=grid_identity(Cs, specs, folds, F, K, scores, name))
     checkpointing = None if checkpoint is None else Checkpointing(
@@ -453,14 +466,15 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                           should_stop=should_stop,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,
                           sampling=est.sampling, loss=est.loss_, placement=est.placement, device=est.device,
-                          pipeline=est.pipeline, columns=columns, progressive=record, column_stops=stops)
+                          pipeline=est.pipeline, columns=columns, progressive=record, column_stops=stops,
+                          validation=validation)
     compile_seconds = warm_kernels(comm, specs[0], shard.dtype, shard.sparse, shard.X.dtype,
                                    groups=columns.kernel_groups())
     resumed_from = None if previous is None else previous[1].iteration
     table, state, stats, stopped = solver.run(shard, labels, checkpointing, previous, stop_after_packs, weights)
     fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
                   F, folds, shard, weights, table, state, stats, sigma, losses, T, seed,
-                  compile_seconds + solver.device_seconds, memory, stops, resumed_from, stopped)
+                  compile_seconds + solver.device_seconds, memory, stops, resumed_from, stopped, validation)
     if stopped:
         return fit
     if record is None:
@@ -480,13 +494,13 @@ def grid_identity(Cs, specs, folds, n_folds, K, scores="pass", name="C"):
             "class_columns": int(K), "scores": scores}
 
 
-def _column_rules(est, comm, shard, labels, weights, specs, Cs, folds, F, K):
+def _column_rules(est, comm, shard, labels, weights, specs, Cs, folds, F, K, m):
     """Collective: each column's sigma (Q,) and ``losses.Loss`` (a list of Q), in ``column_of``'s
     order, grid points (setting, C or nu) with the settings outermost. C-SVC and SVR: sigma = 1 /
-    (n C), the loss of the rows a fold trains on, as a fit with sample_weight 0 on the fold
-    gets it. One-class: sigma = nu m_f / n (the module docstring), and the rule of its sigma
-    and its setting's kernel radius."""
-    m, local = shard.n_samples, shard.start + np.arange(shard.stop - shard.start)
+    (m C), m the rows trained on (all but a validation's), the loss of the rows a fold trains
+    on, as a fit with sample_weight 0 on the fold gets it. One-class (no validation): sigma =
+    nu m_f / m (the module docstring), and the rule of its sigma and its setting's kernel radius."""
+    local = shard.start + np.arange(shard.stop - shard.start)
     if est.SVM_TYPE == "one_class":
         outside = [m - int(np.count_nonzero(folds == f)) for f in range(F)]
         radii = [one_class_radius2(comm, shard, spec) for spec in specs]

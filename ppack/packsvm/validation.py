@@ -8,6 +8,11 @@ Allreduce calls). The score is the model's ``validation_score``: the accuracy fo
 for epsilon-SVR (called "accuracy" below). Training stops when it has not improved for ``patience``
 evaluations in a row; the model returned is the last one (the averaged iterate, with
 ``average=True``, is the one measured).
+
+A grid pass (``grid.py``) measures each group of columns (a grid point and fold's K class
+columns) as its separate fit measures its model, from one prediction pass over the held-out
+rows with every column, and stops each group on its own patience (``ColumnValidation``).
+The accuracy histories are not checkpointed: a resumed run starts its patience afresh.
 """
 
 import numpy as np
@@ -16,6 +21,27 @@ from ..data.sampler import held_out
 from .averaging import averaged_coefficients, averaged_offset
 from ..mpi.collectives import Collectives
 from .predict import distributed_decisions
+
+
+class Patience:
+    """One model's accuracy ``history`` ((iteration, accuracy) pairs), its ``best`` and the
+    evaluations ``since_best``; ``stopped`` once that reaches ``patience``."""
+
+    def __init__(self, patience):
+        self.patience = int(patience)
+        self.history = []
+        self.best, self.since_best = -np.inf, 0  # the first evaluation always improves
+        self.stopped = False
+
+    def add(self, iteration, accuracy):
+        """Record an evaluation; True once the accuracy has not improved for ``patience`` in a row."""
+        self.history.append((int(iteration), float(accuracy)))
+        if accuracy > self.best:
+            self.best, self.since_best = accuracy, 0
+        else:
+            self.since_best += 1
+        self.stopped = self.since_best >= self.patience
+        return self.stopped
 
 
 class Validation:
@@ -29,10 +55,8 @@ class Validation:
         ids = [np.flatnonzero(held_out(np.arange(a, min(a + step, shard.n_samples)), *self.holdout)) + a
                for a in range(0, shard.n_samples, step)]
         self.ids = np.concatenate(ids).astype(np.int64)
-        self.history = []  # (iteration, accuracy)
-        self.best, self.since_best = -np.inf, 0  # the first evaluation always improves
+        self.track = Patience(patience)
         self.collectives = Collectives(comm)  # counts the calls the evaluations make
-        self.stopped = False
 
     def __call__(self, table, state):
         """Collective: measure the accuracy now; True when training should stop."""
@@ -48,17 +72,48 @@ class Validation:
             if model.SVM_TYPE != "c_svc":
                 decisions = decisions - rho[0]
             accuracy[0] = model.validation_score(decisions, raw)
-        accuracy = float(self.collectives.broadcast(accuracy)[0])
-        self.history.append((int(state.iteration), accuracy))
-        if accuracy > self.best:
-            self.best, self.since_best = accuracy, 0
-        else:
-            self.since_best += 1
-        self.stopped = self.since_best >= self.patience
-        return self.stopped
+        return self.track.add(state.iteration, float(self.collectives.broadcast(accuracy)[0]))
 
-    def report(self):
+    def report(self, track=None):
+        """The run's validation (JSON): ``track``'s (a ``Patience``; None: the run's own)."""
+        track = self.track if track is None else track
         return {"fraction": self.holdout[0], "rows": len(self.ids), "every_packs": self.every,
-                "patience": self.patience, f"best_{self.model.VALIDATION_METRIC}": self.best, "stopped_early": self.stopped,
-                "history": self.history, "collectives": sum(self.collectives.calls.values())}
+                "patience": self.patience, f"best_{self.model.VALIDATION_METRIC}": track.best,
+                "stopped_early": track.stopped, "history": track.history,
+                "collectives": sum(self.collectives.calls.values())}
+
+
+class ColumnValidation(Validation):
+    """A grid pass's validation: each group of ``stops`` (a ``column_stops.ColumnStops``) that
+    is still ``active`` ((Q,) bool, the run's ``Columns.active``) measured as its separate fit
+    measures its model, and stopped there (``ColumnStops.stop``) once its accuracy has not
+    improved for ``patience`` evaluations (``tracks``, one ``Patience`` per group). Called with
+    (table, state) as ``Validation``: True when every column has stopped."""
+
+    def __init__(self, comm, model, shard, fraction, seed, every, patience, stops, active):
+        super().__init__(comm, model, shard, fraction, seed, every, patience)
+        self.stops, self.active = stops, active
+        self.tracks = [Patience(patience) for _ in stops.members]
+
+    def __call__(self, table, state):
+        model, members = self.model, self.stops.members
+        running = [i for i, group in enumerate(members) if self.active[group[0]]]
+        scale, coef, rho = state.scale, None, state.rho
+        if table.averaged:  # a running column's average: over the iterations so far, as its fit's
+            scale, coef = np.ones_like(scale), averaged_coefficients(table, state)
+            rho = averaged_offset(state, model.loss_)
+        decisions, raw = distributed_decisions(self.comm, table, scale, self.shard, self.shard.n_features,
+                                               ids=self.ids, collectives=self.collectives, coef=coef)
+        accuracy = np.zeros(len(members))
+        if self.comm.Get_rank() == 0:
+            for i in running:
+                group = decisions[:, members[i]]
+                if model.SVM_TYPE != "c_svc":
+                    group = group - rho[members[i]]
+                accuracy[i] = model.validation_score(group[:, 0] if group.shape[1] == 1 else group, raw)
+        self.collectives.broadcast(accuracy)
+        for i in running:
+            if self.tracks[i].add(state.iteration, accuracy[i]):
+                self.stops.stop(members[i], self.active, state.iteration, state.avg_weight)
+        return not np.any(self.active)
 
