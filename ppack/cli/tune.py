@@ -129,7 +129,8 @@ def run(comm, args):
     refit = fit.refit(g)
     if args.model:
         refit.save(args.model)
-        say(f"best model ({name}={row[name]:.6g}, gamma={row['gamma']:.6g}, refit on every row) written to {args.model}")
+        say(f"best model ({name}={row[name]:.6g}, gamma={row['gamma']:.6g}, refit on every row) written to "
+            f"{args.model}")
     results = {"command": "tune", "data": args.data, "ranks": comm.Get_size(), "folds": folds_k, "scores": args.scores,
                "svm_type": svm_type, "metric": metric, "grid": rows,
                "best": {k: row[k] for k in (name, "gamma", "mean", "std")},

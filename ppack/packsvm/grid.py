@@ -52,12 +52,12 @@ from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import DTYPES
 from .averaging import averaged_offset
-from .losses import one_class_radius2, one_class_rule
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .column_stops import ColumnStops
 from .columns import Columns
 from .estimator import resolve_gamma
 from .loop import Checkpointing, PackedSolver
+from .losses import one_class_radius2, one_class_rule
 from .objective import nu_quantile, training_rows
 from .predict import distributed_decisions
 from .progressive import ProgressiveRecord
@@ -151,11 +151,11 @@ class GridFit:
     values from the columns that held it out (NaN for a row no fold holds out, and with
     ``scores`` "progressive" for a row never sampled), ``labels`` (n_samples,) the raw
     labels, on every rank; ``refit(g)`` the fitted estimator of grid point g; per grid point
-    (G,) its ``Cs`` (C, or nu for one-class: ``grid_parameter``), ``settings`` (the kernel parameters it sets, a dict) and ``specs`` (its
-    KernelSpec); ``seconds``: {"train", "score"}; ``memory``: the ``GridMemory``; ``stops``:
-    the ``ColumnStops`` of a run with ``tol`` (each column's stop), or None; ``avg_weight``
-    (Q,): each column's averages' weight sum (where it stopped, or at the end);
-    ``resumed_from``: the iteration the pass resumed from a checkpoint at (None: afresh);
+    (G,) its ``Cs`` (C, or nu for one-class: ``grid_parameter``), ``settings`` (the kernel
+    parameters it sets, a dict) and ``specs`` (its KernelSpec); ``seconds``: {"train",
+    "score"}; ``memory``: the ``GridMemory``; ``stops``: the ``ColumnStops`` of a run with
+    ``tol`` or validation (each column's stop), or None; ``avg_weight`` (Q,): each column's
+    averages' weight sum (where it stopped, or at the end); ``resumed_from``: the iteration the pass resumed from a checkpoint at (None: afresh);
     ``stopped``: whether it stopped early on request (then it is not scored); ``sigma`` and
     ``losses`` (Q,): each column's sigma and ``losses.Loss``; ``validation``: the pass's
     ``validation.ColumnValidation``, or None."""
@@ -183,7 +183,8 @@ class GridFit:
         """Collective: one predict pass over the training rows, each row with the columns that
         hold it out (fold f's rows with the G x K columns of fold f, so a row's kernel values
         feed G K multiply-adds, not all Q); sets ``held`` and ``labels`` (every rank; NaN for a
-        row no fold holds out). One-class columns first set their rho from every row (``_one_class_scores``)."""
+        row no fold holds out). One-class columns first set their rho from every row
+        (``_one_class_scores``)."""
         comm = self.template._comm()
         start = MPI.Wtime()
         table, state = self.table, self.state
@@ -447,7 +448,8 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     if scores == "progressive":  # the columns holding fold f out, in (g, k) order
         held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
         record = ProgressiveRecord(held_columns, folds, shard.start, shard.stop)
-    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, shard.n_samples, shard.n_features, est.dtype_, T, n_classes,
+    params = run_identity(specs[0], float(sigma[0]), est.pack, seed, shard.n_samples, shard.n_features, est.dtype_, T,
+                          n_classes,
                           average=est.average, sampling=est.sampling, step=est.step,
                           class_weight=None if weights is None else repr(est.class_weight_),
                           row_weights=shard.w is not None, svm_type=est.SVM_TYPE,
