@@ -155,10 +155,11 @@ class GridFit:
     parameters it sets, a dict) and ``specs`` (its KernelSpec); ``seconds``: {"train",
     "score"}; ``memory``: the ``GridMemory``; ``stops``: the ``ColumnStops`` of a run with
     ``tol`` or validation (each column's stop), or None; ``avg_weight`` (Q,): each column's
-    averages' weight sum (where it stopped, or at the end); ``resumed_from``: the iteration the pass resumed from a checkpoint at (None: afresh);
-    ``stopped``: whether it stopped early on request (then it is not scored); ``sigma`` and
-    ``losses`` (Q,): each column's sigma and ``losses.Loss``; ``validation``: the pass's
-    ``validation.ColumnValidation``, or None."""
+    averages' weight sum (where it stopped, or at the end); ``resumed_from``: the iteration
+    the pass resumed from a checkpoint at (None: afresh); ``stopped``: whether it stopped
+    early on request (then it is not scored); ``sigma`` and ``losses`` (Q,): each column's
+    sigma and ``losses.Loss``; ``validation``: the pass's ``validation.ColumnValidation``, or
+    None."""
 
     def __init__(self, template, Cs, settings, specs, n_folds, folds, shard, weights, table, state, stats, sigma,
                  losses, T, seed, compile_seconds, memory, stops=None, resumed_from=None, stopped=False,
