@@ -19,6 +19,12 @@ timed at two grid points (``--libsvm-points``); the whole grid's LIBSVM time is 
 depends on which points were timed). usps (10 classes, 256 features; or scikit-learn's
 digits when usps is absent): C in {1, 10, 100} x gamma in {0.005, 0.01, 0.02} with 3 folds.
 
+``usps-one-class`` (in ``--datasets``): a one-class grid, nu in {0.05, 0.1, 0.2} x gamma in
+{0.005, 0.01, 0.02} with 3 folds (KFold, unshuffled), on usps's first digit as inliers (+1)
+with one row in ten drawn (seeded) from the other digits as outliers (-1), the same for the
+test set; both searches score by F1 of the inliers (``scoring="f1"``). GridSearchCV fits 27
+PackOneClassSVM models on the training folds and refits the best; it has no speed goal.
+
 ``--scores``: how PackGridSearchCV scores the held-out rows, "pass" (a predict pass after
 training) or "progressive" (the predictions tested during training, no second pass); "both"
 runs the search twice and compares the progressive ranking of the grid points with the
@@ -42,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 GRIDS = {
     "a9a": {"C": [0.1, 1.0, 10.0, 100.0], "gamma": [0.01, 0.05, 0.1], "folds": 5},
     "usps": {"C": [1.0, 10.0, 100.0], "gamma": [0.005, 0.01, 0.02], "folds": 3},
+    "usps-one-class": {"nu": [0.05, 0.1, 0.2], "gamma": [0.005, 0.01, 0.02], "folds": 3},
 }
 GOALS = {"a9a": 12.0, "usps": 6.0}  # GridSearchCV seconds / PackGridSearchCV seconds
 POINTS_GOAL = 0.3  # accuracy points
@@ -91,6 +98,56 @@ def libsvm_cv(X, y, C, gamma, folds):
     problem = sp.csr_matrix(X.astype(np.float64))
     with one_thread():
         return timed(lambda: svmutil.svm_train(y, problem, f"-c {C} -g {gamma} -v {folds} -m 1000 -q"))
+
+
+def one_class_rows(X, y, seed):
+    """The first class's rows as inliers (+1) and one row in ten of the others, drawn with
+    ``seed``, as outliers (-1), in their original order."""
+    inlier = y == np.min(y)
+    others = np.flatnonzero(~inlier)
+    drawn = np.random.default_rng(seed).choice(others, size=max(1, int(inlier.sum()) // 9), replace=False)
+    rows = np.sort(np.concatenate([np.flatnonzero(inlier), drawn]))
+    return X[rows], np.where(inlier[rows], 1.0, -1.0)
+
+
+def run_one_class(name, args):
+    """PackGridSearchCV against GridSearchCV over PackOneClassSVM (module docstring)."""
+    from sklearn.metrics import f1_score
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    from ppack import PackOneClassSVM
+    from ppack.model_selection import PackGridSearchCV
+
+    X, y, Xt, yt, what = load("usps", args.data_dir, args.max_train)
+    X, y = one_class_rows(X, y, args.seed)
+    Xt, yt = one_class_rows(Xt, yt, args.seed + 1)
+    spec = GRIDS[name]
+    grid = {"nu": spec["nu"], "gamma": spec["gamma"]}
+    cv = KFold(spec["folds"])
+    estimator = PackOneClassSVM(epochs=args.epochs, seed=args.seed, dtype="float32")
+    result = {"data": f"{what}, first class against one in ten of the others", "rows": int(X.shape[0]),
+              "outliers": int(np.sum(y < 0)), "test_rows": int(Xt.shape[0]), "grid": grid, "folds": spec["folds"],
+              "epochs": args.epochs, "seed": args.seed, "scoring": "f1"}
+    print(f"{result['data']}: {X.shape[0]} rows ({result['outliers']} outliers) x {X.shape[1]} features; grid "
+          f"{len(spec['nu'])} nu x {len(spec['gamma'])} gamma x {spec['folds']} folds", flush=True)
+    ours, seconds = timed(lambda: PackGridSearchCV(estimator, grid, cv=cv, scoring="f1").fit(X, y))
+    result["ppack"] = {"seconds": seconds, "best_params": ours.best_params_, "best_cv_f1": ours.best_score_,
+                       "refit_test_f1": float(f1_score(yt, ours.predict(Xt))),
+                       "passes": [{"columns": p["columns"], "seconds": p["seconds"]} for p in ours.grid_passes_]}
+    print(f"  ppack PackGridSearchCV: {seconds:.1f} s, best {ours.best_params_}, CV F1 {ours.best_score_:.4f}, "
+          f"refit test F1 {result['ppack']['refit_test_f1']:.4f}", flush=True)
+    separate = PackOneClassSVM(epochs=args.epochs, seed=args.seed, dtype="float32", **ours.best_params_).fit(X)
+    result["separate_fit_test_f1"] = float(f1_score(yt, separate.predict(Xt)))
+    if not args.skip_sklearn:
+        theirs, seconds = timed(lambda: GridSearchCV(estimator, grid, cv=cv, scoring="f1", n_jobs=1).fit(X, y))
+        result["sklearn_gridsearchcv"] = {"seconds": seconds, "best_params": theirs.best_params_,
+                                          "best_cv_f1": theirs.best_score_,
+                                          "refit_test_f1": float(f1_score(yt, theirs.predict(Xt)))}
+        result["speedup"] = seconds / result["ppack"]["seconds"]
+        print(f"  GridSearchCV over PackOneClassSVM (n_jobs=1): {seconds:.1f} s, best {theirs.best_params_}, CV F1 "
+              f"{theirs.best_score_:.4f}; ppack {result['speedup']:.1f}x faster", flush=True)
+    save(args, name, result)
+    return result
 
 
 def run(name, args):
@@ -216,7 +273,7 @@ def save(args, name, result):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    p.add_argument("--datasets", default="a9a,usps")
+    p.add_argument("--datasets", default="a9a,usps", help="a9a, usps, usps-one-class (comma-separated)")
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-train", type=int, default=None, help="keep the first N training rows (a quick check)")
@@ -229,7 +286,7 @@ def main():
     args = p.parse_args()
     args.stamp = time.strftime("%Y%m%d-%H%M%S")
     for name in args.datasets.split(","):
-        run(name, args)
+        (run_one_class if name == "usps-one-class" else run)(name, args)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,9 @@ def _unpad_rows(nnz, idx, val, scale, indptr, indices, values, l1, norms):
             values[a + j] = np.float64(val[k, j]) * scale
     total = indptr[r]
     if norms.shape[0] > 0:
-        norms[:] = csr_row_norms(indptr, values[:total], l1)
+        computed = csr_row_norms(indptr, values[:total], l1)
+        for k in range(r):  # an element loop: a slice assignment compiles numba's shape-mismatch message
+            norms[k] = computed[k]
     return total
 
 
