@@ -173,6 +173,14 @@ def _sweep(indptr, indices, values, dense, labels, rows, stride, order, kind, pa
     return pg_max, pg_min
 
 
+@njit(inline="always")
+def _put_bytes(dst, pos, src):
+    """dst[pos:pos + len(src)] = src (uint8 arrays), element by element: a slice assignment
+    compiles numba's shape-mismatch message (string formatting, seconds of compilation)."""
+    for b in range(src.shape[0]):
+        dst[pos + b] = src[b]
+
+
 @njit(cache=True)
 def _pack_csr(indptr, indices, data, labels, rows, out):
     """Serialise CSR rows ``rows`` (with labels[rows]) into the byte buffer ``out``."""
@@ -185,12 +193,12 @@ def _pack_csr(indptr, indices, data, labels, rows, out):
         nnz = indptr[i + 1] - a
         label[0] = labels[i]
         count[0] = nnz
-        out[pos:pos + 8] = label.view(np.uint8)
-        out[pos + 8:pos + 12] = count.view(np.uint8)
+        _put_bytes(out, pos, label.view(np.uint8))
+        _put_bytes(out, pos + 8, count.view(np.uint8))
         pos += HEADER_BYTES
-        out[pos:pos + 4 * nnz] = indices[a:a + nnz].view(np.uint8)
+        _put_bytes(out, pos, indices[a:a + nnz].view(np.uint8))
         pos += 4 * nnz
-        out[pos:pos + 8 * nnz] = data[a:a + nnz].view(np.uint8)
+        _put_bytes(out, pos, data[a:a + nnz].view(np.uint8))
         pos += 8 * nnz
 
 
@@ -213,12 +221,12 @@ def _pack_dense(X, labels, rows, out):
                 nnz += 1
         label[0] = labels[i]
         count[0] = nnz
-        out[pos:pos + 8] = label.view(np.uint8)
-        out[pos + 8:pos + 12] = count.view(np.uint8)
+        _put_bytes(out, pos, label.view(np.uint8))
+        _put_bytes(out, pos + 8, count.view(np.uint8))
         pos += HEADER_BYTES
-        out[pos:pos + 4 * nnz] = idx[:nnz].view(np.uint8)
+        _put_bytes(out, pos, idx[:nnz].view(np.uint8))
         pos += 4 * nnz
-        out[pos:pos + 8 * nnz] = val[:nnz].view(np.uint8)
+        _put_bytes(out, pos, val[:nnz].view(np.uint8))
         pos += 8 * nnz
 
 
@@ -230,13 +238,13 @@ def _unpack(buf, labels, indptr, indices, data):
     nz = 0
     indptr[0] = 0
     for k in range(labels.shape[0]):
-        labels[k:k + 1].view(np.uint8)[:] = buf[pos:pos + 8]
-        count.view(np.uint8)[:] = buf[pos + 8:pos + 12]
+        _put_bytes(labels[k:k + 1].view(np.uint8), 0, buf[pos:pos + 8])
+        _put_bytes(count.view(np.uint8), 0, buf[pos + 8:pos + 12])
         nnz = count[0]
         pos += HEADER_BYTES
-        indices[nz:nz + nnz].view(np.uint8)[:] = buf[pos:pos + 4 * nnz]
+        _put_bytes(indices[nz:nz + nnz].view(np.uint8), 0, buf[pos:pos + 4 * nnz])
         pos += 4 * nnz
-        data[nz:nz + nnz].view(np.uint8)[:] = buf[pos:pos + 8 * nnz]
+        _put_bytes(data[nz:nz + nnz].view(np.uint8), 0, buf[pos:pos + 8 * nnz])
         pos += 8 * nnz
         nz += nnz
         indptr[k + 1] = nz
