@@ -43,9 +43,32 @@ def test_info_describes_a_grid_checkpoint(tmp_path, capsys):
     assert "grid=" not in lines[2]  # the run's line leaves the grid to the lines below
     stopped = int(lines[3].split("columns (")[1].split(" stopped")[0])
     assert lines[3] == (f"  grid pass: 3 C values x 2 kernel settings = 6 grid points, 3 folds + the refit, 1 class "
-                        f"column(s) each: 24 columns ({stopped} stopped by tol), pass scores") and stopped > 0
+                        f"column(s) each: 24 columns ({stopped} stopped by tol or validation), pass scores") \
+        and stopped > 0
     assert lines[4] == "  C: 0.5, 4, 30"
     assert lines[5].startswith("  kernel: rbf") and lines[6].startswith("  kernel: linear")
+
+
+def test_info_describes_a_one_class_grid_and_validation_in_checkpoints(tmp_path, capsys):
+    """A one-class grid's checkpoint names its nu values; a checkpoint with validation tells
+    its evaluations so far."""
+    import numpy as np
+
+    from ppack import PackOneClassSVM, PackSVC
+    from ppack.packsvm.grid import train_grid
+
+    X, y = make_problem(150, 6, seed=1)
+    train_grid(PackOneClassSVM(comm=MPI.COMM_SELF, gamma=0.3, epochs=3, pack=20, seed=5), X, y, [0.1, 0.3],
+               np.arange(150) % 3, 3, checkpoint=tmp_path / "g.h5", stop_after_packs=5)
+    main(["info", str(tmp_path / "g.h5")], comm=MPI.COMM_SELF)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].startswith("  grid pass: 2 nu values x 1 kernel settings = 2 grid points, 3 folds + the refit")
+    assert lines[4] == "  nu: 0.1, 0.3"
+    PackSVC(comm=MPI.COMM_SELF, gamma=0.3, epochs=20, pack=20, validation=0.2, validation_every=2).fit(
+        X, y, checkpoint=tmp_path / "v.h5", stop_after_packs=7)
+    main(["info", str(tmp_path / "v.h5")], comm=MPI.COMM_SELF)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("  validation: 3 evaluation(s) so far, best 0.") and "patience used" in line
 
 
 @pytest.mark.job

@@ -33,7 +33,8 @@ def _same_pass(resumed, full):
     np.testing.assert_array_equal(resumed.held, full.held)
 
 
-CASES = [("binary", {"tol": 0.1, "tol_window": 40}), ("multiclass", {"average": True})]
+CASES = [("binary", {"tol": 0.1, "tol_window": 40}), ("multiclass", {"average": True}),
+         ("binary", {"validation": 0.2, "patience": 2, "validation_every": 2})]
 
 
 def _resumes_exactly(comm, which, extra, path):
@@ -45,11 +46,12 @@ def _resumes_exactly(comm, which, extra, path):
     assert first.stopped and not hasattr(first, "held")  # stopped: not scored
     with h5py.File(path, "r") as f:
         assert f.attrs["complete"] and f.attrs["iteration"] == 8 * PARAMS["pack"]
-        assert ("column_stops" in f.attrs) == ("tol" in extra)
+        stopping = "tol" in extra or "validation" in extra
+        assert ("column_stops" in f.attrs) == stopping and ("validation" in f.attrs) == ("validation" in extra)
     resumed = _grid(comm, X, y, folds, params, checkpoint=path, resume=True)
     assert resumed.resumed_from == 8 * PARAMS["pack"] and not resumed.stopped
     _same_pass(resumed, full)
-    if "tol" in extra:
+    if stopping:
         assert np.any(full.stops.iteration >= 0)  # some columns stopped, and where they did is kept
         np.testing.assert_array_equal(resumed.stops.iteration, full.stops.iteration)
         np.testing.assert_array_equal(resumed.refit(1).decision_function(X), full.refit(1).decision_function(X))

@@ -56,3 +56,23 @@ def test_validation_measures_the_averaged_model_when_averaging():
     at_500 = PackSVC(iterations=500, **params).fit(X, y)
     held = np.flatnonzero(held_out(np.arange(1000), 0.2, model.training_["seed"]))
     assert accuracy == np.mean(at_500.predict(X[held]) == y[held])
+
+
+@pytest.mark.parametrize("comm", [pytest.param(SELF, id="1rank"),
+                                  pytest.param(WORLD, id="all", marks=pytest.mark.mpi(min_size=2))])
+def test_a_run_resumed_after_validation_evaluations_stops_where_the_uninterrupted_one_does(comm, mpi_tmp_path):
+    """The checkpoint keeps the accuracy history and patience count: a run stopped after some
+    evaluations and resumed stops at the same iteration with the same model and history."""
+    X, y = make_problem(2000, 5, seed=91)
+    params = dict(gamma=0.3, C=5.0, epochs=20, pack=50, validation=0.2, validation_every=4, patience=3, comm=comm)
+    whole = PackSVC(**params).fit(X, y)
+    history = whole.training_["validation"]["history"]
+    assert len(history) >= 5 and whole.training_["validation"]["stopped_early"]
+    path = mpi_tmp_path / "v.h5"
+    stop = 4 * (len(history) - 2)  # two evaluations before the stop: patience already counting
+    stopped = PackSVC(**params).fit(X, y, checkpoint=path, stop_after_packs=stop)
+    assert stopped.stopped_
+    resumed = PackSVC(**params).fit(X, y, checkpoint=path, resume=True)
+    assert resumed.training_["validation"]["history"] == history
+    assert resumed.training_["iterations_done"] == whole.training_["iterations_done"]
+    np.testing.assert_array_equal(resumed.decision_function(X), whole.decision_function(X))

@@ -113,14 +113,22 @@ def _describe_checkpoint(path, f):
              f"on {a['ranks']} ranks, {stats['packs']} packs done",
              "  run: " + ", ".join(f"{k}={v}" for k, v in sorted(params.items()))]
     if grid is not None:  # a grid pass (tune, PackGridSearchCV): its first column's kernel and sigma are above
-        settings, points = len(grid["kernels"]), len(grid["kernels"]) * len(grid["C"])
+        name = "nu" if "nu" in grid else "C"  # one-class grids search nu
+        settings, points = len(grid["kernels"]), len(grid["kernels"]) * len(grid[name])
         stopped = sum(i >= 0 for i in json.loads(a["column_stops"])["iteration"]) if "column_stops" in a else 0
-        lines += [f"  grid pass: {len(grid['C'])} C values x {settings} kernel settings = {points} grid points, "
+        lines += [f"  grid pass: {len(grid[name])} {name} values x {settings} kernel settings = {points} grid points, "
                   f"{grid['folds']} folds + the refit, {grid['class_columns']} class column(s) each: "
-                  f"{points * (grid['folds'] + 1) * grid['class_columns']} columns ({stopped} stopped by tol), "
-                  f"{grid.get('scores', 'pass')} scores",
-                  "  C: " + ", ".join(f"{C:g}" for C in grid["C"])]
+                  f"{points * (grid['folds'] + 1) * grid['class_columns']} columns ({stopped} stopped by tol or "
+                  f"validation), {grid.get('scores', 'pass')} scores",
+                  f"  {name}: " + ", ".join(f"{C:g}" for C in grid[name])]
         lines += [f"  kernel: {kernel}" for kernel in grid["kernels"]]
+    if "validation" in a:  # the held-out accuracy so far (a grid's: each group of columns')
+        tracks = json.loads(a["validation"])["tracks"]
+        best = [t["best"] for t in tracks if t["best"] is not None]
+        lines.append(f"  validation: {len(tracks[0]['history'])} evaluation(s) so far"
+                     + (f", best {max(best):.4f}" if len(tracks) == 1 and best else "")
+                     + (f" in {len(tracks)} groups of columns" if len(tracks) > 1 else "")
+                     + f"; patience used {max(t['since_best'] for t in tracks)} (the most of any)")
     return lines
 
 

@@ -3,9 +3,10 @@
 One HDF5 file (format "ppack-checkpoint"): every rank's table shard (keys, coefficients,
 feature vectors, and the rank that held each entry, in rank order and slot order within a
 rank; ``rank_offsets`` (ranks + 1,) marks where each rank's entries start), the scalars of
-the model (iteration, scale, norm, the offset rho and its averaging sum), the sampler's exact position, the windows of the --tol
-test, the run statistics and the training parameters. A grid pass's (``grid.py``) also holds
-each column's --tol stop (attribute ``column_stops``) and, with progressive scores, every
+the model (iteration, scale, norm, the offset rho and its averaging sum), the sampler's
+exact position, the windows of the --tol test, the --validation histories and patience
+counts (attribute ``validation``), the run statistics and the training parameters. A grid
+pass's (``grid.py``) also holds each column's stop (attribute ``column_stops``) and, with progressive scores, every
 row's record (dataset ``progressive``, in global row order), and its parameters name the grid.
 
 Writing goes into one temporary file beside the target (``collective_write``): rank 0
@@ -73,13 +74,14 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
 
 
 def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None, column_stops=None,
-                     progressive=None):
+                     progressive=None, validation=None):
     """Collective: write ``path`` atomically, each rank its own table shard (see
     ``collective_write``); returns the ``WriteReport``. ``pending``: a pipelined run's
     ``pipeline.Pending`` (the ids delivered ahead, replicated; each rank's sums of the first
     pack ahead, one row per rank), or None; ``column_stops``: a grid pass's
     ``column_stops.ColumnStops``, or None; ``progressive``: a grid pass's
-    ``progressive.ProgressiveRecord`` (each rank writes its shard's rows of it), or None."""
+    ``progressive.ProgressiveRecord`` (each rank writes its shard's rows of it), or None;
+    ``validation``: the run's ``validation.Validation`` (its histories and patience), or None."""
     offsets = shard_offsets(comm, table)
     entries, nonzeros = offsets
     n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
@@ -97,6 +99,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
         f["sampler_block"] = sampler_block
         if column_stops is not None:
             f.attrs["column_stops"] = json.dumps(column_stops.as_dict())
+        if validation is not None:
+            f.attrs["validation"] = json.dumps(validation.as_dict())
         if progressive is not None:  # every row of the data set, in global row order
             f.create_dataset("progressive", shape=(len(progressive.folds), progressive.held.shape[1]),
                              dtype=np.float64)
@@ -141,7 +145,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
 
 
 def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES, groups=None,
-                    column_stops=None, active=None, progressive=None):
+                    column_stops=None, active=None, progressive=None, validation=None):
     """Collective: ``(table, state, stats, sampler, pending)`` of this rank from a checkpoint;
     ``pending``, a ``pipeline.Pending`` for a pipelined run's checkpoint (its sums only when
     the run has the ranks the checkpoint was written by), else None. A grid pass's: ``groups``,
@@ -149,6 +153,8 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
     place when the checkpoint has them (else the test starts afresh, as the windows of one
     model's), and ``active``, its columns' (Q,) flags, where the stopped ones turn False;
     ``progressive``, its ``ProgressiveRecord`` (or None), whose shard rows are read in place.
+    ``validation``: the run's ``validation.Validation`` (or None), its histories and patience
+    restored in place when the checkpoint has them (older files: they start afresh).
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
     run may be continued longer). The --tol windows continue when ``tol_window`` is the
@@ -187,6 +193,11 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                     column_stops.restore(json.loads(a["column_stops"]), active)
                 except ValueError as error:
                     raise InputError(f"attribute 'column_stops': {error}", path) from None
+            if validation is not None and "validation" in a:
+                try:
+                    validation.restore(json.loads(a["validation"]))
+                except (ValueError, KeyError, TypeError) as error:
+                    raise InputError(f"attribute 'validation': {error}", path) from None
             keys, coef, X = _read_rows(f, a["storage"] == "csr", n_features, mine)
             X = X.astype(dtype)
             avg = since = None

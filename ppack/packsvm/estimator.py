@@ -260,7 +260,7 @@ class PackSVC(BaseSVC):
         exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
         if resume and exists:
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
-                                       self.work_bytes)
+                                       self.work_bytes, validation=validation)
         self.resumed_from_ = None if previous is None else previous[1].iteration
         first = first_use("training", shard.dtype, shard.sparse)
         if first:

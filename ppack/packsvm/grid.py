@@ -464,7 +464,8 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     previous = None
     if resume and exists:
         previous = read_checkpoint(comm, checkpoint, params, specs[0], DTYPES[est.dtype_], est.tol_window,
-                                   est.work_bytes, columns.kernel_groups(), stops, columns.active, record)
+                                   est.work_bytes, columns.kernel_groups(), stops, columns.active, record,
+                                   validation)
     solver = PackedSolver(comm, specs[0], sigma[0], T, est.pack, seed, est.work_bytes, est.progress, tol=None,
                           should_stop=should_stop,
                           tol_window=est.tol_window, n_columns=Q, average=est.average, step=est.step,

@@ -456,7 +456,7 @@ class PackedSolver:
                                                              ahead[0].buf.predictions if ahead else None)
                 stats.checkpoint_writes.append(write_checkpoint(comm, checkpointing.path, table, state, stats, sampler,
                                                                 checkpointing.params, pending, self.column_stops,
-                                                                self.progressive))
+                                                                self.progressive, self.validation))
                 seconds["checkpoint"] += MPI.Wtime() - start
                 last_checkpoint = time.monotonic()
                 collective2_end = MPI.Wtime()  # the next pack's serial stretch starts after the write

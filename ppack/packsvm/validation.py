@@ -12,7 +12,8 @@ evaluations in a row; the model returned is the last one (the averaged iterate, 
 A grid pass (``grid.py``) measures each group of columns (a grid point and fold's K class
 columns) as its separate fit measures its model, from one prediction pass over the held-out
 rows with every column, and stops each group on its own patience (``ColumnValidation``).
-The accuracy histories are not checkpointed: a resumed run starts its patience afresh.
+The accuracy histories and patience counts are in the checkpoints (``as_dict``, ``restore``),
+so a resumed run stops where the uninterrupted one does.
 """
 
 import numpy as np
@@ -43,6 +44,18 @@ class Patience:
         self.stopped = self.since_best >= self.patience
         return self.stopped
 
+    def as_dict(self):
+        """What a checkpoint keeps (JSON)."""
+        return {"history": self.history, "best": None if self.best == -np.inf else self.best,
+                "since_best": self.since_best}
+
+    def restore(self, saved):
+        """Continue from ``as_dict``'s ``saved``."""
+        self.history = [(int(i), float(a)) for i, a in saved["history"]]
+        self.best = -np.inf if saved["best"] is None else float(saved["best"])
+        self.since_best = int(saved["since_best"])
+        self.stopped = self.since_best >= self.patience
+
 
 class Validation:
     """The held-out rows of ``shard`` and the accuracy history; call it with (table, state)."""
@@ -55,8 +68,23 @@ class Validation:
         ids = [np.flatnonzero(held_out(np.arange(a, min(a + step, shard.n_samples)), *self.holdout)) + a
                for a in range(0, shard.n_samples, step)]
         self.ids = np.concatenate(ids).astype(np.int64)
-        self.track = Patience(patience)
+        self.tracks = [Patience(patience)]  # the run's (a grid's: one per group of columns)
         self.collectives = Collectives(comm)  # counts the calls the evaluations make
+
+    @property
+    def track(self):
+        return self.tracks[0]
+
+    def as_dict(self):
+        """What a checkpoint keeps (JSON): each track's history and patience count."""
+        return {"tracks": [track.as_dict() for track in self.tracks]}
+
+    def restore(self, saved):
+        """Continue from ``as_dict``'s ``saved``; ValueError when it has another number of tracks."""
+        if len(saved["tracks"]) != len(self.tracks):
+            raise ValueError(f"{len(saved['tracks'])} validation tracks, this run has {len(self.tracks)}")
+        for track, kept in zip(self.tracks, saved["tracks"]):
+            track.restore(kept)
 
     def __call__(self, table, state):
         """Collective: measure the accuracy now; True when training should stop."""
@@ -93,7 +121,7 @@ class ColumnValidation(Validation):
     def __init__(self, comm, model, shard, fraction, seed, every, patience, stops, active):
         super().__init__(comm, model, shard, fraction, seed, every, patience)
         self.stops, self.active = stops, active
-        self.tracks = [Patience(patience) for _ in stops.members]
+        self.tracks = [Patience(patience) for _ in stops.members]  # one per group
 
     def __call__(self, table, state):
         model, members = self.model, self.stops.members
