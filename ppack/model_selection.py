@@ -382,6 +382,23 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         """
         return self._check_refit().decision_function(X)
 
+    @available_if(lambda self: hasattr(self.estimator, "score_samples"))
+    def score_samples(self, X) -> np.ndarray:
+        """The best estimator's raw scores (PackOneClassSVM's ``score_samples``).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            The rows.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The best estimator's scores, larger for more normal rows.
+
+        """
+        return self._check_refit().score_samples(X)
+
     def score(self, X, y=None) -> float:
         """The search's score (``scoring``, else the estimator's own) of the best estimator.
 

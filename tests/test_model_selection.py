@@ -313,6 +313,8 @@ def test_one_class_search_scores_held_out_rows_against_the_labels():
     assert scores.max() > scores.min()  # nu matters on data with 1 row in 6 an outlier
     separate = PackOneClassSVM(comm=SELF, **{**PARAMS, "epochs": 1, **best}).fit(X)
     np.testing.assert_array_equal(search.predict(X), separate.predict(X))
+    np.testing.assert_allclose(search.score_samples(X), separate.score_samples(X), rtol=0, atol=1e-9)
+    assert not hasattr(PackGridSearchCV(PackSVC(comm=SELF), {"C": Cs}), "score_samples")
     assert search.score(X, y) == pytest.approx(f1_score(y, separate.predict(X)), abs=1e-12)
 
 
