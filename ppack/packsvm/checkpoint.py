@@ -6,8 +6,9 @@ rank; ``rank_offsets`` (ranks + 1,) marks where each rank's entries start), the 
 the model (iteration, scale, norm, the offset rho and its averaging sum), the sampler's
 exact position, the windows of the --tol test, the --validation histories and patience
 counts (attribute ``validation``), the run statistics and the training parameters. A grid
-pass's (``grid.py``) also holds each column's stop (attribute ``column_stops``) and, with progressive scores, every
-row's record (dataset ``progressive``, in global row order), and its parameters name the grid.
+pass's (``grid.py``) also holds each column's stop (attribute ``column_stops``) and, with
+progressive scores, every row's record (dataset ``progressive``, in global row order), and
+its parameters name the grid.
 
 Writing goes into one temporary file beside the target (``collective_write``): rank 0
 creates it with every dataset pre-sized, each rank's contiguous slice is written (by
