@@ -384,19 +384,8 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     @available_if(lambda self: hasattr(self.estimator, "score_samples"))
     def score_samples(self, X) -> np.ndarray:
-        """The best estimator's raw scores (PackOneClassSVM's ``score_samples``).
-
-        Parameters
-        ----------
-        X : array or sparse matrix of shape (n_samples, n_features)
-            The rows.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            The best estimator's scores, larger for more normal rows.
-
-        """
+        """The best estimator's raw scores (PackOneClassSVM's ``score_samples``) of the rows X
+        (n_samples, n_features): (n_samples,), larger for more normal rows."""
         return self._check_refit().score_samples(X)
 
     def score(self, X, y=None) -> float:
