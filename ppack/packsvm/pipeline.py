@@ -87,8 +87,30 @@ def fold_sums(sums, fold):
 def changed_share(delta, rank, size):
     """The pack positions whose keys' coefficients changed (a nonzero in ``delta`` (K, r)), this
     rank's even share of them: int64 (m,), ascending."""
-    changed = np.flatnonzero((delta != 0.0).any(axis=0))
-    return changed[len(changed) * rank // size:len(changed) * (rank + 1) // size]
+    K, r = delta.shape
+    positions, coefs = np.empty(r, dtype=np.int64), np.empty((r, K))
+    return positions[:_changed_share(delta, rank, size, positions, coefs)].copy()
+
+
+@njit(cache=True)
+def _changed_share(delta, rank, size, positions, coefs):
+    """``changed_share`` into positions (>= r,) and those positions' delta, transposed, into coefs
+    (>= r, K); returns their number m. One call: after a pack's kernel sums every numpy step
+    runs with cold caches (measured 61 us a pack for the numpy version of this, 5 us warm)."""
+    K, r = delta.shape
+    n = 0
+    for k in range(r):
+        for c in range(K):
+            if delta[c, k] != 0.0:
+                positions[n] = k
+                n += 1
+                break
+    lo, hi = n * rank // size, n * (rank + 1) // size
+    for i in range(hi - lo):
+        positions[i] = positions[lo + i]
+        for c in range(K):
+            coefs[i, c] = delta[c, positions[i]]
+    return hi - lo
 
 
 class Correction:
@@ -102,15 +124,19 @@ class Correction:
 
     def __init__(self, spec, n_features, sparse, dtype, work_bytes, groups=None):
         self.compute = KernelCompute(spec, n_features, sparse, dtype, work_bytes, groups)
+        self._positions = self._coefs = np.empty((0, 0))
 
     def add(self, block, norms, delta, rank, size, next_block, next_norms, out):
         """out (K, r') += this rank's share of the correction; block, norms (r,) and delta (K, r):
         the pack just merged; next_block, next_norms (r',): the next pack's rows."""
-        mine = changed_share(delta, rank, size)
-        if len(mine) == 0:
+        K, r = delta.shape
+        if self._coefs.shape != (r, K):
+            self._positions, self._coefs = np.empty(r, dtype=np.int64), np.empty((r, K))
+        m = _changed_share(delta, rank, size, self._positions, self._coefs)
+        if m == 0:
             return
         rows = self.compute.stored
         rows.n = 0  # the previous pack's rows, overwritten
         source, target = rows.room_for(block)
-        rows.n = append_positions(*source, mine, norms, 0, *target)
-        self.compute.partial_sums(np.ascontiguousarray(delta[:, mine].T), next_block, next_norms, out, few=True)
+        rows.n = append_positions(*source, self._positions[:m], norms, 0, *target)
+        self.compute.partial_sums(self._coefs[:m], next_block, next_norms, out, few=True)
