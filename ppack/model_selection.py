@@ -211,7 +211,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         comm = estimator._comm()
         refuse_unsupported(estimator)
         name = grid_parameter(estimator)  # C, or nu for one-class
-        default_C = 1.0 if estimator.get_params()[name] is None else estimator.get_params()[name]
+        default = 1.0 if estimator.get_params()[name] is None else estimator.get_params()[name]
         if name == "nu" and self.scoring is None:
             raise PPackError("scoring: PackOneClassSVM has no score of its own; give one, as 'accuracy' or 'f1' "
                              "against y's labels (+1 inlier, -1 outlier)")
@@ -241,7 +241,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
             other = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k not in SHARED_IN_A_PASS))
             setting = tuple(sorted((k, _hashable(v)) for k, v in params.items() if k in KERNEL_PARAMS))
             reduction = _reduction(params.get("kernel", estimator.get_params()["kernel"]))
-            passes[other, reduction].append((index, setting, params.get(name, default_C)))
+            passes[other, reduction].append((index, setting, params.get(name, default)))
         scores = np.full((len(candidates), n_splits), np.nan)
         scored_rows = np.zeros((len(candidates), n_splits), dtype=np.int64)
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))

@@ -16,7 +16,7 @@ from ppack.kernels.spec import KernelSpec
 from ppack.mpi.collectives import Collectives
 from ppack.packsvm.columns import Columns
 from ppack.packsvm.delay import Delay
-from ppack.packsvm.pipeline import Correction, _changed_share, changed_share, fold_sums
+from ppack.packsvm.pipeline import Correction, changed_share, fold_sums
 
 from helpers import make_multiclass, make_problem
 from naive import kernel_matrix
@@ -44,15 +44,19 @@ def test_the_ranks_shares_of_the_changed_rows_cover_them_once():
     delta = np.zeros((2, 10))
     delta[0, [1, 4, 7]] = 1.0
     delta[1, [4, 9]] = -2.0
+    def share(delta, rank, size):
+        positions, coefs = np.empty(10, dtype=np.int64), np.empty((10, 2))
+        return positions[:changed_share(delta, rank, size, positions, coefs)]
+
     for size in (1, 2, 3, 7):
-        shares = [changed_share(delta, rank, size) for rank in range(size)]
+        shares = [share(delta, rank, size) for rank in range(size)]
         np.testing.assert_array_equal(np.concatenate(shares), [1, 4, 7, 9])
         assert max(map(len, shares)) - min(map(len, shares)) <= 1
     # the kernel also gathers the share's delta, transposed (numpy's twin), from a pack's narrower view
     wide = np.zeros((2, 12))
     wide[:, :10] = delta
     positions, coefs = np.full(12, -1), np.full((12, 2), np.nan)
-    m = _changed_share(wide[:, :10], 1, 2, positions, coefs)
+    m = changed_share(wide[:, :10], 1, 2, positions, coefs)
     np.testing.assert_array_equal(positions[:m], [7, 9])
     np.testing.assert_array_equal(coefs[:m], delta[:, [7, 9]].T)
 

@@ -107,10 +107,7 @@ def run(comm, args):
         splits, scored = [], []
         for f in range(folds_k):
             rows_f, decisions, labels = fit.held_out(g, f)
-            if one_class:
-                splits.append(float(np.mean(model.labels_of(decisions) == labels)))
-            else:
-                splits.append(model.validation_score(decisions, labels))
+            splits.append(model.validation_score(decisions, labels))
             scored.append(int(len(rows_f)))
         row = {name: C, "gamma": float(fit.specs[g].gamma), "mean": float(np.mean(splits)),
                "std": float(np.std(splits)), "splits": splits, "scored_rows": scored}

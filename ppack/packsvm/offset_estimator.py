@@ -386,11 +386,16 @@ class PackOneClassSVM(_OffsetModel):
         """+1 (inlier) where the decision value is >= 0, else -1 (integers, as scikit-learn's)."""
         return np.where(np.asarray(decisions) >= 0, 1, -1)
 
+    def validation_score(self, decisions, labels):
+        """Accuracy of the +1 / -1 predictions against +1 / -1 labels (``tune`` scores a grid by it;
+        --validation is refused: training has no labels)."""
+        return float(np.mean(self.labels_of(decisions) == labels))
+
     def test_metrics(self, decisions, labels):
         """Accuracy of +1 / -1 against a test set's labels when they all are +1 / -1, else None."""
         if not np.all(np.isin(labels, (-1.0, 1.0))):
             return {"test_accuracy": None}
-        return {"test_accuracy": float(np.mean(self.labels_of(decisions) == labels))}
+        return {"test_accuracy": self.validation_score(decisions, labels)}
 
     def _model_classes(self):
         return np.array([-1.0, 1.0])

@@ -42,8 +42,9 @@ from .pack_buffer import PackBuffer
 class PackAhead:
     """A pack delivered before its turn: ``ids`` (r,), its ``block`` (a RowBlock) and ``norms``
     (r,), None while its rows wait in the delivery buffer (``arrival``, a ``RowsInFlight``
-    waited for: the next pack's shadow unpacks them); ``buf``, its collective 2's PackBuffer once its sums and this rank's pair kernels
-    are in it (``ready``); ``sums_seconds``, how long its partial sums took on this rank."""
+    waited for: the next pack's shadow unpacks them); ``buf``, its collective 2's PackBuffer
+    once its sums and this rank's pair kernels are in it (``ready``); ``sums_seconds``, how long
+    its partial sums took on this rank."""
 
     ids: np.ndarray
     block: object
@@ -84,19 +85,12 @@ def fold_sums(sums, fold):
             sums[c, k] = math.ldexp(sums[c, k] * mantissa, exponent)
 
 
-def changed_share(delta, rank, size):
-    """The pack positions whose keys' coefficients changed (a nonzero in ``delta`` (K, r)), this
-    rank's even share of them: int64 (m,), ascending."""
-    K, r = delta.shape
-    positions, coefs = np.empty(r, dtype=np.int64), np.empty((r, K))
-    return positions[:_changed_share(delta, rank, size, positions, coefs)].copy()
-
-
 @njit(cache=True)
-def _changed_share(delta, rank, size, positions, coefs):
-    """``changed_share`` into positions (>= r,) and those positions' delta, transposed, into coefs
-    (>= r, K); returns their number m. One call: after a pack's kernel sums every numpy step
-    runs with cold caches (measured 61 us a pack for the numpy version of this, 5 us warm)."""
+def changed_share(delta, rank, size, positions, coefs):
+    """The pack positions whose keys' coefficients changed (a nonzero in ``delta`` (K, r)), this
+    rank's even share of them, ascending, into positions (>= r,), and their delta, transposed,
+    into coefs (>= r, K); returns their number m. One numba call: after a pack's kernel sums
+    every numpy step runs with cold caches (measured 61 us a pack in numpy, 5 us warm)."""
     K, r = delta.shape
     n = 0
     for k in range(r):
@@ -118,8 +112,8 @@ class Correction:
     j, for pack k+1's rows i, once pack k's replay gave delta: the changed rows split evenly
     over the ranks, stored as the table stores rows (``stored.append_positions``, so in its
     dtype) in a small compute of the same kernel (or kernel ``groups``, each column's correction
-    with its group's kernel), whose partial sums with delta for
-    coefficients are the correction (``few``: no BLAS for so few rows). Only the rows a pack changed cost anything: early in
+    with its group's kernel), whose partial sums with delta for coefficients are the correction
+    (``few``: no BLAS for so few rows). Only the rows a pack changed cost anything: early in
     training most, later few."""
 
     def __init__(self, spec, n_features, sparse, dtype, work_bytes, groups=None):
@@ -132,7 +126,7 @@ class Correction:
         K, r = delta.shape
         if self._coefs.shape != (r, K):
             self._positions, self._coefs = np.empty(r, dtype=np.int64), np.empty((r, K))
-        m = _changed_share(delta, rank, size, self._positions, self._coefs)
+        m = changed_share(delta, rank, size, self._positions, self._coefs)
         if m == 0:
             return
         rows = self.compute.stored

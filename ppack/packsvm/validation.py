@@ -58,9 +58,11 @@ class Patience:
 
 
 class Validation:
-    """The held-out rows of ``shard`` and the accuracy history; call it with (table, state)."""
+    """The held-out rows of ``shard`` and the accuracy history; call it with (table, state).
+    ``groups``: the columns each ``Patience`` track measures together (int arrays), or (None,):
+    one track, every column (a run's model)."""
 
-    def __init__(self, comm, model, shard, fraction, seed, every, patience):
+    def __init__(self, comm, model, shard, fraction, seed, every, patience, groups=(None,)):
         self.comm, self.model, self.shard = comm, model, shard
         self.every, self.patience = int(every), int(patience)
         self.holdout = (float(fraction), int(seed))
@@ -68,7 +70,8 @@ class Validation:
         ids = [np.flatnonzero(held_out(np.arange(a, min(a + step, shard.n_samples)), *self.holdout)) + a
                for a in range(0, shard.n_samples, step)]
         self.ids = np.concatenate(ids).astype(np.int64)
-        self.tracks = [Patience(patience)]  # the run's (a grid's: one per group of columns)
+        self.groups = list(groups)
+        self.tracks = [Patience(patience) for _ in self.groups]
         self.collectives = Collectives(comm)  # counts the calls the evaluations make
 
     @property
@@ -87,20 +90,34 @@ class Validation:
             track.restore(kept)
 
     def __call__(self, table, state):
-        """Collective: measure the accuracy now; True when training should stop."""
+        """Collective: measure the running tracks' accuracy now; True when training should stop."""
         model = self.model
+        running = self._running()
         scale, coef, rho = state.scale, None, state.rho
         if table.averaged:  # the model being trained is the averaged iterate: measure that one
             scale, coef = np.ones_like(scale), averaged_coefficients(table, state)
             rho = averaged_offset(state, model.loss_)
         decisions, raw = distributed_decisions(self.comm, table, scale, self.shard, self.shard.n_features,
                                                ids=self.ids, collectives=self.collectives, coef=coef)
-        accuracy = np.zeros(1)
+        accuracy = np.zeros(len(self.tracks))
         if self.comm.Get_rank() == 0:
-            if model.SVM_TYPE != "c_svc":
-                decisions = decisions - rho[0]
-            accuracy[0] = model.validation_score(decisions, raw)
-        return self.track.add(state.iteration, float(self.collectives.broadcast(accuracy)[0]))
+            for i in running:
+                columns = self.groups[i]
+                group = decisions if columns is None else decisions[:, columns]
+                if model.SVM_TYPE != "c_svc":
+                    group = group - rho[0 if columns is None else columns]
+                accuracy[i] = model.validation_score(group[:, 0] if group.ndim == 2 and group.shape[1] == 1
+                                                     else group, raw)
+        self.collectives.broadcast(accuracy)
+        return self._after([i for i in running if self.tracks[i].add(state.iteration, accuracy[i])], state)
+
+    def _running(self):
+        """The tracks measured now: all of them."""
+        return range(len(self.tracks))
+
+    def _after(self, stopped, state):
+        """Whether training stops, ``stopped`` the tracks whose patience ran out now: any."""
+        return bool(stopped)
 
     def report(self, track=None):
         """The run's validation (JSON): ``track``'s (a ``Patience``; None: the run's own)."""
@@ -119,29 +136,16 @@ class ColumnValidation(Validation):
     (table, state) as ``Validation``: True when every column has stopped."""
 
     def __init__(self, comm, model, shard, fraction, seed, every, patience, stops, active):
-        super().__init__(comm, model, shard, fraction, seed, every, patience)
+        super().__init__(comm, model, shard, fraction, seed, every, patience, groups=stops.members)
         self.stops, self.active = stops, active
-        self.tracks = [Patience(patience) for _ in stops.members]  # one per group
 
-    def __call__(self, table, state):
-        model, members = self.model, self.stops.members
-        running = [i for i, group in enumerate(members) if self.active[group[0]]]
-        scale, coef, rho = state.scale, None, state.rho
-        if table.averaged:  # a running column's average: over the iterations so far, as its fit's
-            scale, coef = np.ones_like(scale), averaged_coefficients(table, state)
-            rho = averaged_offset(state, model.loss_)
-        decisions, raw = distributed_decisions(self.comm, table, scale, self.shard, self.shard.n_features,
-                                               ids=self.ids, collectives=self.collectives, coef=coef)
-        accuracy = np.zeros(len(members))
-        if self.comm.Get_rank() == 0:
-            for i in running:
-                group = decisions[:, members[i]]
-                if model.SVM_TYPE != "c_svc":
-                    group = group - rho[members[i]]
-                accuracy[i] = model.validation_score(group[:, 0] if group.shape[1] == 1 else group, raw)
-        self.collectives.broadcast(accuracy)
-        for i in running:
-            if self.tracks[i].add(state.iteration, accuracy[i]):
-                self.stops.stop(members[i], self.active, state.iteration, state.avg_weight)
+    def _running(self):
+        """The groups not stopped yet (by tol or by their patience)."""
+        return [i for i, columns in enumerate(self.groups) if self.active[columns[0]]]
+
+    def _after(self, stopped, state):
+        """Stop the ``stopped`` groups' columns; True when every column has stopped."""
+        for i in stopped:
+            self.stops.stop(self.groups[i], self.active, state.iteration, state.avg_weight)
         return not np.any(self.active)
 

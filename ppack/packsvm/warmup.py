@@ -24,7 +24,7 @@ from ..mpi.comm import agree, polite_barrier
 from .loop import upper_pairs
 from .losses import Loss
 from .pack_buffer import PackBuffer
-from .pipeline import _changed_share, fold_sums
+from .pipeline import changed_share, fold_sums
 from .columns import Columns
 from .pack_update import all_equal, update_after_pack
 from .state import LossWindows, SolverState, moving_average, replica_digest
@@ -112,7 +112,7 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     fold_sums(partial, np.array([[0.5, 1.0]]))
     delta = np.zeros((1, r + 1))  # a pack's changes: the pack's full width, and a last pack's narrower view
     for view in (delta, delta[:, :r]):
-        _changed_share(view, 0, 1, np.empty(r + 1, dtype=np.int64), np.empty((r + 1, 1)))
+        changed_share(view, 0, 1, np.empty(r + 1, dtype=np.int64), np.empty((r + 1, 1)))
     compute.partial_sums(table.coef, block, norms, partial, few=True)
     buf = PackBuffer(1, r, 1)  # the pack loop's collective 2, as if summed
     buf.predictions[:] = partial
