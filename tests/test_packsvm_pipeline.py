@@ -11,7 +11,7 @@ import ppack.packsvm.loop as loop
 from ppack import PackOneClassSVM, PackSVC, PackSVR
 from ppack.errors import PPackError
 from ppack.kernels.block import RowBlock
-from ppack.kernels.compute import KernelCompute
+from ppack.kernels.compute import BETWEEN_FINE_ROWS, KernelCompute, _runs
 from ppack.kernels.spec import KernelSpec
 from ppack.mpi.collectives import Collectives
 from ppack.packsvm.columns import Columns
@@ -105,6 +105,30 @@ def test_partial_sums_tested_between_tiles_are_the_same_bits(kernel, sparse):
     assert calls.count(2) == 1
     np.testing.assert_array_equal(done_at_once, tested)
     np.testing.assert_allclose(tested, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
+    for done_at in range(2, calls.count(1) + 1):  # done inside the fine tiles, at their end, in the coarse ones
+        later, count = np.zeros((3, 40)), iter(range(1, 10**6))
+        compute.partial_sums(coef, block, norms, later, between=lambda: next(count) >= done_at)
+        np.testing.assert_array_equal(later, tested)
+
+
+def test_runs_take_fine_tiles_first_whenever_the_callback_is_done():
+    """The rows' tiles depend only on their number: the first BETWEEN_FINE_ROWS in fine
+    tiles, the rest in the usual ones, whether the callback is done at once, midway or never."""
+    n, tile, fine = 5000, 512, 256
+    never = list(_runs(n, tile, 100, lambda: False, fine))
+    assert never[0][0] == 0 and never[-1][1] == n and all(b == c for (_, b, _), (c, _, _) in zip(never, never[1:]))
+    assert {t for a, _, t in never if a < BETWEEN_FINE_ROWS} == {fine}
+    assert {t for a, _, t in never if a >= BETWEEN_FINE_ROWS} == {tile}
+
+    def tile_of_each_row(runs):
+        return np.concatenate([np.full(b - a, t) for a, b, t in runs])
+
+    for done_at in range(1, len(never) + 1):
+        count = iter(range(1, 10**6))
+        runs = list(_runs(n, tile, 100, lambda: next(count) >= done_at, fine))
+        np.testing.assert_array_equal(tile_of_each_row(runs), tile_of_each_row(never))
+        assert all(b - a == n - a or (b - a) % t == 0 for a, b, t in runs)  # whole tiles
+    assert list(_runs(n, tile, 100, None, fine)) == [(0, n, tile)]
 
 
 # -- the schedule against the unpipelined one ----------------------------------------------

@@ -96,29 +96,38 @@ def row_norms(rows, spec):
 # (whole tiles) until the callback says it is done, then runs the rest in one call: a
 # pipelined pack's collectives are progressed while they are in flight and cost nothing once
 # done. Two ranks' Iallreduce of a pack's buffers (50 to 80 kB) took 3 to 5 tests each with
-# the mpich wheel, and each round waits for the other rank's next test: the dense path's
-# tiles are then BETWEEN_TILE_ROWS, about 0.6 ms of sums at d = 784 and r = 100 on one core
-# (as fast as 512-row tiles; 128-row tiles measured 7 to 12% slower).
+# the mpich wheel, and each round waits for the other rank's next test, so the dense path's
+# first BETWEEN_FINE_ROWS stored rows go in tiles of BETWEEN_TILE_ROWS, about 0.6 ms of sums
+# at d = 784 and r = 100 on one core (128-row tiles measured 7 to 12% slower). The rest take
+# the usual MAX_TILE_ROWS tiles: 256-row tiles cost 3 to 4% more than 512-row ones over a
+# pass (BLAS packs the block's columns again for every tile), and the collectives are
+# usually done within the first few tiles. Which rows take which tile depends only on
+# their number, so the sums' bits do not depend on when the collectives are done.
 BETWEEN_VALUES = 1 << 14
 BETWEEN_TILE_ROWS = 256
+BETWEEN_FINE_ROWS = 2048
 
 
-def _runs(n, tile, r, between):
-    """[a, b) runs of the n stored rows that ``partial_sums`` takes in one core call each: all
-    of them, or, with a ``between`` callback, runs of whole tiles (``tile`` rows, a core's
-    unit of summation) worth about BETWEEN_VALUES kernel values for r block rows, calling
-    ``between()`` after each until it returns True, then the rest at once. The runs end on
-    tile boundaries, so the sums' bits do not depend on when it does."""
+def _runs(n, tile, r, between, fine_tile=None):
+    """[a, b) runs of the n stored rows, with the rows per tile of each, that ``partial_sums``
+    takes in one core call each: all of them (``tile``), or, with a ``between`` callback, runs
+    of whole tiles (a core's unit of summation) worth about BETWEEN_VALUES kernel values for r
+    block rows, calling ``between()`` after each until it returns True, then the rest at once.
+    With ``fine_tile`` the first BETWEEN_FINE_ROWS rows (whole fine tiles) take tiles of
+    ``fine_tile`` rows, the rest ``tile``. Which rows take which tile does not depend on
+    when ``between`` returns True, so neither do the sums' bits."""
     if between is None:
-        yield 0, n
+        yield 0, n, tile
         return
-    step = tile * max(1, BETWEEN_VALUES // (tile * max(1, r)))
-    a = 0
+    fine_tile = fine_tile or tile
+    fine_end = min(n, fine_tile * max(1, BETWEEN_FINE_ROWS // fine_tile)) if fine_tile != tile else 0
+    done, a = False, 0
     while a < n:
-        b = min(n, a + step)
-        yield a, b
-        if b < n and between():
-            step = n
+        t, end = (fine_tile, fine_end) if a < fine_end else (tile, n)
+        b = end if done else min(end, a + t * max(1, BETWEEN_VALUES // (t * max(1, r))))
+        yield a, b, t
+        if not done and b < n and between():
+            done = True
         a = b
 
 
@@ -209,8 +218,8 @@ class KernelCompute:
         ``BETWEEN_VALUES`` kernel values (a pipelined pack tests its collectives there) until it
         returns True (``_runs``); the runs end on tile boundaries and ``out`` takes the tiles'
         sums in the same order either way, so the result is the same bits whenever it returns True
-        (the dense path's tiles are BETWEEN_TILE_ROWS then: the bits differ from a pass without
-        ``between`` by rounding). ``few``:
+        (the dense path's first tiles are BETWEEN_TILE_ROWS then: the bits differ from a pass
+        without ``between`` by rounding). ``few``:
         there are only a few stored rows, so dense rows take the reduction core (which skips
         zeros) instead of BLAS, whose fixed cost per call is that of thousands of rows.
         """
@@ -246,7 +255,7 @@ class KernelCompute:
                 XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
                 # one group (the usual pack) adds straight into out; column groups into a part each
                 part = out2 if c1 - c0 == r and out2.flags.c_contiguous else np.zeros((n_columns, c1 - c0))
-                for a, b in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between):
+                for a, b, _ in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between):
                     items = BACKEND.work_items(b - a)
                     if sparse:
                         indptr, indices, values = stored
@@ -268,18 +277,19 @@ class KernelCompute:
             return
         # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
         XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)
-        tile = max(1, min(MAX_TILE_ROWS if between is None else BETWEEN_TILE_ROWS, work_bytes // (8 * r)))
-        n_tiles = (n + tile - 1) // tile
+        tile = max(1, min(MAX_TILE_ROWS, work_bytes // (8 * r)))
+        fine_tile = min(tile, BETWEEN_TILE_ROWS)
+        n_tiles = (n + fine_tile - 1) // fine_tile  # at most; each call takes the first of them
         dots = self._work("dots", (BACKEND.gemm_work_items(n_tiles), tile, r), stored.dtype)
         partial = self._work("partial", (n_tiles, n_columns, r), np.float64)
         values = None if groups is None else self._work("values", dots.shape, stored.dtype)
         with single_threaded_blas():
-            for a, b in _runs(n, tile, r, between):
+            for a, b, t in _runs(n, tile, r, between, fine_tile):
                 if groups is None:
                     BACKEND.gemm_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms,
-                                              tile, dots, partial, *self._params, out2)
+                                              t, dots, partial, *self._params, out2)
                 else:
-                    BACKEND.gemm_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, tile,
+                    BACKEND.gemm_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, t,
                                             dots, values, partial, *groups, out2)
 
     def _work(self, name, shape, dtype):
