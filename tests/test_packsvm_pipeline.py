@@ -11,7 +11,7 @@ import ppack.packsvm.loop as loop
 from ppack import PackOneClassSVM, PackSVC, PackSVR
 from ppack.errors import PPackError
 from ppack.kernels.block import RowBlock
-from ppack.kernels.compute import BETWEEN_FINE_ROWS, KernelCompute, _runs
+from ppack.kernels.compute import BETWEEN_FINE_ROWS, BETWEEN_VALUES, BETWEEN_WORK, KernelCompute, _runs
 from ppack.kernels.spec import KernelSpec
 from ppack.mpi.collectives import Collectives
 from ppack.packsvm.columns import Columns
@@ -89,13 +89,13 @@ def test_partial_sums_tested_between_tiles_are_the_same_bits(kernel, sparse):
     """``between`` is called between runs of tiles until it returns True; the sums are the same
     bits whenever it does, and equal one pass's up to rounding (the dense path's tiles differ)."""
     rng = np.random.default_rng(5)
-    stored, rows = rng.normal(size=(3000, 20)), rng.normal(size=(40, 20))
+    stored, rows = rng.normal(size=(9000, 20)), rng.normal(size=(40, 20))
     if sparse:
         stored[rng.random(stored.shape) < 0.5] = 0.0
     compute = KernelCompute(KernelSpec(kernel, 0.1), 20, sparse)
     compute.store(sp.csr_matrix(stored) if sparse else stored)
     block = RowBlock.from_rows(rows, np.zeros(40), 20)
-    norms, coef = compute.row_norms(block), rng.normal(size=(3000, 3))
+    norms, coef = compute.row_norms(block), rng.normal(size=(9000, 3))
     whole, tested, done_at_once = np.zeros((3, 40)), np.zeros((3, 40)), np.zeros((3, 40))
     compute.partial_sums(coef, block, norms, whole)
     calls = []
@@ -129,6 +129,17 @@ def test_runs_take_fine_tiles_first_whenever_the_callback_is_done():
         np.testing.assert_array_equal(tile_of_each_row(runs), tile_of_each_row(never))
         assert all(b - a == n - a or (b - a) % t == 0 for a, b, t in runs)  # whole tiles
     assert list(_runs(n, tile, 100, None, fine)) == [(0, n, tile)]
+
+
+def test_runs_of_cheap_rows_are_longer():
+    """Rows of few stored values (sparse) are tested between runs of about BETWEEN_WORK values
+    times block rows, rows of many in runs of about BETWEEN_VALUES kernel values."""
+    def lengths(values_per_row):
+        return {b - a for a, b, _ in _runs(50_000, 64, 100, lambda: False, values_per_row=values_per_row)}
+
+    cheap, dear = lengths(13), lengths(784)
+    assert max(cheap) == 64 * (BETWEEN_WORK // (64 * 100 * 13))
+    assert max(dear) == 64 * (BETWEEN_VALUES // (64 * 100)) < max(cheap)
 
 
 # -- the schedule against the unpipelined one ----------------------------------------------

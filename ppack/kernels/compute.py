@@ -103,16 +103,22 @@ def row_norms(rows, spec):
 # pass (BLAS packs the block's columns again for every tile), and the collectives are
 # usually done within the first few tiles. Which rows take which tile depends only on
 # their number, so the sums' bits do not depend on when the collectives are done.
+# Sparse rows of few nonzeros make a kernel value cheap: there a run is at least
+# BETWEEN_WORK stored values times block rows (about 0.1 to 0.2 ms on one core), or the
+# calls and tests cost more than they let MPI progress (ijcnn1, 13 values a row: runs of 128
+# rows made a pass 22 to 41% slower than one call; 768-row runs, 4 to 6%).
 BETWEEN_VALUES = 1 << 14
+BETWEEN_WORK = 1 << 20
 BETWEEN_TILE_ROWS = 256
 BETWEEN_FINE_ROWS = 2048
 
 
-def _runs(n, tile, r, between, fine_tile=None):
+def _runs(n, tile, r, between, fine_tile=None, values_per_row=None):
     """[a, b) runs of the n stored rows, with the rows per tile of each, that ``partial_sums``
     takes in one core call each: all of them (``tile``), or, with a ``between`` callback, runs
     of whole tiles (a core's unit of summation) worth about BETWEEN_VALUES kernel values for r
-    block rows, calling ``between()`` after each until it returns True, then the rest at once.
+    block rows (and, given the stored rows' mean ``values_per_row``, BETWEEN_WORK values times
+    block rows), calling ``between()`` after each until it returns True, then the rest at once.
     With ``fine_tile`` the first BETWEEN_FINE_ROWS rows (whole fine tiles) take tiles of
     ``fine_tile`` rows, the rest ``tile``. Which rows take which tile does not depend on
     when ``between`` returns True, so neither do the sums' bits."""
@@ -121,10 +127,13 @@ def _runs(n, tile, r, between, fine_tile=None):
         return
     fine_tile = fine_tile or tile
     fine_end = min(n, fine_tile * max(1, BETWEEN_FINE_ROWS // fine_tile)) if fine_tile != tile else 0
+    r = max(1, r)
     done, a = False, 0
     while a < n:
         t, end = (fine_tile, fine_end) if a < fine_end else (tile, n)
-        b = end if done else min(end, a + t * max(1, BETWEEN_VALUES // (t * max(1, r))))
+        tiles = max(1, BETWEEN_VALUES // (t * r),
+                    0 if values_per_row is None else int(BETWEEN_WORK // (t * r * max(values_per_row, 1e-9))))
+        b = end if done else min(end, a + t * tiles)
         yield a, b, t
         if not done and b < n and between():
             done = True
@@ -255,7 +264,8 @@ class KernelCompute:
                 XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
                 # one group (the usual pack) adds straight into out; column groups into a part each
                 part = out2 if c1 - c0 == r and out2.flags.c_contiguous else np.zeros((n_columns, c1 - c0))
-                for a, b, _ in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between):
+                for a, b, _ in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between,
+                                     values_per_row=stored[0][n] / n if sparse else stored.shape[1]):
                     items = BACKEND.work_items(b - a)
                     if sparse:
                         indptr, indices, values = stored
