@@ -106,7 +106,7 @@ def row_norms(rows, spec):
 # Sparse rows of few nonzeros make a kernel value cheap: there a run is at least
 # BETWEEN_WORK stored values times block rows (about 0.1 to 0.2 ms on one core), or the
 # calls and tests cost more than they let MPI progress (ijcnn1, 13 values a row: runs of 128
-# rows made a pass 22 to 41% slower than one call; 768-row runs, 4 to 6%).
+# rows made a pass 22 to 41% slower than one call; 768-row runs, 7 to 15%).
 BETWEEN_VALUES = 1 << 14
 BETWEEN_WORK = 1 << 20
 BETWEEN_TILE_ROWS = 256
