@@ -51,6 +51,25 @@ def test_partial_sums_match_naive(name, params, sparse, dtype, work_bytes, n_col
 
 @pytest.mark.parametrize("name,params", KERNELS)
 @pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_few_sums_are_partial_sums_of_few_rows_bit_for_bit(name, params, sparse, grouped):
+    """``few_sums`` (no checks) adds what ``partial_sums(few=True)`` adds, to the bit, for one
+    kernel and for kernel groups sharing the reduction."""
+    spec, compute, block, sv, rows, coef = _compute_and_block(sparse, np.float32, name, params, n_sv=5)
+    if grouped:
+        compute = compute.with_groups(KernelGroups([spec, KernelSpec(name, gamma=0.2, **params)], [0, 2, 3]))
+    coef = np.random.default_rng(2).normal(size=(sv.shape[0], 3))
+    norms = compute.row_norms(block)
+    start = np.random.default_rng(4).normal(size=(3, block.n_rows))
+    checked, unchecked = start.copy(), start.copy()
+    compute.partial_sums(coef, block, norms, checked, few=True)
+    compute.few_sums(coef, block, norms, unchecked)
+    np.testing.assert_array_equal(unchecked, checked)
+    assert not np.array_equal(unchecked, start)
+
+
+@pytest.mark.parametrize("name,params", KERNELS)
+@pytest.mark.parametrize("sparse", [False, True])
 def test_partial_sums_columns_match_one_column_runs_exactly(name, params, sparse):
     """Each of K columns gets the same operations in the same order as a one-column run."""
     spec, compute, block, sv, rows, coef = _compute_and_block(sparse, np.float32, name, params, work_bytes=2048)

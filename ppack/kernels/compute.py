@@ -253,37 +253,8 @@ class KernelCompute:
         if groups is not None and n_columns != self.groups.n_columns:
             raise ValueError(f"partial_sums: {n_columns} coefficient columns for kernel groups of "
                              f"{self.groups.n_columns}")
-        sparse = self.stored.sparse
-        if sparse or not spec.facts.gemm or few:
-            # the reductions run in the stored rows' dtype: float32 storage computes in float32
-            dtype = (stored[2] if sparse else stored).dtype
-            cols = self._group_columns(block)
-            for c0 in range(0, r, cols):
-                c1 = min(r, c0 + cols)
-                # the whole block is the pack's columns, which the pair kernels use too: built once
-                XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
-                # one group (the usual pack) adds straight into out; column groups into a part each
-                part = out2 if c1 - c0 == r and out2.flags.c_contiguous else np.zeros((n_columns, c1 - c0))
-                for a, b, _ in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between,
-                                     values_per_row=stored[0][n] / n if sparse else stored.shape[1]):
-                    items = BACKEND.work_items(b - a)
-                    if sparse:
-                        indptr, indices, values = stored
-                        if groups is None:
-                            BACKEND.csr_partial_sums(indptr[a:b + 1], indices, values, stored_norms[a:b],
-                                                     coef[a:b], b - a, XT, block_norms[c0:c1], items, *self._params,
-                                                     part)
-                        else:
-                            BACKEND.csr_group_sums(indptr[a:b + 1], indices, values, stored_norms[a:b], coef[a:b],
-                                                   b - a, XT, block_norms[c0:c1], items, *groups, part)
-                    elif groups is None:
-                        BACKEND.dense_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
-                                                   block_norms[c0:c1], items, *self._params, part)
-                    else:
-                        BACKEND.dense_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
-                                                 block_norms[c0:c1], items, *groups, part)
-                if part is not out2:
-                    out2[:, c0:c1] += part
+        if self.stored.sparse or not spec.facts.gemm or few:
+            self._reduction_sums(coef, block, block_norms, out2, between)
             return
         # dense: dot products by BLAS GEMM on tiles of stored rows, kernel fused after
         XT = np.ascontiguousarray(block.columns(), dtype=stored.dtype)
@@ -301,6 +272,50 @@ class KernelCompute:
                 else:
                     BACKEND.gemm_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT, block_norms, t,
                                             dots, values, partial, *groups, out2)
+
+    def few_sums(self, coef, block, block_norms, out):
+        """``partial_sums(coef, block, block_norms, out, few=True)`` without its checks and
+        conversions, for a caller that passes coef (n, K) float64 C-contiguous (n the stored
+        rows, at least one) and out (K, r) C-contiguous: the same cores and bits. The pipelined
+        correction calls it each pack, right after the kernel sums have emptied the caches,
+        when every Python step costs several microseconds."""
+        self._reduction_sums(coef, block, block_norms, out, None)
+
+    def _reduction_sums(self, coef, block, block_norms, out2, between):
+        """``partial_sums``' reduction path (sparse rows, kernels without a GEMM, or ``few``):
+        coef (n, K) float64 C-contiguous, out2 (K, r); ``between`` as there."""
+        stored, stored_norms, sparse, groups = self.stored.features, self.stored.norms, self.stored.sparse, \
+            self._group_arguments
+        n, n_columns, r = coef.shape[0], coef.shape[1], block.n_rows
+        # the reductions run in the stored rows' dtype: float32 storage computes in float32
+        dtype = (stored[2] if sparse else stored).dtype
+        cols = self._group_columns(block)
+        for c0 in range(0, r, cols):
+            c1 = min(r, c0 + cols)
+            # the whole block is the pack's columns, which the pair kernels use too: built once
+            XT = (block.columns() if c1 - c0 == r else block.transposed(c0, c1)).astype(dtype, copy=False)
+            # one group (the usual pack) adds straight into out; column groups into a part each
+            part = out2 if c1 - c0 == r and out2.flags.c_contiguous else np.zeros((n_columns, c1 - c0))
+            for a, b, _ in _runs(n, BACKEND.SV_BLOCK, c1 - c0, between,
+                                 values_per_row=stored[0][n] / n if sparse else stored.shape[1]):
+                items = BACKEND.work_items(b - a)
+                if sparse:
+                    indptr, indices, values = stored
+                    if groups is None:
+                        BACKEND.csr_partial_sums(indptr[a:b + 1], indices, values, stored_norms[a:b],
+                                                 coef[a:b], b - a, XT, block_norms[c0:c1], items, *self._params,
+                                                 part)
+                    else:
+                        BACKEND.csr_group_sums(indptr[a:b + 1], indices, values, stored_norms[a:b], coef[a:b],
+                                               b - a, XT, block_norms[c0:c1], items, *groups, part)
+                elif groups is None:
+                    BACKEND.dense_partial_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
+                                               block_norms[c0:c1], items, *self._params, part)
+                else:
+                    BACKEND.dense_group_sums(stored[a:b], stored_norms[a:b], coef[a:b], b - a, XT,
+                                             block_norms[c0:c1], items, *groups, part)
+            if part is not out2:
+                out2[:, c0:c1] += part
 
     def _work(self, name, shape, dtype):
         """A work array of ``shape`` (a view of one kept for the next packs, reallocated only

@@ -113,8 +113,8 @@ class Correction:
     over the ranks, stored as the table stores rows (``stored.append_positions``, so in its
     dtype) in a small compute of the same kernel (or kernel ``groups``, each column's correction
     with its group's kernel), whose partial sums with delta for coefficients are the correction
-    (``few``: no BLAS for so few rows). Only the rows a pack changed cost anything: early in
-    training most, later few."""
+    (``KernelCompute.few_sums``: no BLAS for so few rows, no checks). Only the rows a pack
+    changed cost anything: early in training most, later few."""
 
     def __init__(self, spec, n_features, sparse, dtype, work_bytes, groups=None):
         self.compute = KernelCompute(spec, n_features, sparse, dtype, work_bytes, groups)
@@ -133,4 +133,4 @@ class Correction:
         rows.n = 0  # the previous pack's rows, overwritten
         source, target = rows.room_for(block)
         rows.n = append_positions(*source, self._positions[:m], norms, 0, *target)
-        self.compute.partial_sums(self._coefs[:m], next_block, next_norms, out, few=True)
+        self.compute.few_sums(self._coefs[:m], next_block, next_norms, out)
