@@ -101,7 +101,8 @@ def row_norms(rows, spec):
 # at d = 784 and r = 100 on one core (128-row tiles measured 7 to 12% slower). The rest take
 # the usual MAX_TILE_ROWS tiles: 256-row tiles cost 3 to 4% more than 512-row ones over a
 # pass (BLAS packs the block's columns again for every tile), and the collectives are
-# usually done within the first few tiles. Which rows take which tile depends only on
+# usually done within about five tests (the digits at p = 2; 2,048 fine rows cost 80 us a
+# pass more than 1,024, 512 saved 30 us more). Which rows take which tile depends only on
 # their number, so the sums' bits do not depend on when the collectives are done.
 # Sparse rows of few nonzeros make a kernel value cheap: there a run is at least
 # BETWEEN_WORK stored values times block rows (about 0.1 to 0.2 ms on one core), or the
@@ -110,7 +111,7 @@ def row_norms(rows, spec):
 BETWEEN_VALUES = 1 << 14
 BETWEEN_WORK = 1 << 20
 BETWEEN_TILE_ROWS = 256
-BETWEEN_FINE_ROWS = 2048
+BETWEEN_FINE_ROWS = 1024
 
 
 def _runs(n, tile, r, between, fine_tile=None, values_per_row=None):
