@@ -47,21 +47,21 @@ def add_parser(sub):
 
 def run(comm, args):
     from ..packsvm.checkpoint import check_checkpoint_file
-    from ..packsvm.grid import train_grid
+    from ..packsvm.grid import grid_parameter, train_grid
     from ..packsvm.offset_estimator import SVM_TYPE_CLASSES
 
     say = Report(comm, args.quiet)
     svm_type = svm_type_of(args)
+    estimator = SVM_TYPE_CLASSES[svm_type]
     one_class = svm_type == "one_class"
-    name = "nu" if one_class else "C"  # what the grid points differ in besides gamma
+    name = grid_parameter(estimator)  # what the grid points differ in besides gamma: C, or nu for one-class
     folds_k = DEFAULT_FOLDS if args.folds is None else args.folds
     if folds_k < 2:
         raise PPackError(f"--folds: at least 2, got {folds_k}", collective=True)
     Cs = (args.nu or [0.5]) if one_class else (args.C or [1.0])
     gammas = args.gamma or [None]
-    params = {name: getattr(args, name) for name in [*PACKSVM_PARAMS, "epsilon"]
-              if name not in ("C", "gamma", "sigma") and getattr(args, name, None) is not None}
-    estimator = SVM_TYPE_CLASSES[svm_type]
+    params = {key: getattr(args, key) for key in [*PACKSVM_PARAMS, "epsilon"]
+              if key not in ("C", "gamma", "sigma") and getattr(args, key, None) is not None}
     refuse_checkpoint_options_without_a_path(args)
     check_outputs(comm, {"--model": args.model, "--results": args.results, "--metrics-json": args.metrics_json,
                          "--checkpoint": args.checkpoint})
