@@ -9,8 +9,10 @@ rank and machine.
 """
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from .jit import njit
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -24,8 +24,8 @@ produce the same rows.
 import functools
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from .mnist import SIDE
 
 ELASTIC_SIGMA = 4.0

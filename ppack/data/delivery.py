@@ -16,8 +16,8 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..kernels.block import RowBlock
 from ..kernels.norms import csr_row_norms, dense_row_norm
 

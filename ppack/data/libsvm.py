@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from ..jit import njit
 from ..errors import InputError
 
 CHUNK_BYTES = 4 << 20  # text parsed at once: bounds the memory of a streaming pass

@@ -9,8 +9,8 @@ epoch in a fresh random order; ``RowSampler`` draws independently with replaceme
 paper's sampling), which leaves about exp(-T/m) of the rows never drawn.
 """
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..random_stream import GOLDEN, MASK64, fmix64, fmix64_array
 from ..registry import SAMPLINGS
 

@@ -28,9 +28,10 @@ import math
 
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba import get_num_threads, njit, prange, types
+from numba import get_num_threads, prange, types
 from numba.extending import intrinsic, overload
 
+from ..jit import njit
 from . import formulas
 from .formulas import EXP_TAIL, L1_REDUCTION
 from .norms import csr_row_norms, dense_row_norm  # noqa: F401 (csr_row_norms: a backend function)

@@ -8,8 +8,8 @@ once (vectorised). The cores read the table's other facts per kind from ``L1_RED
 """
 import math
 
-from numba import njit
 
+from ..jit import njit
 from ..registry import KERNEL_TABLE
 
 KIND = {k.name: kind for kind, k in enumerate(KERNEL_TABLE)}

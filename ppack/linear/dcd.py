@@ -16,8 +16,8 @@ yields (2s+1)^2 virtual rows, each with its own dual variable.
 import time
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..errors import PPackError
 from ..random_stream import below
 from .checks import check_alpha0, open_block

@@ -26,8 +26,8 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from ..jit import njit
 from ..errors import PPackError
 from ..random_stream import hash_key, hash_key_int
 

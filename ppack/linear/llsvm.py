@@ -54,8 +54,8 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from ..jit import njit
 from .checks import check_alpha0, open_block
 from .features import IDENTITY, MappedRows, _add, _dot, _row, _sqnorms, as_rows
 from .problem import LinearSolution, dual_bounds, dual_box

@@ -26,8 +26,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from numba import njit
 
+from ..jit import njit
 from ..data.delivery import deliver_rows
 from ..data.sampler import RowSampler
 from ..errors import PPackError

@@ -51,8 +51,8 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from ..jit import njit
 from ..data.hdf5 import read_header, read_rows
 from ..errors import InputError, PPackError
 from ..random_stream import below_by_remainder

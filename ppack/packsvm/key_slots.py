@@ -6,8 +6,8 @@ Keys are global row ids (>= 0); a free bucket holds -1. Buckets are a power of t
 half full; a key's first bucket is its ``fmix64`` hash, then linear probing.
 """
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..random_stream import fmix64
 
 EMPTY = -1

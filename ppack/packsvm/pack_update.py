@@ -7,11 +7,9 @@ the caches, every Python statement and numba dispatch runs cold and costs micros
 at many ranks is most of a pack. The parts stay where they are defined: ``replay.replay_all``,
 ``table.merge_pack`` and ``stored.append_positions``.
 """
-
-from numba import njit
-
 import numpy as np
 
+from ..jit import njit
 from ..kernels.stored import append_positions
 from .key_slots import _flag_held
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL

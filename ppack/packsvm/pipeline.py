@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..kernels.compute import KernelCompute
 from ..kernels.stored import append_positions
 from .pack_buffer import PackBuffer

@@ -29,7 +29,7 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 # s is folded when it ends an iteration below 2^-500 (about 3e-151). Why this is safe:
 # an iteration starts with FOLD_BELOW <= s <= 1 and multiplies s by a = 1 - c / (t + c - 1)

@@ -3,8 +3,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..random_stream import GOLDEN, float_bits, fmix64
 
 # wall seconds by phase, on one rank: the pack's local work ("kernel_sums", of which

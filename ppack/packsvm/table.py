@@ -8,8 +8,8 @@ scale * sum_j beta_j phi(x_j)`` over the entries of all shards.
 import math
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..collective_write import Part
 from ..kernels.stored import append_positions, resized
 from .key_slots import KeySlots, lookup, new_map, put
