@@ -20,8 +20,8 @@ from helpers import clean_mpi_env
 CALLER = """import json
 import numpy as np
 from ppack.packsvm.state import _digest
-value = _digest(7, 2, 1, 0.5, 0.25, 0, 0.0, 1.0, np.ones(3), np.zeros(3), np.zeros(1), np.zeros(1), np.zeros(2),
-                np.zeros(2, dtype=np.int64), np.arange(4.0), np.ones(4))
+value = _digest(7, 2, np.array([0.5, 1.0, 1.0, np.nan, 0.25]), 0.25, np.ones(3), np.zeros(3), np.zeros(1),
+                np.zeros(1), np.zeros(2), np.zeros(2, dtype=np.int64), np.arange(4.0), np.ones(4))
 print(json.dumps({"value": int(value), "hits": sum(_digest.stats.cache_hits.values()),
                   "misses": sum(_digest.stats.cache_misses.values())}))
 """

@@ -359,7 +359,7 @@ def test_the_update_flags_the_next_pack_after_its_merge():
                             row_seconds=np.zeros(2))
         next_ids = np.array([5, 1, 0, 11, 3, 7])
         next_flags = np.full(len(next_ids), -1.0)
-        status, _, _ = update_after_pack(buf, block, ids, norms, rank, state, table,
+        status, *_ = update_after_pack(buf, block, ids, norms, rank, state, table,
                                          Columns.plain(1, 0.1, Loss(bound=math.inf)), Loss(), 1.0, np.full(1, math.inf),
                                          np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty((1, 0)),
                                          np.empty(r), np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.0,

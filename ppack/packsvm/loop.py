@@ -51,7 +51,6 @@ from ..kernels.device import on_device
 from ..kernels.threads import single_threaded_blas
 from ..mpi.collectives import Collectives
 from ..registry import PIPELINES, PLACEMENTS
-from . import averaging
 from .checkpoint import write_checkpoint
 from .columns import Columns
 from .losses import Loss
@@ -60,8 +59,8 @@ from .delay import spend
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL, PackBuffer
 from .pack_update import DISAGREE, DONE, all_equal, update_after_pack
 from .pipeline import Correction, PackAhead, Pending, fold_sums
-from .replay import HINGE, non_finite
-from .state import PHASES, LossWindows, SolverState, SolverStats, moving_average, replica_digest
+from .replay import non_finite
+from .state import PHASES, LossWindows, SolverState, SolverStats, replica_digest
 from .table import SupportVectorTable
 
 # placement by cost: the weight of a pack's measurement in each rank's seconds per stored
@@ -200,6 +199,9 @@ class PackedSolver:
             pending = None
         else:
             table, state, stats, sampler, pending = resume if len(resume) == 5 else (*resume, None)
+        # the step updates these in place (``pack_update``): arrays of their own, one entry per column
+        state.rho = np.array(state.rho, dtype=np.float64, ndmin=1)
+        state.rho_sum = np.array(state.rho_sum, dtype=np.float64, ndmin=1)
         if self.placement == "count" or state.row_seconds is None or len(state.row_seconds) != size:
             state.row_seconds = np.zeros(size)  # measured afresh (and never under placement by count)
         row_memory = ROW_MEMORY if self.placement == "cost" else 0.0
@@ -390,11 +392,12 @@ class PackedSolver:
             # then the averages' increments, the scale folds, the pack's coefficients and this
             # rank's new rows into the table: one numba call
             following = ahead[0] if pipelined and ahead and ahead[0].ready else None
-            status, projections, work = update_after_pack(
+            status, projections, work, digest, window_stable = update_after_pack(
                 buf, block, ids, norms, rank, state, table, self.columns, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
                 *((delta[:, :r], following.ids, following.buf.owner_flags) if following is not None else
-                  (delta[:, :r] if pipelined else delta,)), tested=tested)
+                  (delta[:, :r] if pipelined else delta,)), tested=tested, stats=stats, ema_weight=ema_weight,
+                tol=self.tol if self.column_stops is None else None)
             seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
@@ -417,15 +420,6 @@ class PackedSolver:
                         seconds[phase] += t5 - t4
                 spare = buf
             stats.projections += projections
-            if loss_rule.mode != HINGE:  # the hinge loss leaves rho (0) and its sum alone
-                state.rho = offsets[:, 0].copy()
-            if self.average:
-                state.avg_weight += averaging.weight_sum(state.iteration, r)
-                if loss_rule.mode != HINGE:
-                    state.rho_sum = state.rho_sum + offsets[:, 1]
-            state.iteration += r
-            # the --tol test and the progress follow the mean over classes (mean_loss)
-            stats.hinge_moving_average = moving_average(stats.hinge_moving_average, mean_loss, ema_weight)
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
@@ -436,16 +430,12 @@ class PackedSolver:
                 if self.column_stops.after_pack(loss, self.columns.active, state.iteration, state.avg_weight):
                     stats.converged = True
                     limit = state.iteration
-            elif self.tol is not None and state.loss_windows.add(mean_loss) and \
-                    state.loss_windows.stable(self.tol):
+            elif window_stable:  # the --tol test, on the mean loss over classes (mean_loss)
                 stats.converged = True
                 limit = state.iteration
             if self.validation is not None and stats.packs % self.validation.every == 0 and \
                     state.iteration < limit and self.validation(table, state):
                 limit = state.iteration  # validation accuracy stopped improving (see validation.py)
-            digest_start = MPI.Wtime()
-            digest = replica_digest(state, coef.ravel(), loss.ravel())  # checked in the next pack's collective 2
-            seconds["digest"] += MPI.Wtime() - digest_start
             stop = buf.stop
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):

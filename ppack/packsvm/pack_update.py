@@ -1,19 +1,25 @@
 """A pack's sequential part in one numba call: after collective 2, every rank checks that the
 replicas agree, accounts the ranks' timings (its waiting, the seconds per stored row),
-replays the K problems' r updates and updates its table.
+replays the K problems' r updates, updates its table, advances the replicated scalars (the
+offsets rho, the averages' weight, the loss's moving average and --tol windows) and takes
+the digest of the state it ends with, which the next pack's collective 2 checks.
 
 One call instead of several: once a pack's kernel sums have streamed the stored rows through
 the caches, every Python statement and numba dispatch runs cold and costs microseconds, which
 at many ranks is most of a pack. The parts stay where they are defined: ``replay.replay_all``,
-``table.merge_pack`` and ``stored.append_positions``.
+``table.merge_pack``, ``stored.append_positions``, and ``state``'s windows and digest.
 """
+import math
+
 import numpy as np
 
 from ..jit import njit
 from ..kernels.stored import append_positions
+from .averaging import weight_sum
 from .key_slots import _flag_held
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL
-from .replay import replay_all, replay_work_arrays
+from .replay import HINGE, replay_all, replay_work_arrays
+from .state import NO_WINDOWS, _digest, add_to_windows, moving_average, windows_stable
 from .table import merge_pack
 
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
@@ -27,12 +33,12 @@ MEASURED_FROM_ROWS = 64
 
 def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_rule, step, max_weight, coef, loss,
                       fold, average, mean_loss, offsets, spent, waited, row_memory, delta, next_ids=_NO_IDS,
-                      next_flags=_NO_FLAGS, tested=_NOT_TESTED):
+                      next_flags=_NO_FLAGS, tested=_NOT_TESTED, stats=None, ema_weight=0.0, tol=None):
     """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
     RowBlock, with its norms): check the replicas' agreement, replay the K problems from
-    ``state`` (scale and norm updated; the iteration is the caller's to advance) and write
-    the pack into ``table``. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
-    (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s;
+    ``state`` and write the pack into ``table``; then advance ``state`` past the pack. The
+    outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or (K, 0) average, (r,) mean_loss
+    and (K, 2) offsets, are ``replay.replay_all``'s;
     columns: the run's ``columns.Columns`` (each column's sigma, class and held-out fold);
     max_weight (K,): each column's projection bound (inf: none); spent (2,): this rank's
     seconds in this pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
@@ -42,23 +48,41 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     empty: the next pack's rows and its buffer's ``owner_flags``, flagged (``KeySlots.flag_held``)
     once this pack is merged, in the same call (a pipelined pack's next one is known by then).
     tested (K, r), or empty: receives the predictions the replay tested (``replay.replay_all``'s).
-    Returns (status, projections, work):
+
+    Past the pack (when it is done): ``state``'s iteration, scale and norm, rho (the offsets'
+    first column, unless the loss is the hinge's), averages' weight and rho_sum (averaged runs),
+    ``stats.hinge_moving_average`` (the mean loss's moving average with weight
+    ``ema_weight``, unless ``stats`` is None) and, when ``tol`` is given, its loss windows.
+    Returns (status, projections, work, digest, converged):
     status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
-    (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from)."""
+    (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from); digest:
+    ``state.replica_digest`` of the state past the pack; converged: ``tol``'s test passed
+    (the windows' last two means within ``tol``)."""
     K, r = coef.shape
     work = replay_work_arrays(K, r)  # kept per (K, r) for the run's next packs
     entries, rows, store = table.room_for(block)
     row_fold = columns.row_folds(ids, work.row_fold)
-    status, projections, added = _update_after_pack(
+    t0, averaged = state.iteration, state.avg_weight is not None
+    windows = NO_WINDOWS if state.loss_windows is None else state.loss_windows
+    status, projections, added, digest, avg_weight, moving, converged = _update_after_pack(
         buf.digests, buf.predictions, buf.group_pairs, buf.owner_flags, state.scale, state.norm, block.y,
-        state.iteration, columns.sigma, coef, loss, fold, work.info,
+        t0, columns.sigma, coef, loss, fold, work.info,
         work.ones if block.weight is None else block.weight, max_weight, average, step, work.pred, work.sign,
         mean_loss, loss_rule.mode, loss_rule.epsilon, offsets,
         columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class, row_fold, columns.column_fold,
         work.column_weight, columns.column_group, columns.active, ids, rank, state.occupancy, buf.timings, spent,
-        waited, state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested)
+        waited, state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested,
+        state.rho, state.rho_sum, averaged, state.avg_weight if averaged else 0.0,
+        weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
+        ema_weight, windows.size, windows.values, tol is not None, 0.0 if tol is None else tol)
     table.added(added)
-    return status, projections, work
+    if status == DONE:
+        state.iteration = t0 + r
+        if averaged:
+            state.avg_weight = avg_weight
+        if stats is not None:
+            stats.hinge_moving_average = moving
+    return status, projections, work, digest, converged
 
 
 @njit(cache=True)
@@ -69,23 +93,28 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
                       map_slots, entry_keys,
                       table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
                       n_stored, out_features, out_indptr, out_indices, out_values, out_norms,
-                      next_ids, next_flags, tested):
-    """Returns (status, projections, new entries). status DISAGREE: the ranks' ``digests`` (p,)
+                      next_ids, next_flags, tested, rho, rho_sum, averaged, avg_weight, weight_increment, moving,
+                      ema_weight, window_size, windows, use_windows, tol):
+    """Returns (status, projections, new entries, digest, averages' weight, moving average,
+    converged). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
     (``info`` (K, 4) says which, the table is untouched); DONE: the replay
     (``replay.replay_all``'s arguments, its folds then copied into ``fold`` (K, 2)) and the
     table update (``table.merge_pack``, then ``stored.append_positions`` of this rank's new
-    rows, then the next pack's owner flags) are done."""
+    rows, then the next pack's owner flags) are done, and the replicated scalars advanced:
+    rho (K,) and rho_sum (K,) in place from ``offsets``, the averages' weight by
+    ``weight_increment`` (when ``averaged``), the mean loss's ``moving`` average, and the loss
+    ``windows`` (``state.LossWindows.values``, when ``use_windows``); then their digest."""
     if not all_equal(digests):
-        return DISAGREE, 0, 0
+        return DISAGREE, 0, 0, 0.0, avg_weight, moving, False
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
     failed, projections = replay_all(predictions, pairs, scale, norm, labels, t0, sigma, coef, loss, info, weight,
                                          max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
                                          rho_step, rho_low, rho_high, column_class, row_fold, column_fold,
                                          column_weight, column_group, tested, active)
     if failed >= 0:
-        return failed, projections, 0
+        return failed, projections, 0, 0.0, avg_weight, moving, False
     for c in range(fold.shape[0]):
         fold[c, 0], fold[c, 1] = info[c, 0], info[c, 1]
     positions = merge_pack(ids, owner_flags, coef, loss, average, fold, rank, occupancy, row_seconds, map_keys,
@@ -93,7 +122,21 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     added = append_positions(dense, indptr, indices, values, positions, norms, n_stored, out_features, out_indptr,
                              out_indices, out_values, out_norms)
     _flag_held(map_keys, next_ids, float(rank + 1), next_flags)
-    return DONE, projections, added
+    # the replicated scalars past the pack (the hinge loss leaves rho, 0, and its sum alone)
+    for c in range(rho.shape[0]):
+        if mode != HINGE:
+            rho[c] = offsets[c, 0]
+            if averaged:
+                rho_sum[c] += offsets[c, 1]
+    if averaged:
+        avg_weight += weight_increment
+    moving = moving_average(moving, mean_loss, ema_weight)
+    converged = False
+    if use_windows and add_to_windows(windows, window_size, mean_loss):
+        converged = windows_stable(windows, tol)
+    digest = _digest(t0 + coef.shape[1], window_size, windows, avg_weight if averaged else math.nan, scale, norm,
+                     rho, rho_sum, row_seconds, occupancy, coef.ravel(), loss.ravel())
+    return DONE, projections, added, digest, avg_weight, moving, converged
 
 
 @njit(cache=True)

@@ -1,6 +1,7 @@
 """The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -31,33 +32,135 @@ COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 class LossWindows:
     """Means of the hinge loss over consecutive windows of ``size`` sampled rows (the
-    paper's section V stopping test): ``add`` a pack's losses, then ask ``stable``."""
+    paper's section V stopping test): ``add`` a pack's losses, then ask ``stable``.
+
+    Kept in ``values`` (5,) float64, which the compiled pack step updates in place
+    (``add_to_windows``): the open window's running total and row count, how many windows
+    have closed (at most 2 counted: the test reads the last two), and the means of the last
+    two (NaN where none)."""
 
     def __init__(self, size, total=0.0, count=0, means=()):
         self.size = int(size)
-        self.total = float(total)
-        self.count = int(count)
-        self.means = list(means)
+        means = [float(m) for m in means][-2:]
+        self.values = np.array([float(total), float(count), len(means), *([math.nan] * (2 - len(means))), *means])
+
+    @property
+    def total(self):
+        return float(self.values[TOTAL])
+
+    @property
+    def count(self):
+        return int(self.values[COUNT])
+
+    @property
+    def means(self):
+        """The last (at most two) windows' means, oldest first."""
+        return [float(m) for m in self.values[LAST + 1 - int(self.values[N_MEANS]):LAST + 1]]
 
     def add(self, losses):
-        """Add a pack's losses; True when a window was completed by them."""
-        self.total += float(np.sum(losses))
-        self.count += len(losses)
-        if self.count < self.size:
-            return False
-        self.means.append(self.total / self.count)
-        del self.means[:-2]  # the test compares the last two windows
-        self.total, self.count = 0.0, 0
-        return True
+        """Add a pack's losses (r,) float64; True when a window was completed by them."""
+        return add_to_windows(self.values, self.size, losses)
 
     def stable(self, tol):
-        if len(self.means) < 2:
-            return False
-        old, new = self.means[-2:]
-        return abs(new - old) <= tol * max(abs(old), 1e-12)
+        return windows_stable(self.values, tol)
 
     def as_dict(self):
         return {"size": self.size, "total": self.total, "count": self.count, "means": self.means}
+
+
+# the entries of ``LossWindows.values``
+TOTAL, COUNT, N_MEANS, BEFORE, LAST = range(5)
+
+
+@njit(cache=True)
+def add_to_windows(values, size, losses):
+    """``LossWindows.add`` on its ``values`` (5,) and ``size``: the losses' sum (numpy's
+    ``np.sum``, bit for bit) into the open window; when it holds ``size`` rows or more, its
+    mean closes it. Returns True when a window closed."""
+    values[TOTAL] += numpy_sum(losses)
+    values[COUNT] += losses.shape[0]
+    if values[COUNT] < size:
+        return False
+    values[BEFORE] = values[LAST]
+    values[LAST] = values[TOTAL] / values[COUNT]
+    values[N_MEANS] = min(values[N_MEANS] + 1.0, 2.0)
+    values[TOTAL] = 0.0
+    values[COUNT] = 0.0
+    return True
+
+
+@njit(cache=True)
+def windows_stable(values, tol):
+    """Whether the last two windows' means differ by at most ``tol`` relative to the older."""
+    if values[N_MEANS] < 2.0:
+        return False
+    old, new = values[BEFORE], values[LAST]
+    return abs(new - old) <= tol * max(abs(old), 1e-12)
+
+
+@njit(cache=True)
+def numpy_sum(values):
+    """``np.sum`` of a contiguous float64 array (n,), bit for bit: 0.0 plus numpy's pairwise
+    sum, which halves a stretch of more than 128 entries (the first half a multiple of 8)
+    and adds a stretch of at most 128 in eight interleaved sums. Without recursion (numba's
+    cache cannot reload a recursive function): the halves are walked depth first on a stack."""
+    n = values.shape[0]
+    if n <= 128:
+        return 0.0 + _block_sum(values, 0, n)
+    # a stretch on the stack: its start and length, and, once its first half is summed, that sum
+    starts, lengths = np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64)
+    firsts, first_done = np.empty(64), np.zeros(64, dtype=np.bool_)
+    starts[0], lengths[0], top = 0, n, 0
+    while True:
+        lo, m = starts[top], lengths[top]
+        if m > 128:  # descend into its first half
+            half = m // 2
+            half -= half % 8
+            top += 1
+            starts[top], lengths[top], first_done[top] = lo, half, False
+            continue
+        total = _block_sum(values, lo, m)
+        while True:  # hand the sum up: a first half waits for its second, a second completes its stretch
+            top -= 1
+            if top < 0:
+                return 0.0 + total
+            if first_done[top]:
+                total = firsts[top] + total
+                continue
+            firsts[top], first_done[top] = total, True
+            half = lengths[top] // 2
+            half -= half % 8
+            top += 1
+            starts[top], lengths[top], first_done[top] = starts[top - 1] + half, lengths[top - 1] - half, False
+            break
+
+
+@njit(cache=True, inline="always")
+def _block_sum(a, lo, n):
+    """numpy's sum of a[lo:lo + n], n <= 128: one by one below 8, else in eight interleaved sums."""
+    if n < 8:
+        total = 0.0
+        for i in range(n):
+            total += a[lo + i]
+        return total
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i, end = 8, n - n % 8
+    while i < end:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        total += a[lo + i]
+        i += 1
+    return total
 
 
 @dataclass
@@ -139,6 +242,8 @@ def waiting_seconds(seconds):
 DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exactly with zeros
 _NOTHING = np.empty(0)
 _NO_COUNTS = np.empty(0, dtype=np.int64)
+# the digest's windows where a state has none
+NO_WINDOWS = SimpleNamespace(size=-1, values=np.array([math.nan, -1.0, 0.0, math.nan, math.nan]))
 
 
 def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
@@ -153,20 +258,13 @@ def replica_digest(state, coef=_NOTHING, loss=_NOTHING):
     whose replicated state differs in one bit get different digests (up to a 2^-48 chance
     of collision).
     """
-    windows = state.loss_windows
-    if windows is None:
-        size, count, total, means = -1, -1, math.nan, ()
-    else:
-        size, count, total, means = windows.size, windows.count, windows.total, windows.means
-    # the windows' means: how many, and the last two (all that the --tol test reads)
-    last = float(means[-1]) if means else math.nan
-    before = float(means[-2]) if len(means) > 1 else math.nan
+    windows = NO_WINDOWS if state.loss_windows is None else state.loss_windows
     avg_weight = math.nan if state.avg_weight is None else state.avg_weight
     occupancy = _NO_COUNTS if state.occupancy is None else state.occupancy
     row_seconds = _NOTHING if state.row_seconds is None else state.row_seconds
-    return float(_digest(state.iteration, size, count, float(total), float(avg_weight), len(means), before, last,
-                         _floats(state.scale), _floats(state.norm), _floats(state.rho), _floats(state.rho_sum),
-                         row_seconds, occupancy, coef.reshape(-1), loss.reshape(-1)))
+    return float(_digest(state.iteration, windows.size, windows.values, float(avg_weight), _floats(state.scale),
+                         _floats(state.norm), _floats(state.rho), _floats(state.rho_sum), row_seconds, occupancy,
+                         coef.reshape(-1), loss.reshape(-1)))
 
 
 def _floats(values):
@@ -177,20 +275,21 @@ def _floats(values):
 
 
 @njit(cache=True)
-def _digest(iteration, size, count, total, avg_weight, n_means, before, last, scale, norm, rho, rho_sum,
-            row_seconds, occupancy, coef, loss):
-    """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars, then each array's length
-    and entries (floats by their bits)."""
+def _digest(iteration, size, windows, avg_weight, scale, norm, rho, rho_sum, row_seconds, occupancy, coef, loss):
+    """The top ``DIGEST_BITS`` of a fmix64 chain over the scalars (``windows``: the loss
+    windows' ``values``), then each array's length and entries (floats by their bits);
+    a float64 holding an integer below 2^48."""
     h = _mix(np.uint64(DIGEST_BITS), np.uint64(iteration))
-    h = _mix(_mix(h, np.uint64(size)), np.uint64(count))
-    h = _mix(_mix(h, float_bits(total)), float_bits(avg_weight))
-    h = _mix(_mix(_mix(h, np.uint64(n_means)), float_bits(before)), float_bits(last))
+    h = _mix(_mix(h, np.uint64(size)), np.uint64(np.int64(windows[COUNT])))
+    h = _mix(_mix(h, float_bits(windows[TOTAL])), float_bits(avg_weight))
+    h = _mix(_mix(_mix(h, np.uint64(np.int64(windows[N_MEANS]))), float_bits(windows[BEFORE])),
+             float_bits(windows[LAST]))
     for floats in (scale, norm, rho, rho_sum, row_seconds, coef, loss):
         h = _mix_floats(h, floats)
     h = _mix(h, np.uint64(occupancy.shape[0]))
     for count_k in occupancy:
         h = _mix(h, np.uint64(count_k))
-    return h >> np.uint64(64 - DIGEST_BITS)
+    return np.float64(h >> np.uint64(64 - DIGEST_BITS))
 
 
 @njit(cache=True, inline="always")
@@ -219,15 +318,11 @@ def _mix(h, word):
     return fmix64(h ^ (word + GOLDEN))
 
 
+@njit(cache=True)
 def moving_average(previous, values, weight):
     """Exponential moving average (weight per new value) continued over ``values`` (n,):
     (1 - weight)^n previous + weight sum_i (1 - weight)^(n-1-i) values_i (the mean of the
-    values when previous is NaN); one numba call."""
-    return float(_moving_average(float(previous), values, float(weight)))
-
-
-@njit(cache=True)
-def _moving_average(previous, values, weight):
+    values when previous is NaN)."""
     n = values.shape[0]
     if math.isnan(previous):
         return np.mean(values)

@@ -27,7 +27,7 @@ from .pack_buffer import PackBuffer
 from .pipeline import changed_share, fold_sums
 from .columns import Columns
 from .pack_update import all_equal, update_after_pack
-from .state import LossWindows, SolverState, moving_average, replica_digest
+from .state import LossWindows, SolverState, SolverStats, replica_digest
 from .table import SupportVectorTable
 
 # rows and features of the tiny problem the kernels are run on
@@ -127,9 +127,8 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     update_after_pack(buf, block, ids, norms, 0, state, table, Columns.plain(1, 1.0, Loss()), Loss(), 1.0,
                       np.ones(1), coef, loss, fold,
                       np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.05,
-                      np.empty((1, r)))
-    replica_digest(state, coef.ravel(), loss.ravel())
-    moving_average(0.5, loss[0], 0.01)
+                      np.empty((1, r)), stats=SolverStats(), ema_weight=0.01, tol=1e-3)
+    replica_digest(state)  # a run's first digest, and the one checked before a checkpoint or the model
     all_equal(np.zeros(2))  # the replicas' agreement check
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
