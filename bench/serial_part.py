@@ -3,6 +3,8 @@
     .venv/bin/python bench/serial_part.py                  # ijcnn1 (T = m), ten digits (80,000 rows, T = m/2)
     .venv/bin/python bench/serial_part.py --ranks 1 --runs 5
     .venv/bin/python bench/serial_part.py --compare-with ../old-checkout   # runs alternate, old then this
+    .venv/bin/python bench/serial_part.py --sets digits240k,ijcnn1-2m --ranks 1,2 --schedules off,on \
+        --compare-with ../old-checkout --work-dir /tmp/serial-part          # the compiled pack step's goals
 
 Runs the real `python -m ppack train` under mpiexec on 1 and 2 ranks (one numba thread
 each) and reads its metrics (an older checkout, run with PYTHONPATH pointing at it, lacks
@@ -33,7 +35,10 @@ DATA = ROOT.parent / "shared" / "data"
 # (training file, options): the issue's settings, T = m for ijcnn1 and m / 2 for the digits
 SETS = {
     "ijcnn1": ("ijcnn1", ["--C", "1", "--gamma", "1", "--epochs", "1"]),
+    "ijcnn1-2m": ("ijcnn1", ["--C", "1", "--gamma", "1", "--epochs", "2"]),
     "digits80k": ("digits80k", ["--C", "10", "--gamma", "0.02", "--epochs", "0.5"]),
+    # the compiled pack step's workload: ten digits, gamma 0.02, sigma 1e-6, T = m/2, float32
+    "digits240k": ("digits240k", ["--sigma", "1e-6", "--gamma", "0.02", "--epochs", "0.5", "--dtype", "float32"]),
 }
 
 
@@ -49,17 +54,20 @@ def prepare(name, workdir):
         with bz2.open(DATA / "ijcnn1" / "ijcnn1.tr.bz2") as src, open(path, "wb") as dst:
             shutil.copyfileobj(src, dst)
         return str(path)
-    path = Path(workdir) / "digits80k.h5"
-    subprocess.run([sys.executable, "-m", "ppack", "data", "mnist8m", str(path), "--rows", "80000", "--source",
-                    str(DATA / "mnist"), "--compression", "lzf", "--quiet"], check=True)
+    rows = {"digits80k": 80000, "digits240k": 240000}[name]
+    path = Path(workdir) / f"{name}.h5"
+    if not path.exists():
+        subprocess.run([sys.executable, "-m", "ppack", "data", "mnist8m", str(path), "--rows", str(rows), "--source",
+                        str(DATA / "mnist"), "--compression", "lzf", "--quiet"], check=True)
     return str(path)
 
 
-def run(train, options, ranks, workdir, checkout=None):
-    """The metrics of one `train` run, of this checkout or (PYTHONPATH) of ``checkout``."""
+def run(train, options, ranks, workdir, checkout=None, schedule="off"):
+    """The metrics of one `train` run with ``--pipeline schedule``, of this checkout or
+    (PYTHONPATH) of ``checkout``."""
     metrics = Path(workdir) / f"metrics-{ranks}.json"
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", "train", "--data", train, *options,
-           "--threads", "1", "--seed", "0", "--metrics-json", str(metrics), "--quiet"]
+           "--threads", "1", "--seed", "0", "--pipeline", schedule, "--metrics-json", str(metrics), "--quiet"]
     # run from the work directory: `python -m` puts the current directory first on sys.path,
     # where a checkout's own ppack would shadow PYTHONPATH's
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1",
@@ -89,6 +97,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", default="ijcnn1,digits80k")
     parser.add_argument("--ranks", default="1,2")
+    parser.add_argument("--schedules", default="off", help="comma-separated --pipeline schedules: off, on")
+    parser.add_argument("--work-dir", help="where the data sets are made and kept (default: a temporary folder)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="serial_part", help="results file name (without .json)")
@@ -96,21 +106,27 @@ def main():
     args = parser.parse_args()
     versions = {"now": None} if args.compare_with is None else {"before": args.compare_with, "now": None}
     results = {}
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.work_dir or scratch
+        Path(workdir).mkdir(parents=True, exist_ok=True)
         for name in args.sets.split(","):
             train = prepare(SETS[name][0], workdir)
             for ranks in map(int, args.ranks.split(",")):
-                runs = {version: [] for version in versions}
-                for _ in range(args.runs):
-                    for version, checkout in versions.items():
-                        runs[version].append(per_pack(run(train, SETS[name][1], ranks, workdir, checkout)))
-                for version, its in runs.items():
-                    median = {k: float(np.median([r[k] for r in its])) for k in its[0]}
-                    key = f"{name} p={ranks}" + ("" if version == "now" else f" {version}")
-                    results[key] = {"median_us_per_pack": median, "serial_us_per_run": [r["serial"] for r in its]}
-                    print(f"{key:17s} serial {median['serial']:7.1f} us/pack  (runs: "
-                          + ", ".join(f"{r['serial']:.1f}" for r in its) + ")  "
-                          + "  ".join(f"{k} {v:.1f}" for k, v in median.items() if k != "serial"), flush=True)
+                for schedule in args.schedules.split(","):
+                    runs = {version: [] for version in versions}
+                    for _ in range(args.runs):
+                        for version, checkout in versions.items():
+                            runs[version].append(per_pack(run(train, SETS[name][1], ranks, workdir, checkout,
+                                                              schedule)))
+                    for version, its in runs.items():
+                        median = {k: float(np.median([r[k] for r in its])) for k in its[0]}
+                        key = f"{name} p={ranks} {schedule}" + ("" if version == "now" else f" {version}")
+                        serials = [r["serial"] for r in its]
+                        results[key] = {"median_us_per_pack": median, "serial_us_per_run": serials,
+                                        "best_serial_us": min(serials)}
+                        print(f"{key:26s} serial best {min(serials):7.1f} median {median['serial']:7.1f} us/pack "
+                              "(runs: " + ", ".join(f"{v:.1f}" for v in serials) + ")  "
+                              + "  ".join(f"{k} {v:.1f}" for k, v in median.items() if k != "serial"), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"{args.name}.json").write_text(json.dumps(results, indent=1))
 
