@@ -36,6 +36,7 @@ The state a checkpoint or the model is written from, that of the pack just done,
 first by one more collective (``_verify_replicas``: a two-number Allreduce), so a
 disagreement born in the last pack is caught before anything leaves the ranks.
 """
+import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -66,6 +67,8 @@ from .table import SupportVectorTable
 # placement by cost: the weight of a pack's measurement in each rank's seconds per stored
 # row (a moving average over about the last 1 / ROW_MEMORY = 20 packs)
 ROW_MEMORY = 0.05
+# seconds between calls of the progress callback (a terminal's bar redraws every 0.2 s at most)
+PROGRESS_EVERY = 0.1
 
 
 @dataclass
@@ -110,7 +113,8 @@ class PackedSolver:
     go into (a grid pass's progressive scores), or None. ``column_stops``: a
     ``column_stops.ColumnStops`` that replaces the ``tol`` test below by one per group of
     columns (a grid pass: each column stops as its separate fit would), or None.
-    ``progress(state, stats, table_size, total)`` is called on rank 0 after every pack (no
+    ``progress(state, stats, table_size, total)`` is called on rank 0 after the first pack,
+    then after a pack at most every ``PROGRESS_EVERY`` seconds, and after the last (no
     communication involved). ``tol``: the paper's convergence test (section V): stop when
     the mean hinge loss of the last ``tol_window`` sampled rows differs from that of the
     window before by at most ``tol`` relative (every rank sees the same losses, so all
@@ -232,6 +236,7 @@ class PackedSolver:
         ema_weight = 1.0 / min(1000, max(1, self.iterations))
         last_checkpoint = time.monotonic()
         packs_this_run = 0
+        next_report = -math.inf  # the first pack reports its progress
         digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
         buf = None
         loss_rule = self.loss
@@ -252,6 +257,8 @@ class PackedSolver:
             test = lambda: Collectives.test(in_flight)  # noqa: E731 (the sums' callback between tiles)
         else:
             queued = [] if pending is None else list(pending.ids)
+            # the next pack's rows, drawn before this pack's step, which flags them in its buffer
+            next_ids, next_buf, spare = None, None, None
         delta = np.empty((Q, self.pack) if pipelined else (0, 0))  # merge_pack's changes per key (pipelined)
         while state.iteration < limit:
             if pipelined:
@@ -261,14 +268,16 @@ class PackedSolver:
                 r, ids, block, norms = current.r, current.ids, current.block, current.norms
                 if not current.ready:  # the first pack of a run: nothing was in flight to hide its sums behind
                     self._sums_and_pairs(compute, table, current, stats, None, stats.packs)
-                buf = current.buf
+                buf, flagged = current.buf, current.flagged
                 coef, loss, fold, mean_loss, average, tested = self._replay_outputs(Q, r)
                 t1 = MPI.Wtime()
                 serial = t1 - collective2_end
             else:
-                r = min(self.pack, limit - state.iteration)
-                # a pipelined run's checkpoint delivered these ahead, and its sampler stands after them
-                ids = queued.pop(0)[:r] if queued else sampler.take(r)
+                if next_ids is None:  # the run's first pack
+                    ids = self._draw(queued, sampler, min(self.pack, limit - state.iteration))
+                    buf, flagged = self._pack_buffer(ids, spare), False
+                else:  # drawn, and flagged, by the previous pack's step
+                    ids, buf, spare, flagged = next_ids, next_buf, buf, True
                 r = len(ids)
                 t0 = MPI.Wtime()
                 block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
@@ -281,14 +290,10 @@ class PackedSolver:
                 seconds["delivery"] += t1 - t0 - collectives.last_seconds
 
                 # local work: partial predictions, this rank's share of the pair kernels, key flags
-                if buf is None or buf.r != r:  # one buffer for all the packs of r rows, and the replay's outputs
-                    buf = PackBuffer(Q, r, size, self.columns.n_groups)
-                    left, right, my_pairs = pair_arguments(buf, rank, size)
-                    coef, loss, fold, mean_loss, average, tested = self._replay_outputs(Q, r)
-                else:
-                    buf.clear()
+                left, right, my_pairs = buf.pair_arguments
+                coef, loss, fold, mean_loss, average, tested = self._replay_outputs(Q, r)
             buf.digests[rank] = digest
-            if not (pipelined and current.flagged):  # pipelined, the previous pack's update took them
+            if not flagged:  # the previous pack's step took them, but for a run's first
                 flags_start = MPI.Wtime()
                 table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)  # before the kernel sums empty the caches
                 seconds["flags"] += MPI.Wtime() - flags_start
@@ -391,22 +396,28 @@ class PackedSolver:
             # agreement check, the r sequential updates of each problem (identical on every rank),
             # then the averages' increments, the scale folds, the pack's coefficients and this
             # rank's new rows into the table: one numba call
-            following = ahead[0] if pipelined and ahead and ahead[0].ready else None
+            if pipelined:
+                following = ahead[0] if ahead and ahead[0].ready else None
+                flag_next = (following.ids, following.buf.owner_flags) if following is not None else ()
+            else:  # the next pack's rows, drawn now so that the step flags them
+                next_r = min(self.pack, limit - state.iteration - r)
+                next_ids = self._draw(queued, sampler, next_r) if next_r > 0 else None
+                next_buf = self._pack_buffer(next_ids, spare) if next_ids is not None else None
+                flag_next = (next_ids, next_buf.owner_flags) if next_ids is not None else ()
             status, projections, work, digest, window_stable = update_after_pack(
                 buf, block, ids, norms, rank, state, table, self.columns, loss_rule, self.step, max_weight, coef, loss,
                 fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
-                *((delta[:, :r], following.ids, following.buf.owner_flags) if following is not None else
-                  (delta[:, :r] if pipelined else delta,)), tested=tested, stats=stats, ema_weight=ema_weight,
+                delta[:, :r] if pipelined else delta, *flag_next, tested=tested, stats=stats, ema_weight=ema_weight,
                 tol=self.tol if self.column_stops is None else None)
             seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
             if self.progressive is not None:
                 self.progressive.record(ids, tested, offsets[:, 0])
-            if following is not None:
-                following.flagged = True  # the owner flags of pack k + 1, after this pack's merge
             compute.after_pack(table, ids, fold)
             if pipelined:
+                if following is not None:
+                    following.flagged = True  # the owner flags of pack k + 1, after this pack's merge
                 if ahead:  # pack k + 1's sums were taken before this pack's update: fold them, add the change
                     following = ahead[0]
                     if following.queued is not None:  # a device's, queued before this pack's replay
@@ -423,9 +434,6 @@ class PackedSolver:
             stats.packs += 1
             seconds["sequential_updates"] += MPI.Wtime() - t3
 
-            if self.progress is not None and rank == 0:
-                close_seconds()
-                self.progress(state, stats, int(state.occupancy.sum()), limit)
             if self.column_stops is not None:
                 if self.column_stops.after_pack(loss, self.columns.active, state.iteration, state.avg_weight):
                     stats.converged = True
@@ -436,14 +444,20 @@ class PackedSolver:
             if self.validation is not None and stats.packs % self.validation.every == 0 and \
                     state.iteration < limit and self.validation(table, state):
                 limit = state.iteration  # validation accuracy stopped improving (see validation.py)
+            if self.progress is not None and rank == 0 and (MPI.Wtime() >= next_report or state.iteration >= limit):
+                close_seconds()
+                self.progress(state, stats, int(state.occupancy.sum()), limit)
+                next_report = MPI.Wtime() + PROGRESS_EVERY
             stop = buf.stop
             if checkpointing is not None and (stop or buf.checkpoint_due or (
                     checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
                 close_seconds()
                 start = MPI.Wtime()
                 self._verify_replicas(collectives, digest, state.iteration, stats.packs)
-                pending = None if not pipelined else Pending([pack.ids for pack in ahead],
-                                                             ahead[0].buf.predictions if ahead else None)
+                if pipelined:
+                    pending = Pending([pack.ids for pack in ahead], ahead[0].buf.predictions if ahead else None)
+                else:  # the sampler stands after the next pack's rows
+                    pending = Pending([next_ids]) if next_ids is not None else None
                 stats.checkpoint_writes.append(write_checkpoint(comm, checkpointing.path, table, state, stats, sampler,
                                                                 checkpointing.params, pending, self.column_stops,
                                                                 self.progressive, self.validation))
@@ -456,6 +470,22 @@ class PackedSolver:
         close_seconds()
         self._verify_replicas(collectives, digest, state.iteration, stats.packs)  # the model's state
         return table, state, stats, False
+
+    @staticmethod
+    def _draw(queued, sampler, r):
+        """The next pack's r row ids (fewer where a checkpoint's pack ahead is shorter): a pack a
+        checkpoint had drawn ahead (``queued``, its sampler standing after them), else the sampler's."""
+        return queued.pop(0)[:r] if queued else sampler.take(r)
+
+    def _pack_buffer(self, ids, spare):
+        """A zeroed collective 2 buffer for the pack of rows ``ids``: ``spare`` (a finished pack's)
+        when it has their size, else a new one; with its ``pair_arguments`` for this rank."""
+        if spare is not None and spare.r == len(ids):
+            spare.clear()
+            return spare
+        buf = PackBuffer(self.n_columns, len(ids), self.comm.Get_size(), self.columns.n_groups)
+        buf.pair_arguments = pair_arguments(buf, self.comm.Get_rank(), self.comm.Get_size())
+        return buf
 
     def _replay_outputs(self, Q, r):
         """The replay's output arrays for K = Q problems and r rows: coef, loss (K, r), fold

@@ -35,6 +35,7 @@ class PackBuffer:
         self.digests = self.data[start:start + ranks]
         self.timings = self.data[start + ranks:start + 4 * ranks].reshape(ranks, 3)
         self._votes = self.data[-2:]
+        self.pair_arguments = None  # this rank's share of the pairs, for the pack loop (``loop.pair_arguments``)
 
     @staticmethod
     def length(columns, r, ranks, groups=1):

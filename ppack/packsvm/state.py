@@ -16,8 +16,8 @@ from ..random_stream import GOLDEN, float_bits, fmix64
 # collectives block, the time in Wait when pipelined), the local work done while the
 # collectives were in flight ("hidden", pipelined only) and the correction of the sums taken
 # before the previous pack's update ("correction", pipelined only, part of "partial_sums"),
-# the replay and table update ("sequential_updates", and of it the one numba call of both,
-# "replay_update", and the replica digest, "digest"), the rows' delivery apart from its
+# the replay and table update ("sequential_updates", and of it the one numba call of both with
+# the replicated scalars and their digest, "replay_update"), the rows' delivery apart from its
 # Allreduce, the owner flags ("flags"), the block's norms and columns ("norms"), the same kind of
 # work for the packs ahead done while the collectives were in flight ("shadow", pipelined only:
 # their rows' gather and unpacking with norms, the block's columns; part of "hidden", not of the
@@ -26,7 +26,7 @@ from ..random_stream import GOLDEN, float_bits, fmix64
 # "total"; a checkpoint holds those written before it)
 PHASES = ("kernel_sums", "partial_sums", "pair_kernels", "communication", "in_collective1", "in_collective2",
           "wait_collective1", "wait_collective2", "hidden", "correction", "sequential_updates", "replay_update",
-          "digest", "delivery", "flags", "norms", "shadow", "garbage_collection", "total", "checkpoint")
+          "delivery", "flags", "norms", "shadow", "garbage_collection", "total", "checkpoint")
 COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
