@@ -39,34 +39,65 @@ def _norm_term(value, l1):
 
 
 @njit(cache=True)
-def _pairwise_sum(v, a, n):
-    """v[a:a+n] summed in numpy's pairwise order (eight running sums up to 128 terms, halves above)."""
+def pairwise_sum(v, a, n):
+    """v[a:a+n] (float64) summed in numpy's pairwise order: a stretch of more than 128 terms is
+    halved (the first half a multiple of 8), one of at most 128 is added in eight running sums
+    (one by one below 8). Without recursion (numba cannot always reload a cached function that
+    calls itself: the process crashed): the halves are walked depth first on a stack."""
+    if n <= 128:
+        return _block_sum(v, a, n)
+    # a stretch on the stack: its start and length, and, once its first half is summed, that sum
+    starts, lengths = np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64)
+    firsts, first_done = np.empty(64), np.zeros(64, dtype=np.bool_)
+    starts[0], lengths[0], top = a, n, 0
+    while True:
+        if lengths[top] > 128:  # descend into its first half
+            half = lengths[top] // 2
+            half -= half % 8
+            starts[top + 1], lengths[top + 1], first_done[top + 1] = starts[top], half, False
+            top += 1
+            continue
+        total = _block_sum(v, starts[top], lengths[top])
+        while True:  # hand the sum up: a first half waits for its second, a second completes its stretch
+            top -= 1
+            if top < 0:
+                return total
+            if first_done[top]:
+                total = firsts[top] + total
+                continue
+            firsts[top], first_done[top] = total, True
+            half = lengths[top] // 2
+            half -= half % 8
+            starts[top + 1], lengths[top + 1], first_done[top + 1] = starts[top] + half, lengths[top] - half, False
+            top += 1
+            break
+
+
+@njit(cache=True, inline="always")
+def _block_sum(v, a, n):
+    """numpy's sum of v[a:a+n], n <= 128: one by one below 8 terms, else in eight running sums."""
     if n < 8:
         total = 0.0
         for i in range(a, a + n):
             total += v[i]
         return total
-    if n <= 128:
-        r0, r1, r2, r3 = v[a], v[a + 1], v[a + 2], v[a + 3]
-        r4, r5, r6, r7 = v[a + 4], v[a + 5], v[a + 6], v[a + 7]
-        i = 8
-        while i < n - n % 8:
-            r0 += v[a + i]
-            r1 += v[a + i + 1]
-            r2 += v[a + i + 2]
-            r3 += v[a + i + 3]
-            r4 += v[a + i + 4]
-            r5 += v[a + i + 5]
-            r6 += v[a + i + 6]
-            r7 += v[a + i + 7]
-            i += 8
-        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        for i in range(i, n):
-            total += v[a + i]
-        return total
-    half = n // 2
-    half -= half % 8
-    return _pairwise_sum(v, a, half) + _pairwise_sum(v, a + half, n - half)
+    r0, r1, r2, r3 = v[a], v[a + 1], v[a + 2], v[a + 3]
+    r4, r5, r6, r7 = v[a + 4], v[a + 5], v[a + 6], v[a + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += v[a + i]
+        r1 += v[a + i + 1]
+        r2 += v[a + i + 2]
+        r3 += v[a + i + 3]
+        r4 += v[a + i + 4]
+        r5 += v[a + i + 5]
+        r6 += v[a + i + 6]
+        r7 += v[a + i + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(i, n):
+        total += v[a + i]
+    return total
 
 
 @njit(cache=True)
@@ -83,5 +114,5 @@ def csr_row_norms(indptr, values, l1):
     for k in range(n):
         a, b = indptr[k], indptr[k + 1]
         if b > a:
-            out[k] = terms[a] + _pairwise_sum(terms, a + 1, b - a - 1)
+            out[k] = terms[a] + pairwise_sum(terms, a + 1, b - a - 1)
     return out

@@ -1,15 +1,16 @@
 """P-packSVM: primal SGD for kernel SVMs with r iterations packed into two Allreduce calls.
 
-Per pack (``run``): draw r row ids from the shared stream; collective 1 delivers those
-rows to every rank; each rank computes, against its own support vectors, the r partial
-predictions, its share of the pair kernel matrix and "I hold key k" flags; collective 2
-sums them; every rank replays the r sequential updates (``replay``) and then updates
-the table (one numba call for both, ``pack_update``): first the stored coefficients are
-multiplied by the product of the pack's scale folds, then the pack's coefficients are
-added: existing keys in place, new keys placed by count (the least occupied rank, lowest
-on ties) or by measured cost (``table.place_new``), which every rank computes alike from
-the replicated occupancy counts and seconds per row. A non-finite value in the replay
-stops every rank alike.
+Per pack (``run``): collective 1 delivers the pack's r rows (drawn from the shared stream)
+to every rank; each rank computes, against its own support vectors, the r partial
+predictions and its share of the pair kernel matrix; collective 2 sums them with the "I
+hold key k" flags; every rank takes the pack's step (one numba call, ``pack_update``): it
+replays the r sequential updates (``replay``) and updates the table: first the stored
+coefficients are multiplied by the product of the pack's scale folds, then the pack's
+coefficients are added: existing keys in place, new keys placed by count (the least
+occupied rank, lowest on ties) or by measured cost (``table.place_new``), which every rank
+computes alike from the replicated occupancy counts and seconds per row. The next pack's
+rows are drawn before the step, which flags those this rank holds, advances the replicated
+scalars and digests them. A non-finite value in the replay stops every rank alike.
 
 Pipelined (``pipeline`` "on", or "auto" above one rank; ``pipeline.py``): pack k's collective 2
 starts without blocking; while it is in flight pack k+1's rows are unpacked, pack k+2's are

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..jit import njit
+from ..kernels.norms import pairwise_sum
 from ..random_stream import GOLDEN, float_bits, fmix64
 
 # wall seconds by phase, on one rank: the pack's local work ("kernel_sums", of which
@@ -100,67 +101,8 @@ def windows_stable(values, tol):
 
 @njit(cache=True)
 def numpy_sum(values):
-    """``np.sum`` of a contiguous float64 array (n,), bit for bit: 0.0 plus numpy's pairwise
-    sum, which halves a stretch of more than 128 entries (the first half a multiple of 8)
-    and adds a stretch of at most 128 in eight interleaved sums. Without recursion (numba's
-    cache cannot reload a recursive function): the halves are walked depth first on a stack."""
-    n = values.shape[0]
-    if n <= 128:
-        return 0.0 + _block_sum(values, 0, n)
-    # a stretch on the stack: its start and length, and, once its first half is summed, that sum
-    starts, lengths = np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64)
-    firsts, first_done = np.empty(64), np.zeros(64, dtype=np.bool_)
-    starts[0], lengths[0], top = 0, n, 0
-    while True:
-        lo, m = starts[top], lengths[top]
-        if m > 128:  # descend into its first half
-            half = m // 2
-            half -= half % 8
-            top += 1
-            starts[top], lengths[top], first_done[top] = lo, half, False
-            continue
-        total = _block_sum(values, lo, m)
-        while True:  # hand the sum up: a first half waits for its second, a second completes its stretch
-            top -= 1
-            if top < 0:
-                return 0.0 + total
-            if first_done[top]:
-                total = firsts[top] + total
-                continue
-            firsts[top], first_done[top] = total, True
-            half = lengths[top] // 2
-            half -= half % 8
-            top += 1
-            starts[top], lengths[top], first_done[top] = starts[top - 1] + half, lengths[top - 1] - half, False
-            break
-
-
-@njit(cache=True, inline="always")
-def _block_sum(a, lo, n):
-    """numpy's sum of a[lo:lo + n], n <= 128: one by one below 8, else in eight interleaved sums."""
-    if n < 8:
-        total = 0.0
-        for i in range(n):
-            total += a[lo + i]
-        return total
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i, end = 8, n - n % 8
-    while i < end:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        total += a[lo + i]
-        i += 1
-    return total
+    """``np.sum`` of a contiguous float64 array (n,), bit for bit: 0.0 plus numpy's pairwise sum."""
+    return 0.0 + pairwise_sum(values, 0, values.shape[0])
 
 
 @dataclass
