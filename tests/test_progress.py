@@ -106,3 +106,22 @@ def test_nothing_is_estimated_before_a_stretch_is_seen():
     estimate.add(3.0, 1000, 10)
     estimate.add(3.2, 2000, 20)
     assert estimate.rate() is None and estimate.remaining(10_000) is None
+
+
+@pytest.mark.parametrize("every", [0.0, 1e9])
+def test_the_pack_loop_reports_the_first_and_last_pack_and_between_them_at_its_cadence(every, monkeypatch):
+    """The packed solver calls its progress callback after the first pack, after the last, and
+    between them at most every ``loop.PROGRESS_EVERY`` seconds (0: every pack)."""
+    from mpi4py import MPI
+
+    from ppack import PackSVC
+    from ppack.packsvm import loop
+
+    from helpers import make_problem
+
+    monkeypatch.setattr(loop, "PROGRESS_EVERY", every)
+    seen = []
+    X, y = make_problem(200, 4, seed=7)
+    PackSVC(iterations=600, pack=50, comm=MPI.COMM_SELF,
+            progress=lambda state, stats, n_support, total: seen.append(state.iteration)).fit(X, y)
+    assert seen == (list(range(50, 601, 50)) if every == 0.0 else [50, 600])

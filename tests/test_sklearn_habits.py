@@ -140,7 +140,7 @@ def test_verbose_progress_lines_on_stderr_and_silence_by_default(make, monkeypat
     """verbose=0 (the default) prints nothing; verbose=1 the first use's compile (once in a
     process), progress lines and a summary on stderr, after the estimator's name."""
     import ppack.progress
-    from ppack.packsvm import warmup
+    from ppack.packsvm import loop, warmup
 
     X, y = make_problem(300, 4, seed=86)
     monkeypatch.setattr(warmup, "_USED", set())  # as in a fresh process
@@ -149,6 +149,7 @@ def test_verbose_progress_lines_on_stderr_and_silence_by_default(make, monkeypat
     assert capsys.readouterr() == ("", "")
     monkeypatch.setattr(warmup, "_USED", set())
     monkeypatch.setattr(ppack.progress, "time", _Clock())
+    monkeypatch.setattr(loop, "PROGRESS_EVERY", 0.0)  # the loop's own cadence: every pack reports
     name = type(model).__name__
     make(comm=SELF, verbose=True).fit(X, y).predict(X)
     out, err = capsys.readouterr()
