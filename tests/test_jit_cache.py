@@ -15,15 +15,15 @@ from ppack.jit import PACKAGE_ROOT, PackageStampedLocator, sources_digest
 
 from helpers import clean_mpi_env
 
-# state._digest (cached, in state.py) inlines random_stream.fmix64 (another file): prints its
-# value on fixed inputs and the dispatcher's cache hits and misses
+# data.sampler._feistel (cached, in sampler.py) inlines random_stream.fmix64 (another file):
+# prints its permutation of [0, 64) and the dispatcher's cache hits and misses
 CALLER = """import json
 import numpy as np
-from ppack.packsvm.state import _digest
-value = _digest(7, 2, np.array([0.5, 1.0, 1.0, np.nan, 0.25]), 0.25, np.ones(3), np.zeros(3), np.zeros(1),
-                np.zeros(1), np.zeros(2), np.zeros(2, dtype=np.int64), np.arange(4.0), np.ones(4))
-print(json.dumps({"value": int(value), "hits": sum(_digest.stats.cache_hits.values()),
-                  "misses": sum(_digest.stats.cache_misses.values())}))
+from ppack.data.sampler import _feistel
+keys = np.arange(4, dtype=np.uint64)
+value = [int(_feistel(np.uint64(x), keys, 3, np.uint64(7))) for x in range(64)]
+print(json.dumps({"value": value, "hits": sum(_feistel.stats.cache_hits.values()),
+                  "misses": sum(_feistel.stats.cache_misses.values())}))
 """
 CALLEE_LINE = "    return z ^ (z >> _S31)\n"  # fmix64's last line in random_stream.py
 
