@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..jit import njit
 from ..errors import InputError
+from ..jit import njit
 
 CHUNK_BYTES = 4 << 20  # text parsed at once: bounds the memory of a streaming pass
 

@@ -5,6 +5,7 @@ A block is dense ``X`` (r, d) or CSR ``(indptr, indices, values)``, with labels 
 """
 import numpy as np
 import scipy.sparse as sp
+
 from ..jit import njit
 
 

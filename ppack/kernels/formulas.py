@@ -8,7 +8,6 @@ once (vectorised). The cores read the table's other facts per kind from ``L1_RED
 """
 import math
 
-
 from ..jit import njit
 from ..registry import KERNEL_TABLE
 

@@ -4,6 +4,7 @@ Shared by the cores (``cpu.dense_row_norms``, ``cpu.csr_row_norms``) and by deli
 computes a pack's norms while it converts the rows (the same bits either way).
 """
 import numpy as np
+
 from ..jit import njit
 
 

@@ -4,6 +4,7 @@ Dense rows are one (n, d) array; sparse rows are CSR arrays ``indptr`` (n+1,), `
 ``values``. Rows are only appended, never removed; the capacity doubles as it fills.
 """
 import numpy as np
+
 from ..jit import njit
 
 

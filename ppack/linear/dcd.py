@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from ..jit import njit
 from ..errors import PPackError
+from ..jit import njit
 from ..random_stream import below
 from .checks import check_alpha0, open_block
 from .features import _add, _dot, _row, _sqnorms, as_rows

@@ -27,8 +27,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..jit import njit
 from ..errors import PPackError
+from ..jit import njit
 from ..random_stream import hash_key, hash_key_int
 
 IDENTITY, POLY2, HASH, SHIFTS = 0, 1, 2, 3

@@ -27,10 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..jit import njit
 from ..data.delivery import deliver_rows
 from ..data.sampler import RowSampler
 from ..errors import PPackError
+from ..jit import njit
 from ..mpi.collectives import Collectives
 from ..random_stream import below
 from .checks import check_common, check_options, check_weights, open_block

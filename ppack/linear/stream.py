@@ -52,9 +52,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ..jit import njit
 from ..data.hdf5 import read_header, read_rows
 from ..errors import InputError, PPackError
+from ..jit import njit
 from ..random_stream import below_by_remainder
 from .checks import check_alpha0, check_common, check_options, check_start, check_weights, open_block
 from .features import IDENTITY, MappedRows, _add, _dot, _sqnorm, as_feature_map

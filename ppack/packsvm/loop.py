@@ -239,7 +239,6 @@ class PackedSolver:
         packs_this_run = 0
         next_report = -math.inf  # the first pack reports its progress
         digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
-        buf = None
         loss_rule = self.loss
         offsets = np.empty((Q, 2))  # [rho, the pack's sum of a_t rho_t] per problem (the replay's)
         offsets[:, 0] = state.rho

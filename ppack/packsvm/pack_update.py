@@ -19,7 +19,7 @@ from .averaging import weight_sum
 from .key_slots import _flag_held
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL
 from .replay import HINGE, replay_all, replay_work_arrays
-from .state import NO_WINDOWS, _digest, add_to_windows, moving_average, windows_stable
+from .state import _digest, add_to_windows, moving_average, windows_stable
 from .table import merge_pack
 
 # what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
@@ -63,7 +63,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
     entries, rows, store = table.room_for(block)
     row_fold = columns.row_folds(ids, work.row_fold)
     t0, averaged = state.iteration, state.avg_weight is not None
-    windows = NO_WINDOWS if state.loss_windows is None else state.loss_windows
+    windows = state.loss_windows
     status, projections, added, digest, avg_weight, moving, converged = _update_after_pack(
         buf.digests, buf.predictions, buf.group_pairs, buf.owner_flags, state.scale, state.norm, block.y,
         t0, columns.sigma, coef, loss, fold, work.info,
@@ -72,7 +72,7 @@ def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_
         columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class, row_fold, columns.column_fold,
         work.column_weight, columns.column_group, columns.active, ids, rank, state.occupancy, buf.timings, spent,
         waited, state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested,
-        state.rho, state.rho_sum, averaged, state.avg_weight if averaged else 0.0,
+        state.rho, state.rho_sum, state.avg_weight if averaged else 0.0,
         weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
         ema_weight, windows.size, windows.values, tol is not None, 0.0 if tol is None else tol)
     table.added(added)
@@ -93,7 +93,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
                       map_slots, entry_keys,
                       table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
                       n_stored, out_features, out_indptr, out_indices, out_values, out_norms,
-                      next_ids, next_flags, tested, rho, rho_sum, averaged, avg_weight, weight_increment, moving,
+                      next_ids, next_flags, tested, rho, rho_sum, avg_weight, weight_increment, moving,
                       ema_weight, window_size, windows, use_windows, tol):
     """Returns (status, projections, new entries, digest, averages' weight, moving average,
     converged). status DISAGREE: the ranks' ``digests`` (p,)
@@ -104,7 +104,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
     table update (``table.merge_pack``, then ``stored.append_positions`` of this rank's new
     rows, then the next pack's owner flags) are done, and the replicated scalars advanced:
     rho (K,) and rho_sum (K,) in place from ``offsets``, the averages' weight by
-    ``weight_increment`` (when ``averaged``), the mean loss's ``moving`` average, and the loss
+    ``weight_increment`` (when averaging: ``average`` has columns), the mean loss's ``moving`` average, and the loss
     ``windows`` (``state.LossWindows.values``, when ``use_windows``); then their digest."""
     if not all_equal(digests):
         return DISAGREE, 0, 0, 0.0, avg_weight, moving, False
@@ -123,8 +123,9 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, la
                              out_indices, out_values, out_norms)
     _flag_held(map_keys, next_ids, float(rank + 1), next_flags)
     # the replicated scalars past the pack (the hinge loss leaves rho, 0, and its sum alone)
-    for c in range(rho.shape[0]):
-        if mode != HINGE:
+    averaged = average.shape[1] > 0
+    if mode != HINGE:
+        for c in range(rho.shape[0]):
             rho[c] = offsets[c, 0]
             if averaged:
                 rho_sum[c] += offsets[c, 1]

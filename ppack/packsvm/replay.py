@@ -29,6 +29,7 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+
 from ..jit import njit
 
 # s is folded when it ends an iteration below 2^-500 (about 3e-151). Why this is safe:

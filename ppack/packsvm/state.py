@@ -1,7 +1,6 @@
 """The packed solver's state besides the table, and its run statistics: what a checkpoint saves."""
 import math
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -185,7 +184,7 @@ DIGEST_BITS = 48  # < 53: the digest is a float64 holding an integer, summed exa
 _NOTHING = np.empty(0)
 _NO_COUNTS = np.empty(0, dtype=np.int64)
 # the digest's windows where a state has none
-NO_WINDOWS = SimpleNamespace(size=-1, values=np.array([math.nan, -1.0, 0.0, math.nan, math.nan]))
+NO_WINDOWS = LossWindows(-1, total=math.nan, count=-1)
 
 
 def replica_digest(state, coef=_NOTHING, loss=_NOTHING):

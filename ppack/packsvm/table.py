@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from ..jit import njit
 from ..collective_write import Part
+from ..jit import njit
 from ..kernels.stored import append_positions, resized
 from .key_slots import KeySlots, lookup, new_map, put
 
