@@ -1,4 +1,4 @@
-"""The pack step's replicated scalars (``pack_update.update_after_pack``), each against a slow
+"""The pack step's replicated scalars (``pack_update.PackStep``), each against a slow
 reference: numpy's sum, the --tol windows, the loss's moving average, and the digest of the
 state the step ends with against ``replica_digest`` of that state."""
 import math
@@ -17,7 +17,7 @@ from ppack.packsvm.columns import Columns
 from ppack.packsvm.loop import upper_pairs
 from ppack.packsvm.losses import Loss, one_class_rule
 from ppack.packsvm.pack_buffer import PackBuffer
-from ppack.packsvm.pack_update import DONE, update_after_pack
+from ppack.packsvm.pack_update import DONE, PackStep
 from ppack.packsvm.state import LossWindows, SolverState, SolverStats, moving_average, numpy_sum, replica_digest
 from ppack.packsvm.table import SupportVectorTable
 
@@ -83,7 +83,7 @@ def test_moving_average_is_the_reference_s():
 
 
 def one_pack(loss_rule, average, tol, seed=3):
-    """One pack of 8 rows into an empty table (every row steps), through ``update_after_pack``
+    """One pack of 8 rows into an empty table (every row steps), through ``PackStep``
     with the loop's bookkeeping; returns the state, stats and what the step returned, beside
     the state and stats before it and the replay's outputs."""
     rng = np.random.default_rng(seed)
@@ -106,10 +106,11 @@ def one_pack(loss_rule, average, tol, seed=3):
               stats.hinge_moving_average)
     coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
     offsets = np.array([[state.rho[0], 0.0]])
-    status, _, _, digest, converged = update_after_pack(
-        buf, block, ids, norms, 0, state, table, Columns.plain(1, 0.1, loss_rule), loss_rule, 1.0,
-        np.full(1, loss_rule.bound), coef, loss, fold, np.empty((1, r + 1) if average else (1, 0)), mean_loss, offsets,
-        np.zeros(2), np.zeros(2), 0.0, np.empty((0, 0)), stats=stats, ema_weight=0.01, tol=tol)
+    step = PackStep(0, state, table, Columns.plain(1, 0.1, loss_rule), loss_rule, 1.0, np.full(1, loss_rule.bound),
+                    stats=stats, ema_weight=0.01, tol=tol)
+    status, _, _, digest, converged = step(buf, block, ids, norms, coef, loss, fold,
+                                           np.empty((1, r + 1) if average else (1, 0)), mean_loss, offsets,
+                                           np.zeros(2), np.zeros(2), np.empty((0, 0)))
     assert status == DONE
     return state, stats, digest, converged, before, coef, loss, mean_loss, offsets
 

@@ -328,14 +328,14 @@ def test_every_stop_leaves_no_request_in_flight(stop, tracked, mpi_tmp_path, mon
 
 
 def test_the_update_flags_the_next_pack_after_its_merge():
-    """``update_after_pack`` with a next pack (pipelined): its owner flags, taken in the same
+    """``PackStep`` with a next pack (pipelined): its owner flags, taken in the same
     numba call after the merge, against numpy: rank + 1 where the next pack's key is in the
     table then (this pack's new entries included), else 0."""
     from ppack.data.delivery import deliver_rows
     from ppack.data.shard import Shard
     from ppack.packsvm.losses import Loss
     from ppack.packsvm.pack_buffer import PackBuffer
-    from ppack.packsvm.pack_update import DONE, update_after_pack
+    from ppack.packsvm.pack_update import DONE, PackStep
     from ppack.packsvm.state import LossWindows, SolverState
     from ppack.packsvm.table import SupportVectorTable
 
@@ -359,11 +359,11 @@ def test_the_update_flags_the_next_pack_after_its_merge():
                             row_seconds=np.zeros(2))
         next_ids = np.array([5, 1, 0, 11, 3, 7])
         next_flags = np.full(len(next_ids), -1.0)
-        status, *_ = update_after_pack(buf, block, ids, norms, rank, state, table,
-                                         Columns.plain(1, 0.1, Loss(bound=math.inf)), Loss(), 1.0, np.full(1, math.inf),
-                                         np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty((1, 0)),
-                                         np.empty(r), np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.0,
-                                         np.empty((1, r)), next_ids, next_flags)
+        step = PackStep(rank, state, table, Columns.plain(1, 0.1, Loss(bound=math.inf)), Loss(), 1.0,
+                        np.full(1, math.inf))
+        status, *_ = step(buf, block, ids, norms, np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)),
+                          np.empty((1, 0)), np.empty(r), np.zeros((1, 2)), np.zeros(2), np.zeros(2),
+                          np.empty((1, r)), next_ids, next_flags)
         assert status == DONE
         expected = np.where(np.isin(next_ids, table.keys), rank + 1.0, 0.0)
         np.testing.assert_array_equal(next_flags, expected)

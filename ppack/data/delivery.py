@@ -146,21 +146,109 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
     ``norms_l1`` True or False: the block also carries its rows' L1 or squared L2 norms,
     computed as the rows are converted (``RowBlock.known_norms``).
     """
-    layout = buffer_layout(shard, ids, n_features, weights)
-    buf, part = _buffer(*layout)
-    _fill(shard, labels, ids, layout[1], weights, part)
-    collectives.sum(buf)  # each byte is written by one rank at most: the sum is exact
-    return _unpacked(part, shard, layout[1], dtype, norms_l1)
+    return Delivery(shard, labels, n_features, weights, dtype, norms_l1).deliver(collectives, ids)
+
+
+class Delivery:
+    """``deliver_rows`` of one shard, labels, weights and width, for many calls (a run's
+    packs): the buffer, its sections and the copy kernels' arguments are worked out once per
+    number of rows, so that a pack's delivery is three calls (copy, sum, convert). ``start``
+    starts one without blocking, in a buffer of its own."""
+
+    def __init__(self, shard, labels, n_features=None, weights=None, dtype=None, norms_l1=None):
+        self.shard, self.labels, self.weights, self.norms_l1 = shard, labels, weights, norms_l1
+        self.n_features = shard.n_features if n_features is None else n_features
+        if not shard.sparse and shard.n_features > self.n_features:
+            raise ValueError(f"deliver_rows: the shard's {shard.n_features} features do not fit {self.n_features}")
+        self.dtype = shard.dtype if dtype is None else np.dtype(dtype)
+        self._layouts = {}  # (r, in flight) -> _Layout
+
+    def deliver(self, collectives, ids):
+        """Collective: the rows ``ids`` as a RowBlock (``deliver_rows``)."""
+        layout = self._layout(len(ids), False)
+        layout.fill(ids)
+        collectives.sum(layout.buf)  # each byte is written by one rank at most: the sum is exact
+        return layout.unpack()
+
+    def start(self, collectives, ids):
+        """``deliver`` started without blocking (one ``Collectives.start_sum``) in this
+        delivery's own buffer, which must not be started again before the rows are unpacked:
+        returns a ``RowsInFlight``."""
+        layout = self._layout(len(ids), True)
+        layout.fill(ids)
+        return RowsInFlight(collectives, collectives.start_sum(layout.buf), layout)
+
+    def _layout(self, r, in_flight):
+        layout = self._layouts.get((r, in_flight))
+        if layout is None:
+            shard = self.shard
+            arguments = (r, self.n_features, shard.max_row_nnz, shard.sparse, shard.X.dtype,
+                         self.weights is not None)
+            buf, part = new_buffer(*arguments) if in_flight else _buffer(*arguments)
+            layout = self._layouts[(r, in_flight)] = _Layout(self, buf, part)
+        return layout
+
+
+class _Layout:
+    """One ``Delivery``'s buffer for r rows, with the arguments of its copy into the buffer
+    (``fill``) and out of it (``unpack``)."""
+
+    def __init__(self, delivery, buf, part):
+        shard = delivery.shard
+        self.buf, self.part, self.sparse = buf, part, shard.sparse
+        self.n_features, self.dtype, self.scale = delivery.n_features, delivery.dtype, shard.value_scale
+        self.norms_l1 = delivery.norms_l1
+        values = part["values"]
+        labels = _NONE if delivery.labels is None else delivery.labels
+        weights, out_weights = (_NONE, _NONE) if delivery.weights is None else (delivery.weights, part["weights"])
+        if shard.sparse:
+            self.copy = _pad_rows
+            self.before_ids = (shard.X.indptr, shard.X.indices, shard.X.data)
+            self.after_ids = (shard.start, labels, weights, part["counts"], part["indices"], values, part["labels"],
+                              out_weights)
+        else:  # float16, a type numba does not take, is copied as its bits
+            same_bits = np.uint16 if values.dtype == np.float16 else values.dtype
+            self.copy = _copy_rows
+            self.before_ids = (shard.X.view(same_bits),)
+            self.after_ids = (shard.start, labels, weights, values.view(same_bits), part["labels"], out_weights)
+
+    def fill(self, ids):
+        """This rank's rows among ``ids`` into the buffer, zeros elsewhere."""
+        self.copy(*self.before_ids, ids, *self.after_ids)
+
+    def unpack(self):
+        """The summed buffer as a RowBlock (new arrays: the buffer may be filled again after)."""
+        part, dtype, scale, norms_l1 = self.part, self.dtype, self.scale, self.norms_l1
+        values = part["values"]
+        y = part["labels"].copy()
+        weight = part["weights"].copy() if "weights" in part else None
+        r = len(y)
+        norms = np.empty(r if norms_l1 is not None else 0)
+        if self.sparse:
+            indptr, indices, floats = np.empty(r + 1, dtype=np.int64), np.empty(values.size, dtype=np.int32), \
+                np.empty(values.size, dtype=dtype)
+            total = _unpad_rows(part["counts"], part["indices"], values, scale, indptr, indices, floats,
+                                bool(norms_l1), norms)
+            block = RowBlock(self.n_features, y, csr=(indptr, indices[:total], floats[:total]), weight=weight)
+        elif values.dtype == np.float16:  # a type numba does not take: the norms are left to the caller
+            return RowBlock(self.n_features, y, dense=(values.astype(np.float64) * scale).astype(dtype),
+                            weight=weight)
+        else:
+            floats = np.empty(values.shape, dtype=dtype)
+            _scaled(values, scale, floats, bool(norms_l1), norms)
+            block = RowBlock(self.n_features, y, dense=floats, weight=weight)
+        if norms_l1 is not None:
+            block.known_norms = (bool(norms_l1), norms)
+        return block
 
 
 class RowsInFlight:
-    """Collective 1 started without blocking (``start_rows``): ``request`` is in flight until
-    ``finish`` waits for it and returns the RowBlock, as ``deliver_rows`` would (or ``wait``,
-    then ``unpack`` later, before the buffer is filled again)."""
+    """Collective 1 started without blocking (``Delivery.start``): ``request`` is in flight
+    until ``finish`` waits for it and returns the RowBlock, as ``deliver_rows`` would (or
+    ``wait``, then ``unpack`` later, before the buffer is filled again)."""
 
-    def __init__(self, collectives, request, part, shard, n_features, dtype, norms_l1):
-        self.collectives, self.request, self.part = collectives, request, part
-        self._unpack_args = (shard, n_features, dtype, norms_l1)
+    def __init__(self, collectives, request, layout):
+        self.collectives, self.request, self._layout = collectives, request, layout
 
     def finish(self):
         self.wait()
@@ -172,59 +260,7 @@ class RowsInFlight:
 
     def unpack(self):
         """The arrived rows as a RowBlock (new arrays: the buffer may be filled again after)."""
-        return _unpacked(self.part, *self._unpack_args)
-
-
-def start_rows(collectives, shard, labels, ids, buffer, n_features=None, weights=None, dtype=None, norms_l1=None):
-    """``deliver_rows`` started without blocking (one ``Collectives.start_sum``), in the
-    caller's ``buffer`` (``new_buffer(*buffer_layout(...))``), which no other delivery may
-    use while this one is in flight: returns a ``RowsInFlight``."""
-    buf, part = buffer
-    d = shard.n_features if n_features is None else n_features
-    _fill(shard, labels, ids, d, weights, part)
-    return RowsInFlight(collectives, collectives.start_sum(buf), part, shard, d, dtype, norms_l1)
-
-
-def _fill(shard, labels, ids, d, weights, part):
-    """This rank's rows among ``ids`` into the buffer's sections ``part``, zeros elsewhere."""
-    values = part["values"]
-    own_labels = _NONE if labels is None else labels
-    own_weights, out_weights = (_NONE, _NONE) if weights is None else (weights, part["weights"])
-    if shard.sparse:
-        _pad_rows(shard.X.indptr, shard.X.indices, shard.X.data, ids, shard.start, own_labels, own_weights,
-                  part["counts"], part["indices"], values, part["labels"], out_weights)
-    elif shard.n_features > d:
-        raise ValueError(f"deliver_rows: the shard's {shard.n_features} features do not fit {d}")
-    else:  # float16, a type numba does not take, is copied as its bits
-        same_bits = np.uint16 if values.dtype == np.float16 else values.dtype
-        _copy_rows(shard.X.view(same_bits), ids, shard.start, own_labels, own_weights, values.view(same_bits),
-                   part["labels"], out_weights)
-
-
-def _unpacked(part, shard, d, dtype, norms_l1):
-    """The summed buffer's sections ``part`` as a RowBlock (see ``deliver_rows``)."""
-    dtype = shard.dtype if dtype is None else np.dtype(dtype)
-    values = part["values"]
-    r = len(part["labels"])
-    y = part["labels"].copy()
-    weight = part["weights"].copy() if "weights" in part else None
-    scale = shard.value_scale
-    norms = np.empty(r if norms_l1 is not None else 0)
-    if shard.sparse:
-        indptr, indices, floats = np.empty(r + 1, dtype=np.int64), np.empty(values.size, dtype=np.int32), \
-            np.empty(values.size, dtype=dtype)
-        total = _unpad_rows(part["counts"], part["indices"], values, scale, indptr, indices, floats, bool(norms_l1),
-                            norms)
-        block = RowBlock(d, y, csr=(indptr, indices[:total], floats[:total]), weight=weight)
-    elif values.dtype == np.float16:  # a type numba does not take: the norms are left to the caller
-        return RowBlock(d, y, dense=(values.astype(np.float64) * scale).astype(dtype), weight=weight)
-    else:
-        floats = np.empty(values.shape, dtype=dtype)
-        _scaled(values, scale, floats, bool(norms_l1), norms)
-        block = RowBlock(d, y, dense=floats, weight=weight)
-    if norms_l1 is not None:
-        block.known_norms = (bool(norms_l1), norms)
-    return block
+        return self._layout.unpack()
 
 
 _NONE = np.empty(0)

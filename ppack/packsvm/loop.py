@@ -45,7 +45,7 @@ from functools import lru_cache
 import numpy as np
 from mpi4py import MPI
 
-from ..data.delivery import buffer_layout, deliver_rows, new_buffer, start_rows
+from ..data.delivery import Delivery
 from ..errors import PPackError
 from ..data.sampler import make_sampler
 from ..kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
@@ -59,7 +59,7 @@ from .losses import Loss
 from .gc_clock import GcClock
 from .delay import spend
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL, PackBuffer
-from .pack_update import DISAGREE, DONE, all_equal, update_after_pack
+from .pack_update import DISAGREE, DONE, PackStep, all_equal
 from .pipeline import Correction, PackAhead, Pending, fold_sums
 from .replay import non_finite
 from .state import PHASES, LossWindows, SolverState, SolverStats, replica_digest
@@ -239,7 +239,6 @@ class PackedSolver:
         packs_this_run = 0
         next_report = -math.inf  # the first pack reports its progress
         digest = replica_digest(state)  # of the state this run starts from; then of each pack's end
-        loss_rule = self.loss
         offsets = np.empty((Q, 2))  # [rho, the pack's sum of a_t rho_t] per problem (the replay's)
         offsets[:, 0] = state.rho
 
@@ -247,10 +246,12 @@ class PackedSolver:
         max_weight = self.columns.max_weight(self.spec)
         limit = self.iterations
         pipelined = self.pipelined
-        if pipelined:  # the packs delivered ahead (``pipeline.PackAhead``), their delivery buffer and sums' fix
-            ahead, drawn = self._packs_ahead(collectives, shard, labels, weights, sampler, state, table, limit,
-                                             pending, stats)
-            delivery_buffer, in_flight = None, None
+        delivery = Delivery(shard, labels, weights=weights, norms_l1=self.spec.uses_l1)  # collective 1's rows
+        step = PackStep(rank, state, table, self.columns, self.loss, self.step, max_weight, row_memory, stats,
+                        ema_weight, self.tol if self.column_stops is None else None)  # what follows collective 2
+        if pipelined:  # the packs delivered ahead (``pipeline.PackAhead``) and their sums' fix
+            ahead, drawn = self._packs_ahead(collectives, delivery, sampler, state, table, limit, pending, stats)
+            in_flight = None
             correction = Correction(self.spec, shard.n_features, shard.sparse, compute.stored.dtype, self.work_bytes,
                                     self.columns.kernel_groups())
             spare = None  # a finished pack's PackBuffer, for the next pack delivered ahead
@@ -280,8 +281,7 @@ class PackedSolver:
                     ids, buf, spare, flagged = next_ids, next_buf, buf, True
                 r = len(ids)
                 t0 = MPI.Wtime()
-                block = deliver_rows(collectives, shard, labels, ids, weights=weights,  # collective 1
-                                     norms_l1=self.spec.uses_l1)
+                block = delivery.deliver(collectives, ids)  # collective 1
                 count_collective1(stats, collectives)
                 collective1_end = collectives.last_start + collectives.last_seconds
                 spent[0] = collectives.last_seconds
@@ -341,11 +341,7 @@ class PackedSolver:
                     if drawn < limit:  # pack k + 2's rows gathered while collective 2 is in flight
                         ids_after = sampler.take(min(self.pack, limit - drawn))
                         drawn += len(ids_after)
-                        layout = buffer_layout(shard, ids_after, weights=weights)
-                        if delivery_buffer is None or delivery_buffer[0] != layout:
-                            delivery_buffer = (layout, new_buffer(*layout))
-                        flight = start_rows(collectives, shard, labels, ids_after, delivery_buffer[1],
-                                            weights=weights, norms_l1=self.spec.uses_l1)
+                        flight = delivery.start(collectives, ids_after)
                         start_seconds += collectives.last_seconds
                         flight_start = collectives.last_seconds
                         sent["collective1"] += collectives.last_bytes
@@ -404,11 +400,9 @@ class PackedSolver:
                 next_ids = self._draw(queued, sampler, next_r) if next_r > 0 else None
                 next_buf = self._pack_buffer(next_ids, spare) if next_ids is not None else None
                 flag_next = (next_ids, next_buf.owner_flags) if next_ids is not None else ()
-            status, projections, work, digest, window_stable = update_after_pack(
-                buf, block, ids, norms, rank, state, table, self.columns, loss_rule, self.step, max_weight, coef, loss,
-                fold, average, mean_loss, offsets, spent, unused_waiting if pipelined else waited, row_memory,
-                delta[:, :r] if pipelined else delta, *flag_next, tested=tested, stats=stats, ema_weight=ema_weight,
-                tol=self.tol if self.column_stops is None else None)
+            status, projections, work, digest, window_stable = step(
+                buf, block, ids, norms, coef, loss, fold, average, mean_loss, offsets, spent,
+                unused_waiting if pipelined else waited, delta[:, :r] if pipelined else delta, *flag_next, tested=tested)
             seconds["replay_update"] += MPI.Wtime() - t3
             if status != DONE:
                 self._raise_failed(status, buf.digests, work, state, coef, stats.packs)
@@ -498,7 +492,7 @@ class PackedSolver:
                                           np.empty((Q, r) if self.progressive is not None else (0, 0)))
         return outputs
 
-    def _packs_ahead(self, collectives, shard, labels, weights, sampler, state, table, limit, pending, stats):
+    def _packs_ahead(self, collectives, delivery, sampler, state, table, limit, pending, stats):
         """A pipelined run's first two packs, delivered (blocking): those a checkpoint had delivered
         ahead (``pending``, with this rank's sums of the first when the run has the ranks it had),
         then fresh draws. Returns (the ``PackAhead``s, the iteration their last row reaches)."""
@@ -512,8 +506,7 @@ class PackedSolver:
             ahead.append(PackAhead(sampler.take(min(self.pack, limit - drawn)), None, None))
             drawn += ahead[-1].r
         for pack in ahead:
-            pack.block = deliver_rows(collectives, shard, labels, pack.ids, weights=weights,
-                                      norms_l1=self.spec.uses_l1)
+            pack.block = delivery.deliver(collectives, pack.ids)
             pack.norms = table.compute.row_norms(pack.block)
             count_collective1(stats, collectives)
         if ahead and pending is not None and pending.sums is not None and pending.sums.shape == (self.n_columns,
@@ -588,7 +581,7 @@ class PackedSolver:
             seconds[phase] += waited
 
     def _raise_failed(self, status, digests, work, state, coef, packs):
-        """Raise, on every rank alike, what ``update_after_pack`` met: the ranks' disagreement
+        """Raise, on every rank alike, what the pack step (``PackStep``) met: the ranks' disagreement
         (``_check_agreement``) or a non-finite value in the replay of problem ``status``
         (``work``: the replay's work arrays)."""
         if status == DISAGREE:
@@ -634,7 +627,7 @@ class PackedSolver:
 
 
 def count_collective1(stats, collectives):
-    """A blocking collective 1 (``deliver_rows``, the last call of ``collectives``) into the
+    """A blocking collective 1 (``Delivery.deliver``, the last call of ``collectives``) into the
     run's seconds and bytes."""
     for phase in ("communication", "in_collective1"):
         stats.seconds[phase] += collectives.last_seconds

@@ -22,7 +22,7 @@ from .replay import HINGE, replay_all, replay_work_arrays
 from .state import _digest, add_to_windows, moving_average, windows_stable
 from .table import merge_pack
 
-# what ``update_after_pack`` returns first besides a failing problem's number (>= 0)
+# what ``PackStep`` returns first besides a failing problem's number (>= 0)
 DONE, DISAGREE = -1, -2
 _NO_IDS, _NO_FLAGS = np.empty(0, dtype=np.int64), np.empty(0)  # no next pack to flag
 _NOT_TESTED = np.empty((0, 0))  # the replay's tested predictions are not kept
@@ -31,70 +31,83 @@ _NOT_TESTED = np.empty((0, 0))  # the replay's tested predictions are not kept
 MEASURED_FROM_ROWS = 64
 
 
-def update_after_pack(buf, block, ids, norms, rank, state, table, columns, loss_rule, step, max_weight, coef, loss,
-                      fold, average, mean_loss, offsets, spent, waited, row_memory, delta, next_ids=_NO_IDS,
-                      next_flags=_NO_FLAGS, tested=_NOT_TESTED, stats=None, ema_weight=0.0, tol=None):
-    """After collective 2 (``buf``, a ``PackBuffer``) of the pack of rows ``ids`` (``block``, a
-    RowBlock, with its norms): check the replicas' agreement, replay the K problems from
-    ``state`` and write the pack into ``table``; then advance ``state`` past the pack. The
-    outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or (K, 0) average, (r,) mean_loss
-    and (K, 2) offsets, are ``replay.replay_all``'s;
-    columns: the run's ``columns.Columns`` (each column's sigma, class and held-out fold);
-    max_weight (K,): each column's projection bound (inf: none); spent (2,): this rank's
-    seconds in this pack's collectives 1 and 2; waited (2,): this rank's seconds of waiting in them, added to
-    (``account_timings``); row_memory: the weight of this
-    pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
-    delta (K, r) or (0, 0): ``table.merge_pack``'s. next_ids (r',) and next_flags (r',), or
-    empty: the next pack's rows and its buffer's ``owner_flags``, flagged (``KeySlots.flag_held``)
-    once this pack is merged, in the same call (a pipelined pack's next one is known by then).
-    tested (K, r), or empty: receives the predictions the replay tested (``replay.replay_all``'s).
+class PackStep:
+    """A run's pack step: after collective 2 (``buf``, a ``PackBuffer``) of the pack of rows
+    ``ids`` (``block``, a RowBlock, with its norms), check the replicas' agreement, replay the
+    K problems from ``state`` and write the pack into ``table``; then advance ``state`` past
+    the pack. The run's arguments that stay put (the state's arrays, the columns, the loss)
+    are gathered once, here, so that a pack passes only its own.
 
-    Past the pack (when it is done): ``state``'s iteration, scale and norm, rho (the offsets'
-    first column, unless the loss is the hinge's), averages' weight and rho_sum (averaged runs),
-    ``stats.hinge_moving_average`` (the mean loss's moving average with weight
-    ``ema_weight``, unless ``stats`` is None) and, when ``tol`` is given, its loss windows.
-    Returns (status, projections, work, digest, converged):
-    status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
-    (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from); digest:
-    ``state.replica_digest`` of the state past the pack; converged: ``tol``'s test passed
-    (the windows' last two means within ``tol``)."""
-    K, r = coef.shape
-    work = replay_work_arrays(K, r)  # kept per (K, r) for the run's next packs
-    entries, rows, store = table.room_for(block)
-    row_fold = columns.row_folds(ids, work.row_fold)
-    t0, averaged = state.iteration, state.avg_weight is not None
-    windows = state.loss_windows
-    status, projections, added, digest, avg_weight, moving, converged = _update_after_pack(
-        buf.digests, buf.predictions, buf.group_pairs, buf.owner_flags, state.scale, state.norm, block.y,
-        t0, columns.sigma, coef, loss, fold, work.info,
-        work.ones if block.weight is None else block.weight, max_weight, average, step, work.pred, work.sign,
-        mean_loss, loss_rule.mode, loss_rule.epsilon, offsets,
-        columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class, row_fold, columns.column_fold,
-        work.column_weight, columns.column_group, columns.active, ids, rank, state.occupancy, buf.timings, spent,
-        waited, state.row_seconds, row_memory, *entries, delta, *rows, norms, *store, next_ids, next_flags, tested,
-        state.rho, state.rho_sum, state.avg_weight if averaged else 0.0,
-        weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
-        ema_weight, windows.size, windows.values, tol is not None, 0.0 if tol is None else tol)
-    table.added(added)
-    if status == DONE:
-        state.iteration = t0 + r
-        if averaged:
-            state.avg_weight = avg_weight
-        if stats is not None:
-            stats.hinge_moving_average = moving
-    return status, projections, work, digest, converged
+    columns: the run's ``columns.Columns`` (each column's sigma, class and held-out fold);
+    max_weight (K,): each column's projection bound (inf: none); row_memory: the weight of a
+    pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
+    ``stats``: its ``hinge_moving_average`` takes the mean loss's moving average with weight
+    ``ema_weight`` (None: not kept); ``tol``: when given, the state's loss windows are kept
+    and tested (``converged`` below). ``state``'s arrays and ``columns`` must not be replaced
+    during the run (they are updated in place).
+    """
+
+    def __init__(self, rank, state, table, columns, loss_rule, step, max_weight, row_memory=0.0, stats=None,
+                 ema_weight=0.0, tol=None):
+        self.state, self.table, self.columns, self.stats = state, table, columns, stats
+        windows = state.loss_windows
+        self._run = (state.scale, state.norm, columns.sigma, max_weight, float(step), loss_rule.mode,
+                     loss_rule.epsilon, columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class,
+                     columns.column_fold, columns.column_group, columns.active, rank, state.occupancy,
+                     state.row_seconds, float(row_memory), state.rho, state.rho_sum, float(ema_weight), windows.size,
+                     windows.values, tol is not None, 0.0 if tol is None else float(tol))
+
+    def __call__(self, buf, block, ids, norms, coef, loss, fold, average, mean_loss, offsets, spent, waited, delta,
+                 next_ids=_NO_IDS, next_flags=_NO_FLAGS, tested=_NOT_TESTED):
+        """The step of one pack. The outputs, (K, r) coef and loss, (K, 2) fold, (K, r + 1) or
+        (K, 0) average, (r,) mean_loss and (K, 2) offsets, are ``replay.replay_all``'s; spent
+        (2,): this rank's seconds in this pack's collectives 1 and 2; waited (2,): this rank's
+        seconds of waiting in them, added to (``account_timings``); delta (K, r) or (0, 0):
+        ``table.merge_pack``'s. next_ids (r',) and next_flags (r',), or empty: the next pack's
+        rows and its buffer's ``owner_flags``, flagged (``KeySlots.flag_held``) once this pack
+        is merged, in the same call. tested (K, r), or empty: receives the predictions the
+        replay tested (``replay.replay_all``'s).
+
+        Past the pack (when it is done): the state's iteration, scale and norm, rho (the
+        offsets' first column, unless the loss is the hinge's), averages' weight and rho_sum
+        (averaged runs), the moving average and the loss windows.
+        Returns (status, projections, work, digest, converged):
+        status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
+        (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from); digest:
+        ``state.replica_digest`` of the state past the pack; converged: ``tol``'s test passed
+        (the windows' last two means within ``tol``)."""
+        state, table, stats = self.state, self.table, self.stats
+        K, r = coef.shape
+        work = replay_work_arrays(K, r)  # kept per (K, r) for the run's next packs
+        entries, rows, store = table.room_for(block)
+        t0, avg_weight = state.iteration, state.avg_weight
+        averaged = avg_weight is not None
+        status, projections, added, digest, avg_weight, moving, converged = _update_after_pack(
+            buf.digests, buf.predictions, buf.group_pairs, buf.owner_flags, buf.timings, block.y,
+            work.ones if block.weight is None else block.weight, ids, self.columns.row_folds(ids, work.row_fold), t0,
+            coef, loss, fold, average, mean_loss, tested, offsets, work.info, work.pred, work.sign,
+            work.column_weight, spent, waited, next_ids, next_flags, avg_weight if averaged else 0.0,
+            weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
+            *rows, norms, *self._run, *entries, delta, *store)
+        table.added(added)
+        if status == DONE:
+            state.iteration = t0 + r
+            if averaged:
+                state.avg_weight = avg_weight
+            if stats is not None:
+                stats.hinge_moving_average = moving
+        return status, projections, work, digest, converged
 
 
 @njit(cache=True)
-def _update_after_pack(digests, predictions, pairs, owner_flags, scale, norm, labels, t0, sigma, coef, loss, fold,
-                      info, weight, max_weight, average, step, pred, sign, mean_loss, mode, epsilon, offsets,
-                      rho_step, rho_low, rho_high, column_class, row_fold, column_fold, column_weight, column_group,
-                      active, ids, rank, occupancy, timings, spent, waited, row_seconds, row_memory, map_keys,
-                      map_slots, entry_keys,
-                      table_coef, table_avg, table_since, clock, n, delta, dense, indptr, indices, values, norms,
-                      n_stored, out_features, out_indptr, out_indices, out_values, out_norms,
-                      next_ids, next_flags, tested, rho, rho_sum, avg_weight, weight_increment, moving,
-                      ema_weight, window_size, windows, use_windows, tol):
+def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels, weight, ids, row_fold, t0, coef,
+                       loss, fold, average, mean_loss, tested, offsets, info, pred, sign, column_weight, spent,
+                       waited, next_ids, next_flags, avg_weight, weight_increment, moving, dense, indptr, indices,
+                       values, norms, scale, norm, sigma, max_weight, step, mode, epsilon, rho_step, rho_low,
+                       rho_high, column_class, column_fold, column_group, active, rank, occupancy, row_seconds,
+                       row_memory, rho, rho_sum, ema_weight, window_size, windows, use_windows, tol, map_keys,
+                       map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, n_stored,
+                       out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries, digest, averages' weight, moving average,
     converged). status DISAGREE: the ranks' ``digests`` (p,)
     differ (nothing else was done); otherwise the timings are accounted (``account_timings``)

@@ -143,7 +143,7 @@ class SupportVectorTable:
 
     def room_for(self, block):
         """Room for every row of a pack's RowBlock as a new entry. Returns the arguments that
-        write the pack (``apply_pack``, ``pack_update.update_after_pack``): ``merge_pack``'s
+        write the pack (``apply_pack``, ``pack_update.PackStep``): ``merge_pack``'s
         after the occupancy (key map, entry arrays, clock, n), and ``stored.append_positions``'s
         before the positions (the block's arrays) and after the norms (the store's n and arrays)."""
         self._reserve(block.n_rows)

@@ -26,7 +26,7 @@ from .losses import Loss
 from .pack_buffer import PackBuffer
 from .pipeline import changed_share, fold_sums
 from .columns import Columns
-from .pack_update import all_equal, update_after_pack
+from .pack_update import PackStep, all_equal
 from .state import LossWindows, SolverState, SolverStats, replica_digest
 from .table import SupportVectorTable
 
@@ -124,10 +124,10 @@ def _run_kernels(spec, dtype, sparse, stored=None):
                         loss_windows=LossWindows(10), avg_weight=0.0, rho=np.zeros(1), rho_sum=np.zeros(1),
                         row_seconds=np.zeros(2))
     coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
-    update_after_pack(buf, block, ids, norms, 0, state, table, Columns.plain(1, 1.0, Loss()), Loss(), 1.0,
-                      np.ones(1), coef, loss, fold,
-                      np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2), np.zeros(2), 0.05,
-                      np.empty((1, r)), stats=SolverStats(), ema_weight=0.01, tol=1e-3)
+    step = PackStep(0, state, table, Columns.plain(1, 1.0, Loss()), Loss(), 1.0, np.ones(1), 0.05, SolverStats(),
+                    0.01, 1e-3)
+    step(buf, block, ids, norms, coef, loss, fold, np.empty((1, r + 1)), mean_loss, np.zeros((1, 2)), np.zeros(2),
+         np.zeros(2), np.empty((1, r)))
     replica_digest(state)  # a run's first digest, and the one checked before a checkpoint or the model
     all_equal(np.zeros(2))  # the replicas' agreement check
     # prediction: a block padded to the model's width, summed against the table
