@@ -47,7 +47,8 @@ def run(quick, figures, data_dir):
 (liblinear-official) trains one-vs-rest with `-B 1` (ppack's default regularised bias) at the
 same C and its default tolerance. In brackets: test accuracy points against the LIBLINEAR run
 of the same loss (`-s 3` for the hinge loss, `-s 1` for the squared hinge). Measured
-{time.strftime('%Y-%m-%d')}; JSON in `bench/results/{path.name}`.
+{time.strftime('%Y-%m-%d')}; the run's JSON went to `bench/results/{path.name}` (the results folder is
+not committed: rerun to get it).
 
 {chr(10).join(lines)}
 

@@ -17,7 +17,7 @@ from ppack.registry import LINEAR_PARAMS, PACKSVM_PARAMS, SVM_TYPE_PARAMS, THREA
 
 PROG = "python -m ppack"
 # the commands whose options the registry's tables define (add_packsvm_options, add_linear_options)
-KERNEL_COMMANDS = ("train", "plan")
+KERNEL_COMMANDS = ("train", "plan", "tune")
 LINEAR_COMMANDS = ("train",)
 
 
@@ -55,24 +55,37 @@ def registry_default(command, action):
     return False, None
 
 
-def default_text(command, action):
-    """What an option is when not given, in words: the registry's default or the parser's."""
+def default_text(command, action, parser=None):
+    """What an option is when not given, in words: the registry's default or the parser's;
+    where that is None and the help says "(default X)", the help's X (a default worked out
+    when the run starts, as C's from sigma or the threads from the node)."""
     found, value = registry_default(command, action)
     if not found:
-        if action.required:
-            return "required"
+        if action.required or _required_choice(parser, action):
+            return "required" + _required_choice(parser, action)
         value = action.default
         if isinstance(action, argparse._StoreTrueAction):
             return "off"
+    said = re.search(r"\(default:? ([^()]*(?:\([^()]*\)[^()]*)*)\)", action.help or "")
     if isinstance(value, dict):
-        return "; ".join(f"{trainer}: {_value_text(v)}" for trainer, v in value.items())
+        return "; ".join(f"{trainer}: {_value_text(v, said)}" for trainer, v in value.items())
     if isinstance(action, argparse._StoreConstAction) and isinstance(value, bool):
         negated = action.option_strings[0].startswith("--no-")
         return f"off ({'on' if value else 'off'} unless given)" if negated else ("on" if value else "off")
-    return _value_text(value)
+    return _value_text(value, said)
 
 
-def _value_text(value):
+def _required_choice(parser, action):
+    """" (one of ...)" when ``action`` is in a required group of exclusive options, else ""."""
+    for group in [] if parser is None else parser._mutually_exclusive_groups:
+        if group.required and action in group._group_actions:
+            return " (one of " + ", ".join(a.option_strings[0] for a in group._group_actions) + ")"
+    return ""
+
+
+def _value_text(value, said=None):
+    if value is None and said is not None:
+        return said[1]
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -129,7 +142,7 @@ def page(words, parser, summary=None):
         for action in actions:
             lines += [f".. option:: {_signature(action)}", ""]
             if action.option_strings:
-                lines += [f"   Default: {_escaped(default_text(command, action))}.", ""]
+                lines += [f"   Default: {_escaped(default_text(command, action, parser))}.", ""]
             help_text = _help(parser, action)
             if help_text:
                 lines += ["   " + _escaped(help_text), ""]

@@ -44,6 +44,10 @@ class DataConversionWarning(UserWarning):
     """Input data was converted (a column-vector y flattened)."""
 
 
+class ConvergenceWarning(UserWarning):
+    """Training stopped short of the optimum (``packsvm.convergence``): the model may be poor."""
+
+
 class available_if:
     """Decorator: the method exists only where ``check(self)`` holds (``hasattr`` is False
     elsewhere), as scikit-learn's ``available_if``; ``why`` ends the AttributeError's message."""
@@ -78,6 +82,7 @@ class BaseSVC:
     # the types raised and warned with; the public estimators give scikit-learn's
     not_fitted_error = NotFittedError
     conversion_warning = DataConversionWarning
+    convergence_warning = ConvergenceWarning
     _label_names = None  # the labels given to fit, when they are not numbers (strings)
     _label_dtype = None  # the numeric type of the labels given to fit, which classes_ keeps
 

@@ -5,9 +5,10 @@ scikit-learn is installed, and ``load_model``, which returns them.
 With scikit-learn they are its estimators: ``BaseEstimator`` (get_params, set_params, clone,
 repr) and ``ClassifierMixin`` (``RegressorMixin`` for PackSVR, ``OutlierMixin`` for
 PackOneClassSVM), with its input check (``check_array``), ``NotFittedError``,
-``DataConversionWarning`` and tags in place of the trainers' own. Without it a small stand-in
-gives get_params and set_params. The trainers never import scikit-learn, so the command line,
-which runs them directly, starts without it (and without ``scipy.stats``, which it imports).
+``DataConversionWarning``, ``ConvergenceWarning`` and tags in place of the trainers' own.
+Without it a small stand-in gives get_params and set_params. The trainers never import
+scikit-learn, so the command line, which runs them directly, starts without it (and without
+``scipy.stats``, which it imports).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .registry import LINEAR_PARAMS, PACKSVM_PARAMS, VERBOSE, numpydoc_parameter
 
 try:  # scikit-learn is optional
     from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin
-    from sklearn.exceptions import DataConversionWarning, NotFittedError
+    from sklearn.exceptions import ConvergenceWarning, DataConversionWarning, NotFittedError
     from sklearn.utils.validation import check_array
 except ImportError:  # tests/test_sklearn.py hides scikit-learn to run this
     BaseEstimator = None
@@ -38,6 +39,7 @@ if BaseEstimator is not None:
 
         not_fitted_error = NotFittedError
         conversion_warning = DataConversionWarning
+        convergence_warning = ConvergenceWarning
 
         def _checked_array(self, X):
             return check_array(X, accept_sparse="csr", dtype=self.feature_dtype, input_name="X")

@@ -42,7 +42,12 @@ def leaf_parsers(parser, words=()):
     yield words, parser
 
 
-def words(value):
+def words(value, help_text=""):
+    """A default in words; None as the help's "(default X)" where it says one (a default worked
+    out when the run starts), else "none"."""
+    said = re.search(r"\(default:? (.*)\)", help_text)
+    if value is None and said:
+        return said[1]
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -66,21 +71,29 @@ def test_every_option_is_shown_with_a_default(command):
 
 
 def test_training_options_show_the_registry_defaults_not_the_parsers_none():
-    train, plan = shown_defaults(PAGES["train"]), shown_defaults(PAGES["plan"])
+    train, plan, tune = (shown_defaults(PAGES[name]) for name in ("train", "plan", "tune"))
     for name, param in {**PACKSVM_PARAMS, **SVM_TYPE_PARAMS}.items():
         if param.rule.kind == "bool":
             continue
         flag = "--" + name.replace("_", "-")
         if name in ("C", "seed", "class_weight"):  # both trainers read them, each with its default
-            assert train[flag] == f"packsvm: {words(param.default)}; linear solvers: {words(LINEAR_PARAMS[name].default)}"
+            linear = LINEAR_PARAMS[name]
+            assert train[flag] == (f"packsvm: {words(param.default, param.help)}; "
+                                   f"linear solvers: {words(linear.default, linear.help)}")
         else:
-            assert train[flag] == words(param.default), flag
-        assert plan[flag] == words(param.default), flag
+            assert train[flag] == words(param.default, param.help), flag
+        if flag in plan:
+            assert plan[flag] == words(param.default, param.help), flag
+        if flag in tune:
+            assert tune[flag] == words(param.default, param.help), flag
     assert train["--epochs"] == "1" and train["--pack"] == "100" and train["--kernel"] == "rbf"
+    assert train["--C"] == "packsvm: 1; linear solvers: 1"  # None in the registry: 1 unless sigma is given
+    assert tune["--kernel"] == "rbf" and tune["--degree"] == "3" and tune["--epochs"] == "1"
     assert train["--bias"] == "off" and train["--no-average"] == "off (on unless given)"
     assert train["--no-bias"] == "off (on unless given)"  # the linear solvers' bias, on by default
     assert train["--rounds"] == words(LINEAR_PARAMS["rounds"].default)
-    assert train["--threads"] == words(THREADS.default)
+    assert train["--threads"] == words(THREADS.default, THREADS.help)
+    assert shown_defaults(PAGES["export"])["--libsvm"] == "required (one of ``--libsvm``)"
 
 
 def test_other_options_show_the_parsers_defaults():

@@ -247,3 +247,23 @@ def test_weighted_report_under_a_map_counts_every_virtual_row_with_its_image_wei
         assert model.report_.gap >= -1e-9 * expanded
         if WORLD.Get_size() == 1:  # CoCoA's averaged rounds on several ranks close the gap slowly
             assert model.report_.gap <= 1e-5 * expanded
+
+
+def test_a_run_stopped_at_its_iteration_limit_says_so():
+    """converged_, n_iter_ and a convergence warning when the rounds or the solver's epochs
+    run out before their tolerance; none when the tolerance is met (dcd one-shot: its own
+    epochs; alm: one data-parallel run)."""
+    import warnings
+
+    X, y = make_problem(300, 8, seed=3)
+    with pytest.warns(BlockAveragedSVC.convergence_warning, match="max_epochs"):
+        short = BlockAveragedSVC("dcd", C=10.0, averaging="oneshot", solver_options={"max_epochs": 1},
+                                 comm=SELF).fit(X, y)
+    assert short.converged_ is False and short.training_["converged"] is False and short.n_iter_ == 1
+    assert short.training_["advice"] is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BlockAveragedSVC.convergence_warning)
+        done = BlockAveragedSVC("dcd", C=1.0, averaging="oneshot", comm=SELF).fit(X, y)
+    assert done.converged_ is True and done.training_["advice"] is None
+    with pytest.warns(BlockAveragedSVC.convergence_warning, match="max_epochs"):
+        BlockAveragedSVC("alm", C=10.0, solver_options={"max_epochs": 2}, comm=SELF).fit(X, y)

@@ -161,7 +161,8 @@ def describe_run(comm, path, shard, threads):
 
 
 def ranks_and_threads(comm, threads):
-    return f"{comm.Get_size()} ranks x {threads} thread{'s' if threads > 1 else ''}"
+    size = comm.Get_size()
+    return f"{size} rank{'s' if size > 1 else ''} x {threads} thread{'s' if threads > 1 else ''}"
 
 
 def training_data(args, say):

@@ -1,5 +1,7 @@
 """`train`: the kernel trainer (P-packSVM, the default) or a linear solver under block averaging."""
 import argparse
+import sys
+import warnings
 
 import numpy as np
 from mpi4py import MPI
@@ -98,8 +100,10 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
-        model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
-                  should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
+        with warnings.catch_warnings():  # said below as one line of its own
+            warnings.simplefilter("ignore", model.convergence_warning)
+            model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
+                      should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
     finally:
         stop.uninstall()
     if model.progress is not None:
@@ -120,6 +124,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
+    warn_if_short(model, info["convergence"]["advice"])
     if info["ranks"] > 1:
         say(describe_waiting(info))
     validation = info.get("validation")
@@ -145,7 +150,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
                 f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"svm_type": model.SVM_TYPE, "rho": model.rho_, **_problem_settings(model),
             "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-            "objective": objective, "validation": validation, "probability": probability,
+            "objective": objective, "convergence": info["convergence"], "validation": validation,
+            "probability": probability,
             "held_out": info["held_out"],
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
             "sampling": info["sampling"], "step": info["step"], "average": info["average"],
@@ -197,17 +203,27 @@ def describe_dtype(model):
     return f"computed in {model.dtype_}{chosen}{worst}"
 
 
+def warn_if_short(model, advice):
+    """Rank 0's one warning line when training stopped short (``advice``: what to change, or
+    None); said even with --quiet, as an error would be."""
+    if advice is not None and model._comm().Get_rank() == 0:
+        print(f"ppack train: warning: {advice}", file=sys.stderr, flush=True)
+
+
 def _fit_linear(args, model, shard, say, read_seconds=None):
     """Train the linear model; its metrics."""
-    model.fit(shard, on_round=None if args.quiet else lambda report: say(f"  {report.describe()}"))
+    with warnings.catch_warnings():  # said below as one line of its own
+        warnings.simplefilter("ignore", model.convergence_warning)
+        model.fit(shard, on_round=None if args.quiet else lambda report: say(f"  {report.describe()}"))
     info = model.training_
+    warn_if_short(model, info["advice"])
     K = len(model.classes_)
     classes = "" if K == 2 else f", {K} classes one-vs-rest (rounds and objective summed over the classes)"
     say(f"{model.solver} ({model.averaging} averaging over {info['ranks']} blocks{classes}): {info['rounds']} rounds "
         f"in {info['seconds']:.2f} s, primal objective {info['primal_objective']:.6g}")
     return {"solver": model.solver, "C": model.C, "loss": model.loss, "p": model.power, "features": model.features,
-            **{k: info[k] for k in ("mode", "rounds", "primal_objective", "dual_objective", "duality_gap",
-                                    "primal_by_round", "dual_by_round")},
+            **{k: info[k] for k in ("mode", "rounds", "converged", "advice", "primal_objective", "dual_objective",
+                                    "duality_gap", "primal_by_round", "dual_by_round")},
             **({} if K == 2 else {"per_class": info["per_class"]}), "seconds": {"total": info["seconds"]}}
 
 

@@ -34,7 +34,9 @@ MODES = ("oneshot", "iterative")
 @dataclass
 class AveragingReport:
     """Per-round objectives of the averaged model on the whole data set; ``label``: the
-    class trained against the rest when there are K > 2 classes (else None)."""
+    class trained against the rest when there are K > 2 classes (else None); ``converged``:
+    the run met its tolerance (the rounds' ``tol``, or the solver's own in one run) before
+    its iteration limit."""
 
     mode: str
     rounds: int = 0
@@ -42,6 +44,7 @@ class AveragingReport:
     dual: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
     label: object = None
+    converged: bool = False
 
     @property
     def gap(self):
@@ -56,7 +59,8 @@ class AveragingReport:
         return f"{against}round {self.rounds}: primal objective {self.primal[-1]:.6g}{gap}"
 
     def as_dict(self):
-        return {"mode": self.mode, "rounds": self.rounds, "primal_objective": self.primal[-1],
+        return {"mode": self.mode, "rounds": self.rounds, "converged": self.converged,
+                "primal_objective": self.primal[-1],
                 "dual_objective": self.dual[-1] if self.dual else None, "duality_gap": self.gap,
                 "primal_by_round": self.primal, "dual_by_round": self.dual, "seconds_by_round": self.seconds}
 
@@ -68,13 +72,15 @@ def classes_dict(reports, classes):
     the per-round lists per class, and each class's own summary under ``per_class``."""
     duals = all(r.dual for r in reports)
     return {"mode": reports[0].mode, "rounds": sum(r.rounds for r in reports),
+            "converged": all(r.converged for r in reports),
             "primal_objective": sum(r.primal[-1] for r in reports),
             "dual_objective": sum(r.dual[-1] for r in reports) if duals else None,
             "duality_gap": sum(r.gap for r in reports) if duals else None,
             "primal_by_round": [r.primal for r in reports], "dual_by_round": [r.dual for r in reports],
             "seconds_by_round": [r.seconds for r in reports],
-            "per_class": [{"class": _plain(c), "rounds": r.rounds, "primal_objective": r.primal[-1],
-                           "duality_gap": r.gap} for c, r in zip(classes, reports)]}
+            "per_class": [{"class": _plain(c), "rounds": r.rounds, "converged": r.converged,
+                           "primal_objective": r.primal[-1], "duality_gap": r.gap}
+                          for c, r in zip(classes, reports)]}
 
 
 def _plain(label):
@@ -114,6 +120,7 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         start = MPI.Wtime()
         sol = solve(X, y, C, loss=loss, bias=bias, comm=comm, **solver_options)
         report.rounds = sol.iterations
+        report.converged = bool(sol.info.get("converged", True))  # the same on every rank: one run
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
         block_loss = loss_sum(X, y, sol.w, sol.b, power, feature_map, weights)
         report.primal.append(0.5 * (float(sol.w @ sol.w) + sol.b ** 2) + C * comm.allreduce(block_loss, op=MPI.SUM))
@@ -149,10 +156,11 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
             report.dual.append(float(dual))
         if on_round is not None:
             on_round(report)
-        if cocoa and report.gap <= tol * abs(report.primal[-1]):
-            break
-        if not cocoa and len(report.primal) > 1 and \
+        if mode == "oneshot":  # each block's solver, within its own limit
+            report.converged = bool(comm.allreduce(int(sol.info.get("converged", True)), op=MPI.MIN))
+        elif cocoa and report.gap <= tol * abs(report.primal[-1]) or not cocoa and len(report.primal) > 1 and \
                 abs(report.primal[-2] - report.primal[-1]) <= tol * abs(report.primal[-1]):
+            report.converged = True
             break
     return w, b, report
 

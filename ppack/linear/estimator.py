@@ -7,6 +7,7 @@ model is the same on every rank; rank 0 writes it and reports.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -15,7 +16,7 @@ from mpi4py import MPI
 
 from ..base import BaseSVC
 from ..data.hdf5 import as_float
-from ..errors import PPackError
+from ..errors import PPackError, given
 from ..model.linear import LinearModelFile, read_linear_model, save_linear_model
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
@@ -198,7 +199,23 @@ class BlockAveragedSVC(BaseSVC):
         rounds = summary["rounds"]
         console(f"trained in {self.training_['seconds']:.2f} s: {rounds} averaging round{'s' * (rounds != 1)}, "
                 f"primal objective {summary['primal_objective']:.6g}")
+        reports = [self.report_] if K == 2 else self.report_
+        self.n_iter_ = max(report.rounds for report in reports)
+        self.converged_ = bool(summary["converged"])
+        self.training_["advice"] = None if self.converged_ else self._advice()
+        if not self.converged_ and comm.Get_rank() == 0:
+            warnings.warn(f"{type(self).__name__}: {self.training_['advice']}", self.convergence_warning,
+                          stacklevel=2)
         return self
+
+    def _advice(self):
+        """What to change when the run stopped on its iteration limit (one line)."""
+        if self.averaging == "iterative" and LINEAR_SOLVER_ENTRIES[self.solver].combination == "dual":
+            return (f"the averaging rounds stopped at their limit ({given('rounds', int(self.rounds))}) before the "
+                    f"duality gap fell to {given('rounds_tol', self.rounds_tol)} of the objective: give more rounds "
+                    "or a larger tolerance, or scale the features")
+        return ("the solver stopped at its iteration limit before its tolerance: raise max_epochs (a solver option) "
+                "or the rounds, or scale the features")
 
     def _fit_binary(self, comm, kind, shard, block, labels, weights, options, on_round):
         """Collective: ``(w, b, report)`` of one two-class problem. kind: the solver's
@@ -223,7 +240,9 @@ class BlockAveragedSVC(BaseSVC):
         extra = {} if weights is None else {"weights": weights}
         w, b, steps = solve_distributed(comm, shard, labels, float(self.C), bias=self.bias,
                                         feature_map=self.feature_map_, **options, **extra)
-        report = AveragingReport("iterative", rounds=1, seconds=[comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)])
+        # a fixed number of steps, no tolerance to miss: not judged
+        report = AveragingReport("iterative", rounds=1, seconds=[comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)],
+                                 converged=True)
         local = loss_sum(block, labels, w, b, 1.0, self.feature_map_, weights)
         report.primal.append(0.5 * (float(w @ w) + b * b) + float(self.C) * comm.allreduce(local, op=MPI.SUM))
         if on_round is not None:

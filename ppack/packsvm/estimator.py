@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -24,6 +25,7 @@ from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .averaging import averaged_coefficients, averaged_offset
+from . import convergence
 from .losses import hinge_loss, largest_weight
 from .objective import objective_rows, primal_objective
 from .calibration import calibration_holdout, check_room
@@ -280,6 +282,7 @@ class PackSVC(BaseSVC):
         console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
                 f"{info['packs']} packs, {self.n_support_} support vectors"
                 + ("; converged (tol)" if info["converged"] else "") + ("; stopped" if self.stopped_ else ""))
+        self._warn_if_short(comm)
         return self
 
     def _held_out_rows(self, comm, shard, seed):
@@ -368,6 +371,8 @@ class PackSVC(BaseSVC):
             ids = objective_rows(m, seed, exact=bool(self.objective))
             self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids, passed)
             self.training_["seconds"]["objective"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        self.n_iter_ = int(state.iteration)
+        self._diagnose(stats, state, validation)
         self.probability_ = None
         if getattr(self, "probability", False) and not self.stopped_:
             start = MPI.Wtime()
@@ -375,6 +380,23 @@ class PackSVC(BaseSVC):
             self.probability_ = (A, B, power)
             self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": power}
             self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+    def _diagnose(self, stats, state, validation):
+        """``converged_`` and ``training_["convergence"]``: the figures of ``convergence.py`` and its
+        verdict (``advice``, None when converged). A run stopped by its own test (``tol``), by
+        validation or on request is not judged."""
+        diagnosis = convergence.figures(self.sigma_, state.iteration, state.loss_windows,
+                                        self.training_.get("objective"))
+        judged = not (stats.converged or self.stopped_ or (validation is not None and validation.track.stopped))
+        diagnosis["advice"] = convergence.verdict(diagnosis) if judged else None
+        self.converged_ = diagnosis["converged"] = diagnosis["advice"] is None
+        self.training_["convergence"] = diagnosis
+
+    def _warn_if_short(self, comm):
+        """Rank 0 warns (``convergence_warning``) once when the run stopped short."""
+        advice = self.training_["convergence"]["advice"]
+        if advice is not None and comm.Get_rank() == 0:
+            warnings.warn(f"{type(self).__name__}: {advice}", self.convergence_warning, stacklevel=3)
 
     def _offset_after_training(self, comm, shard, weights):
         """Collective: where the model's offset comes from a pass over the training rows, sets it

@@ -72,7 +72,8 @@ def support_vector_norms(comm, model, shard):
 def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
     """Collective: the objective of ``model`` (a fitted PackSVC) on the rows ``ids`` (None: every
     row) of the training ``shard``, as a dict the same on every rank: ``value`` (the mean over the
-    binary problems), ``norm_term`` and ``hinge_term`` (lists, one per problem), ``rows``, ``exact``.
+    binary problems), ``norm_term`` and ``hinge_term`` (lists, one per problem), ``zero_term`` (the
+    zero model's hinge term: w = 0, the model's rho), ``rows``, ``exact``.
 
     norms (n_columns,): ||w||^2 of each problem; weights: the shard rows' weights, or None.
     The rows are taken a block at a time (``predict.decision_blocks``): rank 0 adds up each
@@ -82,6 +83,7 @@ def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
     if np.isnan(norms).any() and exact:  # an averaged model, exact asked
         norms = support_vector_norms(comm, model, shard)
     hinge_sum = np.zeros(model.table_.n_columns)
+    zero_sum = np.zeros(model.table_.n_columns)  # the zero model's loss on the same rows
     if passed is None:
         blocks = ((f, block.y, block.weight) for _, block, f in decision_blocks(
             comm, model.table_, model.scale_, shard, model.n_features_in_, ids, weights=weights))
@@ -91,10 +93,12 @@ def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
         blocks = [] if f is None else [(f[:, chosen], y[chosen], None if w is None else w[chosen])]
     for f, y, w in blocks:
         if f is not None:  # rank 0
-            hinge = model.row_losses(f, y)
+            hinge, zero = model.row_losses(f, y), model.row_losses(np.zeros_like(f), y)
             if weights is not None:
                 hinge *= w[None, :]
+                zero *= w[None, :]
             hinge_sum += hinge.sum(axis=1)
+            zero_sum += zero.sum(axis=1)
     result = None
     if comm.Get_rank() == 0:
         rows = shard.n_samples if exact else len(ids)
@@ -104,6 +108,7 @@ def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
         offset_term = model.objective_offset_term()
         result = {"value": float(np.mean(norm_term + hinge_term) + offset_term) if known else None,
                   "norm_term": norm_term.tolist() if known else None, "hinge_term": hinge_term.tolist(),
+                  "zero_term": (zero_sum / rows).tolist(),
                   "rows": rows, "exact": exact}
     return comm.bcast(result, root=0)
 

@@ -42,8 +42,8 @@ class PackStep:
     max_weight (K,): each column's projection bound (inf: none); row_memory: the weight of a
     pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
     ``stats``: its ``hinge_moving_average`` takes the mean loss's moving average with weight
-    ``ema_weight`` (None: not kept); ``tol``: when given, the state's loss windows are kept
-    and tested (``converged`` below). ``state``'s arrays and ``columns`` must not be replaced
+    ``ema_weight`` (None: not kept); the state's loss windows are kept (the convergence
+    diagnostic reads them), and tested against ``tol`` when it is given (``converged`` below). ``state``'s arrays and ``columns`` must not be replaced
     during the run (they are updated in place).
     """
 
@@ -105,7 +105,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
                        waited, next_ids, next_flags, avg_weight, weight_increment, moving, dense, indptr, indices,
                        values, norms, scale, norm, sigma, max_weight, step, mode, epsilon, rho_step, rho_low,
                        rho_high, column_class, column_fold, column_group, active, rank, occupancy, row_seconds,
-                       row_memory, rho, rho_sum, ema_weight, window_size, windows, use_windows, tol, map_keys,
+                       row_memory, rho, rho_sum, ema_weight, window_size, windows, test_tol, tol, map_keys,
                        map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, n_stored,
                        out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries, digest, averages' weight, moving average,
@@ -118,7 +118,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
     rows, then the next pack's owner flags) are done, and the replicated scalars advanced:
     rho (K,) and rho_sum (K,) in place from ``offsets``, the averages' weight by
     ``weight_increment`` (when averaging: ``average`` has columns), the mean loss's ``moving`` average, and the loss
-    ``windows`` (``state.LossWindows.values``, when ``use_windows``); then their digest."""
+    ``windows`` (``state.LossWindows.values``, tested against ``tol`` when ``test_tol``); then their digest."""
     if not all_equal(digests):
         return DISAGREE, 0, 0, 0.0, avg_weight, moving, False
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
@@ -146,7 +146,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
         avg_weight += weight_increment
     moving = moving_average(moving, mean_loss, ema_weight)
     converged = False
-    if use_windows and add_to_windows(windows, window_size, mean_loss):
+    if add_to_windows(windows, window_size, mean_loss) and test_tol:
         converged = windows_stable(windows, tol)
     digest = _digest(t0 + coef.shape[1], window_size, windows, avg_weight if averaged else math.nan, scale, norm,
                      rho, rho_sum, row_seconds, occupancy, coef.ravel(), loss.ravel())

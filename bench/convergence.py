@@ -1,0 +1,208 @@
+"""The convergence diagnostic, calibrated on data: when does a run stop short, and does ppack say so?
+
+Run from the repository root (data from ../shared/data):
+
+    .venv/bin/python bench/convergence.py                    # the whole table, then its rates
+    .venv/bin/python bench/convergence.py --sets diabetes --Cs 1,10000 --rows 500
+    .venv/bin/python bench/convergence.py --report-only      # the rates of the saved table
+
+The table: six data sets, each subsampled to at most ``--rows`` training rows and
+``--test-rows`` test rows (a9a, ijcnn1, usps and MNIST-2 (digits 0-4 against 5-9) from their
+files; Friedman #1 and diabetes from scikit-learn, regression by PackSVR), the RBF kernel with
+gamma "scale", C from 0.1 to 10^4 and epochs 0.5, 1, 2 and 5; every other option ppack's
+default. The reference of a cell is the better of ppack at the same settings with 20 times the
+epochs and LIBSVM (``libsvm-official``, one thread) at the same C, gamma (and epsilon). A cell
+is *short* when its test accuracy is 2 or more points below its reference (its RMSE 20% or
+more above), *close* when within 0.5 points (5%). The diagnostic (``packsvm.convergence``) must
+warn on every short cell and stay silent on at least 90% of the close ones; the cells between
+are counted apart. Each run's diagnostic figures (``training_["convergence"]``) are saved with
+it, so that ``--report-only`` can weigh another rule without training again. Results go to
+bench/results/convergence.json.
+"""
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from multiclass import load_usps, one_thread  # noqa: E402
+
+SETS = ("a9a", "ijcnn1", "usps", "mnist2", "friedman1", "diabetes")
+REGRESSION = {"friedman1", "diabetes"}
+CS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
+EPOCHS = (0.5, 1.0, 2.0, 5.0)
+REFERENCE_TIMES = 20  # the reference run's epochs, in multiples of the cell's
+SHORT = {"accuracy": 0.02, "rmse": 0.20}  # a cell this much worse than its reference must be warned of
+CLOSE = {"accuracy": 0.005, "rmse": 0.05}  # ... and at least 90% of those this close must not be
+RESULTS = ROOT / "bench" / "results" / "convergence.json"
+
+
+def load(name, data_dir, rows, test_rows, seed=0):
+    """(X, y, Xt, yt) of ``name``: at most ``rows`` training and ``test_rows`` test rows, drawn
+    without replacement with ``seed``; dense float64."""
+    from ppack.data.libsvm import read_libsvm
+
+    rng = np.random.default_rng(seed)
+    if name in ("a9a", "ijcnn1"):
+        train, test = {"a9a": ("a9a/a9a.bz2", "a9a/a9a.t.bz2"), "ijcnn1": ("ijcnn1/ijcnn1.tr.bz2",
+                                                                         "ijcnn1/ijcnn1.t.bz2")}[name]
+        X, y, info = read_libsvm(Path(data_dir) / train)
+        Xt, yt, _ = read_libsvm(Path(data_dir) / test, n_features=info.n_features)
+        X, Xt = X.toarray(), Xt.toarray()
+    elif name == "usps":
+        X, y, Xt, yt = load_usps(data_dir)
+    elif name == "mnist2":
+        from ppack.data.mnist import read_split
+
+        (X, y), (Xt, yt) = read_split(Path(data_dir) / "mnist", "train"), read_split(Path(data_dir) / "mnist", "test")
+        X, Xt = X.reshape(len(X), -1) / 255.0, Xt.reshape(len(Xt), -1) / 255.0
+        y, yt = np.where(y < 5, -1.0, 1.0), np.where(yt < 5, -1.0, 1.0)
+    elif name == "friedman1":
+        from sklearn.datasets import make_friedman1
+
+        X, y = make_friedman1(rows, noise=1.0, random_state=0)
+        Xt, yt = make_friedman1(test_rows, noise=1.0, random_state=1)
+    else:  # diabetes: 442 rows, two thirds to train
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True)
+        order = rng.permutation(len(y))
+        cut = 2 * len(y) // 3
+        return X[order[:cut]], y[order[:cut]], X[order[cut:]], y[order[cut:]]
+    keep = rng.permutation(len(y))[:rows]
+    keep_test = rng.permutation(len(yt))[:test_rows]
+    return (np.asarray(X, np.float64)[keep], np.asarray(y, np.float64)[keep],
+            np.asarray(Xt, np.float64)[keep_test], np.asarray(yt, np.float64)[keep_test])
+
+
+def scale_gamma(X):
+    """scikit-learn's gamma "scale": 1 / (n_features * X.var())."""
+    return 1.0 / (X.shape[1] * X.var())
+
+
+def score(regression, predicted, yt):
+    """Test accuracy, or RMSE for regression."""
+    if regression:
+        return float(np.sqrt(np.mean((predicted - yt) ** 2)))
+    return float(np.mean(predicted == yt))
+
+
+def run_ppack(regression, X, y, Xt, yt, C, gamma, epochs):
+    """One ppack fit (one process, every core): its test figure, seconds and diagnostic."""
+    from mpi4py import MPI
+
+    from ppack import PackSVC, PackSVR
+
+    model = (PackSVR if regression else PackSVC)(C=C, gamma=gamma, epochs=epochs, seed=0, comm=MPI.COMM_SELF)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    info = model.training_
+    return {"score": score(regression, model.predict(Xt), yt), "seconds": info["seconds"]["total"],
+            "convergence": info.get("convergence"), "warned": any("converge" in str(w.message) for w in caught),
+            "support_vectors": int(model.n_support_)}
+
+
+def run_libsvm(regression, X, y, Xt, yt, C, gamma):
+    """LIBSVM at the same settings (``-s 3 -p 0.1`` for regression: ppack's epsilon), one thread."""
+    import scipy.sparse as sp
+    from libsvm import svmutil
+
+    options = f"-s {3 if regression else 0} -c {C} -g {gamma} -m 1000 -q" + (" -p 0.1" if regression else "")
+    with one_thread():
+        start = time.perf_counter()
+        model = svmutil.svm_train(y, sp.csr_matrix(X), options)
+        seconds = time.perf_counter() - start
+    predicted, _, _ = svmutil.svm_predict(yt, sp.csr_matrix(Xt), model, "-q")
+    return {"score": score(regression, np.asarray(predicted), yt), "seconds": seconds}
+
+
+def gap(regression, value, reference):
+    """How much worse ``value`` is than ``reference``: accuracy points (fraction), or RMSE relative."""
+    return (value - reference) / reference if regression else reference - value
+
+
+def classify(cell):
+    """"short", "close" or "between" (see the module docstring)."""
+    kind = "rmse" if cell["regression"] else "accuracy"
+    worse = gap(cell["regression"], cell["ppack"]["score"], cell["reference"])
+    return "short" if worse >= SHORT[kind] else "close" if worse <= CLOSE[kind] else "between"
+
+
+def best(regression, *scores):
+    return min(scores) if regression else max(scores)
+
+
+def report(cells):
+    """The table's rates: warned on every short cell? silent on how many close ones? The
+    verdict is ``packsvm.convergence.verdict`` of each run's saved figures (the one the run
+    gave, unless its thresholds changed since)."""
+    from ppack.packsvm.convergence import verdict
+
+    counts = {"short": [0, 0], "close": [0, 0], "between": [0, 0]}  # [warned, cells]
+    print(f"{'set':10s} {'C':>8s} {'epochs':>6s} {'score':>9s} {'ref':>9s} {'class':>7s} warned  sigma_T   "
+          f"change    ratio")
+    for cell in cells:
+        kind = classify(cell)
+        figures = cell["ppack"]["convergence"]
+        warned = verdict(figures) is not None
+        counts[kind][0] += warned
+        counts[kind][1] += 1
+        numbers = " ".join(f"{value:8.3g}" if value is not None else f"{'-':>8s}"
+                           for value in (figures["sigma_T"], figures["loss_change"], figures["loss_ratio"]))
+        print(f"{cell['set']:10s} {cell['C']:8g} {cell['epochs']:6g} {cell['ppack']['score']:9.4f} "
+              f"{cell['reference']:9.4f} {kind:>7s} {'yes' if warned else 'no':>6s} {numbers}")
+    short, close = counts["short"], counts["close"]
+    rates = {"short_warned": short[0] / max(1, short[1]), "short_cells": short[1],
+             "close_silent": 1.0 - close[0] / max(1, close[1]), "close_cells": close[1],
+             "between_warned": counts["between"][0], "between_cells": counts["between"][1]}
+    print(f"\nwarned on {short[0]} of {short[1]} short cells ({rates['short_warned']:.0%}, goal 100%); silent on "
+          f"{close[1] - close[0]} of {close[1]} close cells ({rates['close_silent']:.0%}, goal >= 90%); "
+          f"warned on {counts['between'][0]} of {counts['between'][1]} between")
+    return rates
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument("--Cs", default=",".join(f"{c:g}" for c in CS))
+    parser.add_argument("--epochs", default=",".join(f"{e:g}" for e in EPOCHS))
+    parser.add_argument("--rows", type=int, default=3000)
+    parser.add_argument("--test-rows", type=int, default=2000)
+    parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+    if args.report_only:
+        report(json.loads(Path(args.out).read_text())["cells"])
+        return
+    cells = []
+    for name in args.sets.split(","):
+        regression = name in REGRESSION
+        X, y, Xt, yt = load(name, args.data_dir, args.rows, args.test_rows)
+        gamma = scale_gamma(X)
+        print(f"== {name}: {len(y)} rows, {X.shape[1]} features, gamma {gamma:.4g}", flush=True)
+        for C in map(float, args.Cs.split(",")):
+            libsvm = run_libsvm(regression, X, y, Xt, yt, C, gamma)
+            for epochs in map(float, args.epochs.split(",")):
+                cell = run_ppack(regression, X, y, Xt, yt, C, gamma, epochs)
+                longer = run_ppack(regression, X, y, Xt, yt, C, gamma, REFERENCE_TIMES * epochs)
+                cells.append({"set": name, "regression": regression, "rows": len(y), "gamma": gamma, "C": C,
+                              "epochs": epochs, "ppack": cell, "longer": longer, "libsvm": libsvm,
+                              "reference": best(regression, longer["score"], libsvm["score"])})
+                print(f"{name} C={C:g} epochs={epochs:g}: {cell['score']:.4f} (x{REFERENCE_TIMES}: "
+                      f"{longer['score']:.4f}, LIBSVM {libsvm['score']:.4f}) {classify(cells[-1])}"
+                      f"{' warned' if cell['warned'] else ''} {cell['convergence']}", flush=True)
+            Path(args.out).write_text(json.dumps({"args": vars(args), "cells": cells}, indent=1))
+    rates = report(cells)
+    Path(args.out).write_text(json.dumps({"args": vars(args), "cells": cells, "rates": rates}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Whether a run stopped short of its optimum, from what training already has (no pass of its own).
+
+Primal SGD needs of the order of C m / epsilon steps: a large C (a small sigma) with few
+epochs stops far from the optimum, and says nothing unless asked. Three figures, all
+replicated or reduced on every rank alike, so that every rank reaches the same verdict:
+
+- ``sigma_T``: sigma times the iterations done (= epochs / C): the SGD bound on the
+  objective's distance to its optimum falls as 1 / (sigma T);
+- ``loss_change``: the relative change between the mean loss of the last two windows of
+  sampled rows (``state.LossWindows``, each loss taken before its row's step), a loss still
+  falling at the end;
+- ``loss_ratio``: the returned model's loss on the objective's sample of training rows
+  (``objective.primal_objective``) over the zero model's on the same rows.
+"""
+import numpy as np
+
+
+def figures(sigma, iterations, windows, objective):
+    """The diagnostic's figures (a dict, None where a figure is not known). sigma: the
+    regularisation weight (a float, or (Q,) per column: the smallest counts); iterations: T
+    done; windows: the run's ``state.LossWindows``; objective: ``training_["objective"]``, or None."""
+    means = windows.means
+    change = (means[1] - means[0]) / max(abs(means[0]), 1e-12) if len(means) == 2 else None
+    ratio = None
+    if objective is not None and objective.get("zero_term") is not None:
+        zero = float(np.mean(objective["zero_term"]))
+        ratio = float(np.mean(objective["hinge_term"])) / zero if zero > 0 else None
+    return {"sigma_T": float(np.min(sigma)) * int(iterations), "loss_change": change, "window_means": means,
+            "loss_ratio": ratio}
+
+
+# The verdict's thresholds, calibrated on bench/convergence.py's table (bench/README, "The
+# convergence diagnostic"): below MIN_SIGMA_T, or with the loss still falling by more than
+# MAX_LOSS_FALL between the last two windows, or with the model's sampled loss above
+# MAX_LOSS_RATIO times the zero model's, the run is taken as stopped short.
+MIN_SIGMA_T = 0.01
+MAX_LOSS_FALL = 0.1
+MAX_LOSS_RATIO = 1.0
+
+
+def verdict(figures):
+    """None when ``figures`` (``figures()``'s) show no sign of a run stopped short; else one
+    line saying what was seen and what to change."""
+    seen = []
+    if figures["sigma_T"] < MIN_SIGMA_T:
+        seen.append(f"sigma T = epochs / C = {figures['sigma_T']:.3g}, below {MIN_SIGMA_T:g}")
+    change = figures["loss_change"]
+    if change is not None and change < -MAX_LOSS_FALL:
+        seen.append(f"the mean loss still fell {-change:.0%} between the last two windows of sampled rows")
+    ratio = figures["loss_ratio"]
+    if ratio is not None and ratio > MAX_LOSS_RATIO:
+        seen.append(f"the model's loss on its training rows is {ratio:.3g} times the zero model's")
+    if not seen:
+        return None
+    return ("training stopped short of convergence (" + "; ".join(seen) + "): train longer (more epochs), or "
+            "use a smaller C (a larger sigma); and scale the features (unscaled features slow every SVM solver)")
