@@ -150,7 +150,8 @@ def report(cells):
           f"change    ratio")
     for cell in cells:
         kind = classify(cell)
-        figures = cell["ppack"]["convergence"]
+        # (a table saved before the figures named their problem: the set's)
+        figures = {"svm_type": "epsilon_svr" if cell["regression"] else "c_svc", **cell["ppack"]["convergence"]}
         warned = verdict(figures) is not None
         counts[kind][0] += warned
         counts[kind][1] += 1

@@ -112,7 +112,9 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         ``split<i>_test_score``, ``params``, ``param_<name>``, and the fit and score times
         (a pass's seconds spread evenly over its grid points, std 0); besides them,
         ``split<i>_scored_rows``: the held-out rows each score is from (all of the fold's
-        with ``scores="pass"``, those sampled during training with "progressive").
+        with ``scores="pass"``, those sampled during training with "progressive"), and
+        ``converged``: whether the grid point's columns showed no sign of stopping short
+        (``packsvm.convergence``, on their sigma T and the pass's loss windows).
     best_index_ : int
         The best grid point's index in ``cv_results_``.
     best_params_ : dict
@@ -245,6 +247,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
         scores = np.full((len(candidates), n_splits), np.nan)
         scored_rows = np.zeros((len(candidates), n_splits), dtype=np.int64)
         fit_time, score_time = np.zeros(len(candidates)), np.zeros(len(candidates))
+        converged = np.zeros(len(candidates), dtype=bool)
         best = None  # (mean score, candidate index, its pass, its grid point)
         self.grid_passes_ = []
         with numba_threads(None if self.n_jobs == -1 else self.n_jobs):  # the passes' threads, restored after
@@ -274,6 +277,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
                         rows, decisions, labels = fit.held_out(g, f)
                         scores[index, f] = self._score(fit.template, scorer, decisions, labels, rows)
                         scored_rows[index, f] = len(rows)
+                    converged[index] = fit.converged(g)
                     fit_time[index] = fit.seconds["train"] / len(members)
                     score_time[index] = fit.seconds["score"] / len(members)
                     mean = float(np.mean(scores[index]))
@@ -284,6 +288,7 @@ class PackGridSearchCV(MetaEstimatorMixin, BaseEstimator):
                                           "seconds": dict(fit.seconds), "memory": fit.memory.line(),
                                           "resumed_from": fit.resumed_from})
         self.cv_results_ = _results(candidates, scores, fit_time, score_time)
+        self.cv_results_["converged"] = converged  # packsvm.convergence's verdict on its columns
         for f in range(n_splits):
             self.cv_results_[f"split{f}_scored_rows"] = scored_rows[:, f]
         self.best_index_ = int(np.argmin(self.cv_results_["rank_test_score"]))

@@ -28,6 +28,7 @@ def test_tune_writes_the_scores_and_the_refit_best_model(mpi_tmp_path, capsys):
     assert [(row["C"], row["gamma"]) for row in results["grid"]] == [(0.5, 0.1), (4.0, 0.1), (0.5, 0.4), (4.0, 0.4)]
     for row in results["grid"]:
         assert len(row["splits"]) == 3 and row["mean"] == pytest.approx(np.mean(row["splits"]))
+        assert row["converged"] is True  # sigma T = epochs / C >= 0.5
     best = max(results["grid"], key=lambda row: row["mean"])
     assert results["best"]["C"] == best["C"] and results["best"]["gamma"] == best["gamma"]
     main(["train", "--data", str(d / "train.txt"), "--C", str(best["C"]), "--gamma", str(best["gamma"]),

@@ -74,8 +74,11 @@ def test_search_has_gridsearchcvs_results_and_refits_the_best(comm):
     grid = {"C": Cs, "gamma": [0.1, 0.3]}
     ours = PackGridSearchCV(estimator, grid, cv=3).fit(X, y)
     theirs = GridSearchCV(estimator, grid, cv=3).fit(X, y)
-    extra = set(ours.cv_results_) - set(theirs.cv_results_)  # how many held-out rows each score is from
-    assert set(theirs.cv_results_) <= set(ours.cv_results_) and extra == {f"split{f}_scored_rows" for f in range(3)}
+    # how many held-out rows each score is from, and the convergence verdict on each grid point
+    extra = set(ours.cv_results_) - set(theirs.cv_results_)
+    assert set(theirs.cv_results_) <= set(ours.cv_results_)
+    assert extra == {f"split{f}_scored_rows" for f in range(3)} | {"converged"}
+    assert ours.cv_results_["converged"].tolist() == [True] * 4  # sigma T = epochs / C >= 0.5
     assert ours.cv_results_["params"] == theirs.cv_results_["params"]
     assert len(ours.grid_passes_) == 1  # both gammas, both C values and the folds in one pass
     scores = np.array([ours.cv_results_[f"split{f}_test_score"] for f in range(3)]).T
@@ -346,3 +349,12 @@ def test_validation_stops_each_column_where_its_separate_fit_stops(comm, which, 
         assert (refit.C_, refit.sigma_, refit.training_["iterations_done"], refit.training_["converged"]) == (
             separate.C_, separate.sigma_, separate.training_["iterations_done"], separate.training_["converged"])
     assert len(stops) > 1 and max(stops) < fit.T  # the columns stopped early, and not together
+
+
+def test_grid_points_that_stop_short_say_so_in_cv_results():
+    """A C so large that one epoch is far too few (sigma T = 1e-4) is marked not converged,
+    as its separate fit would warn; the small C beside it is not."""
+    X, y = make_problem(120, 5, seed=4)
+    params = {**PARAMS, "epochs": 1}
+    search = PackGridSearchCV(PackSVC(comm=SELF, **params), {"C": [1.0, 10000.0]}, cv=2, refit=False).fit(X, y)
+    assert search.cv_results_["converged"].tolist() == [True, False]

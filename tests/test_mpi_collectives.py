@@ -160,7 +160,7 @@ SMALL_LOWERCASE_CALLS = {
     #   each rank's list of (dataset, offset, shape, dtype) headers (its rows go as buffers)
     "ppack/kernels/device.py": {"allreduce": 1},  # the device warm-up's seconds
     "ppack/kernels/precision.py": {"allreduce": 1},  # the largest norm
-    "ppack/linear/averaging.py": {"allreduce": 6},  # seconds, losses, two dual sums
+    "ppack/linear/averaging.py": {"allreduce": 7},  # seconds, losses, two dual sums, the blocks converged
     "ppack/linear/estimator.py": {"allreduce": 3},  # seconds, the loss
     "ppack/linear/pegasos.py": {"allreduce": 1},  # the largest weight
     "ppack/mpi/comm.py": {"allgather": 1},  # each rank's error (type, message) or None

@@ -16,17 +16,17 @@ from ppack.packsvm.state import LossWindows
 def test_figures_from_the_windows_the_objective_and_sigma_t():
     windows = LossWindows(100, means=[0.5, 0.4])
     objective = {"hinge_term": [0.3, 0.5], "zero_term": [1.0, 1.0]}
-    figures = convergence.figures(np.array([1e-3, 1e-4]), 2000, windows, objective)
+    figures = convergence.figures("c_svc", np.array([1e-3, 1e-4]), 2000, windows, objective)
     assert figures["sigma_T"] == pytest.approx(0.2)  # the smallest column's sigma counts
     assert figures["loss_change"] == pytest.approx(-0.2)
     assert figures["window_means"] == [0.5, 0.4]
     assert figures["loss_ratio"] == pytest.approx(0.4)
-    unknown = convergence.figures(1e-3, 10, LossWindows(100, means=[0.5]), None)
+    unknown = convergence.figures("c_svc", 1e-3, 10, LossWindows(100, means=[0.5]), None)
     assert unknown["loss_change"] is None and unknown["loss_ratio"] is None
 
 
 def test_the_verdict_names_what_it_saw_and_what_to_change():
-    quiet = {"sigma_T": 10 * convergence.MIN_SIGMA_T, "loss_change": 0.0, "loss_ratio": 0.5}
+    quiet = {"svm_type": "c_svc", "sigma_T": 10 * convergence.MIN_SIGMA_T, "loss_change": 0.0, "loss_ratio": 0.5}
     assert convergence.verdict(quiet) is None
     assert convergence.verdict({**quiet, "loss_change": None, "loss_ratio": None}) is None
     short = convergence.verdict({**quiet, "sigma_T": convergence.MIN_SIGMA_T / 2})
@@ -34,8 +34,13 @@ def test_the_verdict_names_what_it_saw_and_what_to_change():
     assert "scale the features" in short
     falling = convergence.verdict({**quiet, "loss_change": -2 * convergence.MAX_LOSS_FALL})
     assert "still fell" in falling
-    worse = convergence.verdict({**quiet, "loss_ratio": 2 * convergence.MAX_LOSS_RATIO})
+    worse = convergence.verdict({**quiet, "loss_ratio": 2 * convergence.MAX_LOSS_RATIO["c_svc"]})
     assert "times the zero model's" in worse
+    # a regression model worse than the constant one is wrong; a hinge loss above the zero
+    # model's may still classify well
+    between = {**quiet, "loss_ratio": 1.5}
+    assert convergence.verdict(between) is None
+    assert convergence.verdict({**between, "svm_type": "epsilon_svr"}) is not None
 
 
 def diabetes():

@@ -5,6 +5,7 @@ one_class`, `--nu` values take C's place, scored by accuracy against the data's 
 labels. Prints the mean and std score per grid point, writes the best grid point's refit
 model and the results."""
 import json
+import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -110,7 +111,7 @@ def run(comm, args):
             splits.append(model.validation_score(decisions, labels))
             scored.append(int(len(rows_f)))
         row = {name: C, "gamma": float(fit.specs[g].gamma), "mean": float(np.mean(splits)),
-               "std": float(np.std(splits)), "splits": splits, "scored_rows": scored}
+               "std": float(np.std(splits)), "splits": splits, "scored_rows": scored, "converged": fit.converged(g)}
         rows.append(row)
         if best is None or row["mean"] > best[0]["mean"]:
             best = (row, fit, g)
@@ -118,10 +119,16 @@ def run(comm, args):
         f"{fit.seconds['train']:.2f} s, scored in {fit.seconds['score']:.2f} s")
     seconds = MPI.Wtime() - start
     metric = "R^2" if svm_type == "epsilon_svr" else "accuracy"
-    say(f"{name:>10} {'gamma':>10} {'mean ' + metric:>14} {'std':>8}")
+    say(f"{name:>10} {'gamma':>10} {'mean ' + metric:>14} {'std':>8} {'converged':>9}")
     for row in rows:
         mark = "  <- best" if row is best[0] else ""
-        say(f"{row[name]:>10.6g} {row['gamma']:>10.6g} {row['mean']:>14.4f} {row['std']:>8.4f}{mark}")
+        say(f"{row[name]:>10.6g} {row['gamma']:>10.6g} {row['mean']:>14.4f} {row['std']:>8.4f} "
+            f"{'yes' if row['converged'] else 'no':>9}{mark}")
+    short = sum(not row["converged"] for row in rows)
+    if short and comm.Get_rank() == 0:  # said even with --quiet, as train's warning is
+        print(f"ppack tune: warning: {short} of {len(rows)} grid points stopped short of convergence (converged: "
+              f"no): their scores may be too low; give more --epochs (the larger {name}, the more it needs), and "
+              "scale the features", file=sys.stderr, flush=True)
     row, fit, g = best
     refit = fit.refit(g)
     if args.model:

@@ -385,7 +385,7 @@ class PackSVC(BaseSVC):
         """``converged_`` and ``training_["convergence"]``: the figures of ``convergence.py`` and its
         verdict (``advice``, None when converged). A run stopped by its own test (``tol``), by
         validation or on request is not judged."""
-        diagnosis = convergence.figures(self.sigma_, state.iteration, state.loss_windows,
+        diagnosis = convergence.figures(self.SVM_TYPE, self.sigma_, state.iteration, state.loss_windows,
                                         self.training_.get("objective"))
         judged = not (stats.converged or self.stopped_ or (validation is not None and validation.track.stopped))
         diagnosis["advice"] = convergence.verdict(diagnosis) if judged else None

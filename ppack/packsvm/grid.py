@@ -51,6 +51,7 @@ from ..kernels.threads import ensure_threads
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import DTYPES
+from . import convergence
 from .averaging import averaged_offset
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .column_stops import ColumnStops
@@ -179,6 +180,22 @@ class GridFit:
             if stops is not None:
                 stopped = stops.iteration >= 0
                 self.avg_weight[stopped] = stops.avg_weight[stopped]
+
+    def converged(self, g):
+        """Whether grid point g's columns (its folds' and its refit column) show no sign of
+        stopping short (``convergence.verdict``): a column stopped by its own test is taken as
+        converged; the others are judged on their sigma T and the pass's loss windows (shared
+        by every column; no per-column objective is taken)."""
+        K, F = self.K, self.n_folds
+        for f in range(F + 1):
+            first = column_of(K, F, g, f)
+            if self.stops is not None and self.stops.stopped(first):
+                continue
+            figures = convergence.figures(self.template.SVM_TYPE, self.sigma[first:first + K], self.state.iteration,
+                                          self.state.loss_windows, None)
+            if convergence.verdict(figures) is not None:
+                return False
+        return True
 
     def score_pass(self):
         """Collective: one predict pass over the training rows, each row with the columns that
