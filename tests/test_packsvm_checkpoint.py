@@ -34,6 +34,10 @@ def test_resume_on_one_rank_equals_an_uninterrupted_run(sparse, tmp_path):
     assert resumed.training_["bytes"] == full.training_["bytes"]  # the packs before the stop count too
     np.testing.assert_array_equal(np.sort(resumed.table_.keys), np.sort(full.table_.keys))
     np.testing.assert_array_equal(resumed.decision_function(X), full.decision_function(X))
+    # the convergence diagnostic's figures (the loss windows go through the checkpoint) and verdict
+    assert resumed.training_["convergence"] == full.training_["convergence"]
+    assert resumed.training_["convergence"]["window_means"]  # a window closed, across the stop
+    assert (resumed.n_iter_, resumed.converged_) == (full.n_iter_, full.converged_)
 
 
 @pytest.mark.mpi(min_size=2)
