@@ -134,7 +134,9 @@ def solve(X, y, C, *, loss="l1", bias=True, tol=1e-3, max_epochs=1000, seed=0, w
     objective = 0.5 * (float(w @ w) + (b * b if regb else 0.0)) + C * float(loss)
     residual = math.sqrt(squared_residual) if e is not None else float("nan")
     info = {"lambda": lam, "mu": mu, "p": p, "grad_norm": gnorm, "grad_tol": grad_tol,
-            "converged": converged, "objective": objective, "residual": residual}
+            "converged": converged, "objective": objective, "residual": residual,
+            # p = 1: the subgradient need not shrink, so max_epochs is the usual stop, not a shortfall
+            "tolerance_reachable": p > 1.0}
     return LinearSolution(w=w, b=float(b), alpha=None, iterations=iterations, info=info)
 
 

@@ -83,6 +83,13 @@ def classes_dict(reports, classes):
                           for c, r in zip(classes, reports)]}
 
 
+def _met_tolerance(sol):
+    """Whether a solver's run met its tolerance before its iteration limit: its own
+    ``converged`` (true for solvers without one, as Pegasos' fixed steps), or true where the
+    limit is its usual stop (``tolerance_reachable`` False: alm with p = 1)."""
+    return bool(sol.info.get("converged", True)) or not sol.info.get("tolerance_reachable", True)
+
+
 def _plain(label):
     """A class label as JSON takes it: a float or a string."""
     return float(label) if isinstance(label, (int, float, np.integer, np.floating)) else str(label)
@@ -120,7 +127,7 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         start = MPI.Wtime()
         sol = solve(X, y, C, loss=loss, bias=bias, comm=comm, **solver_options)
         report.rounds = sol.iterations
-        report.converged = bool(sol.info.get("converged", True))  # the same on every rank: one run
+        report.converged = _met_tolerance(sol)  # the same on every rank: one run
         report.seconds.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
         block_loss = loss_sum(X, y, sol.w, sol.b, power, feature_map, weights)
         report.primal.append(0.5 * (float(sol.w @ sol.w) + sol.b ** 2) + C * comm.allreduce(block_loss, op=MPI.SUM))
@@ -157,7 +164,7 @@ def block_averaged(comm, solve, has_dual, X, y, C, *, loss="l1", p=None, bias=Tr
         if on_round is not None:
             on_round(report)
         if mode == "oneshot":  # each block's solver, within its own limit
-            report.converged = bool(comm.allreduce(int(sol.info.get("converged", True)), op=MPI.MIN))
+            report.converged = bool(comm.allreduce(int(_met_tolerance(sol)), op=MPI.MIN))
         elif cocoa and report.gap <= tol * abs(report.primal[-1]) or not cocoa and len(report.primal) > 1 and \
                 abs(report.primal[-2] - report.primal[-1]) <= tol * abs(report.primal[-1]):
             report.converged = True
