@@ -86,6 +86,12 @@ class BaseSVC:
     _label_names = None  # the labels given to fit, when they are not numbers (strings)
     _label_dtype = None  # the numeric type of the labels given to fit, which classes_ keeps
 
+    def _warn_if_short(self, comm, advice):
+        """Rank 0 warns (``convergence_warning``) once when training stopped short; ``advice``:
+        what was seen and what to change, or None."""
+        if advice is not None and comm.Get_rank() == 0:
+            warnings.warn(f"{type(self).__name__}: {advice}", self.convergence_warning, stacklevel=3)
+
     def validate_params(self):
         """Check every parameter against the registry's table; returns them normalised.
 

@@ -129,12 +129,6 @@ def new_buffer(r, d, longest, sparse, stored, weighted):
 _buffer = functools.lru_cache(maxsize=8)(new_buffer)
 
 
-def buffer_layout(shard, ids, n_features=None, weights=None):
-    """The ``new_buffer`` arguments for delivering rows ``ids`` of ``shard``."""
-    d = shard.n_features if n_features is None else n_features
-    return len(ids), d, shard.max_row_nnz, shard.sparse, shard.X.dtype, weights is not None
-
-
 def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None, dtype=None, norms_l1=None):
     """Collective: every rank gets the rows ``ids`` (global row numbers) of the data set.
 

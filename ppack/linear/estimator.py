@@ -7,7 +7,6 @@ model is the same on every rank; rank 0 writes it and reports.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -203,9 +202,7 @@ class BlockAveragedSVC(BaseSVC):
         self.n_iter_ = max(report.rounds for report in reports)
         self.converged_ = bool(summary["converged"])
         self.training_["advice"] = None if self.converged_ else self._advice()
-        if not self.converged_ and comm.Get_rank() == 0:
-            warnings.warn(f"{type(self).__name__}: {self.training_['advice']}", self.convergence_warning,
-                          stacklevel=2)
+        self._warn_if_short(comm, self.training_["advice"])
         return self
 
     def _advice(self):

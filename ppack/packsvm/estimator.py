@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -282,7 +281,7 @@ class PackSVC(BaseSVC):
         console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
                 f"{info['packs']} packs, {self.n_support_} support vectors"
                 + ("; converged (tol)" if info["converged"] else "") + ("; stopped" if self.stopped_ else ""))
-        self._warn_if_short(comm)
+        self._warn_if_short(comm, info["convergence"]["advice"])
         return self
 
     def _held_out_rows(self, comm, shard, seed):
@@ -391,12 +390,6 @@ class PackSVC(BaseSVC):
         diagnosis["advice"] = convergence.verdict(diagnosis) if judged else None
         self.converged_ = diagnosis["converged"] = diagnosis["advice"] is None
         self.training_["convergence"] = diagnosis
-
-    def _warn_if_short(self, comm):
-        """Rank 0 warns (``convergence_warning``) once when the run stopped short."""
-        advice = self.training_["convergence"]["advice"]
-        if advice is not None and comm.Get_rank() == 0:
-            warnings.warn(f"{type(self).__name__}: {advice}", self.convergence_warning, stacklevel=3)
 
     def _offset_after_training(self, comm, shard, weights):
         """Collective: where the model's offset comes from a pass over the training rows, sets it
