@@ -9,11 +9,11 @@ from importlib import import_module
 from .errors import InputError, PPackError
 
 __all__ = ["PackSVC", "PackSVR", "PackOneClassSVM", "BlockAveragedSVC", "load_model", "Shard", "load_shard",
-           "PPackError", "InputError", "__version__"]
+           "PPackError", "InputError", "FeatureScaleWarning", "__version__"]
 
 _LAZY = {"PackSVC": ".estimators", "PackSVR": ".estimators", "PackOneClassSVM": ".estimators",
          "BlockAveragedSVC": ".estimators", "load_model": ".estimators",
-         "Shard": ".data.shard", "load_shard": ".data.shard"}
+         "Shard": ".data.shard", "load_shard": ".data.shard", "FeatureScaleWarning": ".base"}
 
 
 def __getattr__(name):

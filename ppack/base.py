@@ -48,6 +48,11 @@ class ConvergenceWarning(UserWarning):
     """Training stopped short of the optimum (``packsvm.convergence``): the model may be poor."""
 
 
+class FeatureScaleWarning(UserWarning):
+    """The kernel vanishes or saturates between the training rows at the chosen gamma
+    (``packsvm.feature_scale``): scale the features, or change gamma."""
+
+
 class available_if:
     """Decorator: the method exists only where ``check(self)`` holds (``hasattr`` is False
     elsewhere), as scikit-learn's ``available_if``; ``why`` ends the AttributeError's message."""
@@ -83,6 +88,7 @@ class BaseSVC:
     not_fitted_error = NotFittedError
     conversion_warning = DataConversionWarning
     convergence_warning = ConvergenceWarning
+    feature_scale_warning = FeatureScaleWarning
     _label_names = None  # the labels given to fit, when they are not numbers (strings)
     _label_dtype = None  # the numeric type of the labels given to fit, which classes_ keeps
 
@@ -91,6 +97,12 @@ class BaseSVC:
         what was seen and what to change, or None."""
         if advice is not None and comm.Get_rank() == 0:
             warnings.warn(f"{type(self).__name__}: {advice}", self.convergence_warning, stacklevel=3)
+
+    def _warn_if_badly_scaled(self, comm, advice):
+        """Rank 0 warns (``feature_scale_warning``) once when the kernel vanishes or saturates
+        between the training rows; ``advice``: what was seen and what to change, or None."""
+        if advice is not None and comm.Get_rank() == 0:
+            warnings.warn(f"{type(self).__name__}: {advice}", self.feature_scale_warning, stacklevel=3)
 
     def validate_params(self):
         """Check every parameter against the registry's table; returns them normalised.

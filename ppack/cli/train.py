@@ -100,8 +100,9 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
-        with warnings.catch_warnings():  # said below as one line of its own
+        with warnings.catch_warnings():  # said below as lines of their own
             warnings.simplefilter("ignore", model.convergence_warning)
+            warnings.simplefilter("ignore", model.feature_scale_warning)
             model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
                       should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
     finally:
@@ -124,7 +125,9 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
-    warn_if_short(model, info["convergence"]["advice"])
+    scale = info["kernel_scale"]
+    warn(model, None if scale is None else scale["advice"])
+    warn(model, info["convergence"]["advice"])
     if info["ranks"] > 1:
         say(describe_waiting(info))
     validation = info.get("validation")
@@ -150,7 +153,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
                 f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"svm_type": model.SVM_TYPE, "rho": model.rho_, **_problem_settings(model),
             "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-            "objective": objective, "convergence": info["convergence"], "validation": validation,
+            "objective": objective, "convergence": info["convergence"], "kernel_scale": scale,
+            "validation": validation,
             "probability": probability,
             "held_out": info["held_out"],
             "pack": info["pack"], "iterations": info["iterations"], "packs": info["packs"],
@@ -203,9 +207,10 @@ def describe_dtype(model):
     return f"computed in {model.dtype_}{chosen}{worst}"
 
 
-def warn_if_short(model, advice):
-    """Rank 0's one warning line when training stopped short (``advice``: what to change, or
-    None); said even with --quiet, as an error would be."""
+def warn(model, advice):
+    """Rank 0's one warning line (``advice``: what was seen and what to change, or None): training
+    stopped short, or the kernel vanishes or saturates between the rows; said even with --quiet,
+    as an error would be."""
     if advice is not None and model._comm().Get_rank() == 0:
         print(f"ppack train: warning: {advice}", file=sys.stderr, flush=True)
 
@@ -216,7 +221,7 @@ def _fit_linear(args, model, shard, say, read_seconds=None):
         warnings.simplefilter("ignore", model.convergence_warning)
         model.fit(shard, on_round=None if args.quiet else lambda report: say(f"  {report.describe()}"))
     info = model.training_
-    warn_if_short(model, info["advice"])
+    warn(model, info["advice"])
     K = len(model.classes_)
     classes = "" if K == 2 else f", {K} classes one-vs-rest (rounds and objective summed over the classes)"
     say(f"{model.solver} ({model.averaging} averaging over {info['ranks']} blocks{classes}): {info['rounds']} rounds "

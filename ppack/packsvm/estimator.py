@@ -24,7 +24,7 @@ from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .averaging import averaged_coefficients, averaged_offset
-from . import convergence
+from . import convergence, feature_scale
 from .losses import hinge_loss, largest_weight
 from .objective import objective_rows, primal_objective
 from .calibration import calibration_holdout, check_room
@@ -182,7 +182,10 @@ class PackSVC(BaseSVC):
 
         Before training the numba kernels are compiled, or loaded from numba's cache, once per
         node (``warmup.warm_kernels``), and a GPU's path is run once (``kernels.device.on_device``):
-        ``training_["seconds"]["compile"]`` is both times, kept out of ``total``.
+        ``training_["seconds"]["compile"]`` is both times, kept out of ``total``. Before the packs,
+        rank 0 warns (``feature_scale_warning``) when the kernel vanishes or saturates between
+        a sample of the training rows at gamma (``feature_scale``: badly scaled features);
+        ``training_["kernel_scale"]`` holds its figures (None for the kernels not judged).
 
         Parameters
         ----------
@@ -229,6 +232,8 @@ class PackSVC(BaseSVC):
         shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
         self.dtype_, self.float32_error_bound_ = resolve_dtype(comm, self.dtype, shard, self.spec_)
         shard = shard.computed_in(DTYPES[self.dtype_])
+        kernel_scale = feature_scale.figures(comm, shard, self.spec_)  # said now, before the packs
+        self._warn_if_badly_scaled(comm, None if kernel_scale is None else kernel_scale["advice"])
         labels, weights, n_classes, n_columns = self._targets(shard)
         d, seed = shard.n_features, self.seed_
         validation, self.held_out_ = self._held_out_rows(comm, shard, seed)
@@ -278,6 +283,7 @@ class PackSVC(BaseSVC):
             bar.close()
         self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds + solver.device_seconds)
         info = self.training_
+        info["kernel_scale"] = kernel_scale
         console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
                 f"{info['packs']} packs, {self.n_support_} support vectors"
                 + ("; converged (tol)" if info["converged"] else "") + ("; stopped" if self.stopped_ else ""))
