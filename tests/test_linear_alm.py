@@ -308,7 +308,9 @@ def accuracy(X, y, w, b):
     return 100.0 * np.mean(np.where(np.asarray(X @ w) + b > 0, 1.0, -1.0) == y)
 
 
-@pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
+# a9a in the fast tier; the larger sets in the CI's second tier (seconds each)
+@pytest.mark.parametrize("name", ["a9a", pytest.param("w8a", marks=pytest.mark.second_tier),
+                                  pytest.param("ijcnn1", marks=pytest.mark.second_tier)])
 @pytest.mark.parametrize("p", [1, 2])
 def test_matches_liblinear(benchmark_data, name, p):
     ll = pytest.importorskip("liblinear.liblinearutil", reason="liblinear-official is not installed")

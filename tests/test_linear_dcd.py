@@ -136,7 +136,9 @@ def accuracy(T, yt, w, b, fmap=None):
 
 
 @pytest.mark.parametrize("loss", ["l1", "l2"])
-@pytest.mark.parametrize("name", ["a9a", "ijcnn1", "w8a"])
+# a9a in the fast tier; the larger sets in the CI's second tier (seconds each)
+@pytest.mark.parametrize("name", ["a9a", pytest.param("ijcnn1", marks=pytest.mark.second_tier),
+                                  pytest.param("w8a", marks=pytest.mark.second_tier)])
 def test_dcd_matches_liblinear(benchmark_data, solved, name, loss):
     X, y, T, yt = benchmark_data(name)
     (wl, bl, ll_seconds), sol, seconds = solved(name, loss)

@@ -382,7 +382,9 @@ def accuracy(T, yt, w, b):
     return 100.0 * np.mean(np.where(T @ w + b >= 0, 1.0, -1.0) == yt)
 
 
-@pytest.mark.parametrize("name", ["a9a", "w8a", "ijcnn1"])
+# a9a in the fast tier; the larger sets in the CI's second tier (seconds each)
+@pytest.mark.parametrize("name", ["a9a", pytest.param("w8a", marks=pytest.mark.second_tier),
+                                  pytest.param("ijcnn1", marks=pytest.mark.second_tier)])
 def test_benchmark_against_liblinear(benchmark_data, name):
     """C = 1 against liblinear -s 3 -B 1 -e 0.001.
 
@@ -459,8 +461,10 @@ def test_map_radius_and_warm_start(spec):
 # ---------------------------------------------------------------- row weights
 
 
-@pytest.mark.parametrize("loss", ["l1", "l2"])
-@pytest.mark.parametrize("spec", ["identity", "poly2"])
+# one case in the fast tier, the other three in the CI's second tier (seconds each)
+@pytest.mark.parametrize("spec, loss", [("identity", "l1")] + [pytest.param(spec, loss, marks=pytest.mark.second_tier)
+                                                       for spec, loss in (("identity", "l2"), ("poly2", "l1"),
+                                                                          ("poly2", "l2"))])
 def test_weighted_llsvm_reaches_the_weighted_optimum(spec, loss):
     """Row weights (some 0): llsvm's model is the weighted optimum (scipy's, on explicit
     rows); llsvm stops at a spread of 1e-6, which leaves its objective within 1e-6 relative."""

@@ -171,6 +171,7 @@ SMALL_LOWERCASE_CALLS = {
     #   min; the weights' max
     "ppack/packsvm/offset_estimator.py": {"allreduce": 2, "bcast": 1},  # the count of rows without a finite
     #   target, seconds; one-class's rho and objective
+    "ppack/packsvm/feature_scale.py": {"bcast": 1},  # rank 0's kernel-scale figures
     "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 2, "bcast": 1},  # each rank's entries in a refit
     #   column; seconds of the score pass, of the progressive scores' gather; a checkpoint's existence
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest

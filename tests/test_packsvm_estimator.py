@@ -30,6 +30,19 @@ def test_any_two_label_values_map_to_the_classes():
     assert model.score(X, y) > 0.7
 
 
+def test_a_model_loaded_as_read_only_memory_maps_predicts_from_ordinary_arrays(tmp_path):
+    joblib = pytest.importorskip("joblib")
+    X, y = make_problem(300, 6, seed=10)
+    model = fitted(X, y)
+    joblib.dump(model, tmp_path / "model.joblib")
+    loaded = joblib.load(tmp_path / "model.joblib", mmap_mode="r")
+    table = loaded.table_
+    for owner in (table, table.compute.stored):  # numba would compile a read-only twin of every kernel
+        arrays = [value for value in vars(owner).values() if isinstance(value, np.ndarray) and value.size > 100]
+        assert arrays and all(array.flags.writeable for array in arrays)
+    np.testing.assert_array_equal(loaded.decision_function(X), model.decision_function(X))
+
+
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("dtype", ["float64", "auto"])

@@ -100,9 +100,10 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
-        with warnings.catch_warnings():  # said below as lines of their own
+        with warnings.catch_warnings():  # each said as a line of its own: the scale's now, convergence below
             warnings.simplefilter("ignore", model.convergence_warning)
-            warnings.simplefilter("ignore", model.feature_scale_warning)
+            warnings.simplefilter("always", model.feature_scale_warning)
+            warnings.showwarning = _said_now(model, warnings.showwarning)
             model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
                       should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
     finally:
@@ -126,7 +127,6 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
     scale = info["kernel_scale"]
-    warn(model, None if scale is None else scale["advice"])
     warn(model, info["convergence"]["advice"])
     if info["ranks"] > 1:
         say(describe_waiting(info))
@@ -205,6 +205,18 @@ def describe_dtype(model):
     worst = "" if bound is None else f"; a float32 kernel value is off by at most {bound:.2g} (relative)"
     chosen = " (auto)" if model.dtype == "auto" else ""
     return f"computed in {model.dtype_}{chosen}{worst}"
+
+
+def _said_now(model, show):
+    """A ``warnings.showwarning`` that says the model's feature-scale warning at once, as one
+    ``warn`` line (before the packs, so that a long run can be stopped), and passes every
+    other warning to ``show``."""
+    def said(message, category, *args, **kwargs):
+        if issubclass(category, model.feature_scale_warning):
+            warn(model, str(message).split(": ", 1)[-1])  # without the estimator's name
+        else:
+            show(message, category, *args, **kwargs)
+    return said
 
 
 def warn(model, advice):

@@ -8,6 +8,15 @@ import numpy as np
 from ..jit import njit
 
 
+def writable(state):
+    """An unpickled object's ``__dict__`` (``state``) with its read-only arrays copied into
+    memory. A model loaded with joblib's ``mmap_mode="r"`` holds read-only memory maps, which
+    numba types apart from ordinary arrays: every kernel would compile a read-only twin (seconds
+    each) before its first prediction."""
+    return {name: np.array(value) if isinstance(value, np.ndarray) and not value.flags.writeable else value
+            for name, value in state.items()}
+
+
 class StoredRows:
     """``n`` rows of ``n_features`` features in ``dtype`` (float32 or float64), dense or CSR
     (``sparse``), with their norms (n,) float64 as the kernel needs them."""
@@ -25,6 +34,9 @@ class StoredRows:
             self._values = np.empty(cap * 16, dtype=self.dtype)
         else:
             self._features = np.empty((cap, self.n_features), dtype=self.dtype)
+
+    def __setstate__(self, state):
+        self.__dict__.update(writable(state))
 
     @property
     def nbytes(self):

@@ -6,8 +6,8 @@ two distinct rows is then ~0 for every pair (each row an island: nearly every ro
 support vector of a slow nearest-neighbour rule) or ~1 for every pair (every row alike: a
 model close to a constant). The figure is the mean kernel value over the distinct pairs of
 ``SAMPLE_ROWS`` rows spread evenly over the whole data set (``sample_ids``: global row ids,
-the same for any number of ranks), gathered to rank 0: no pass over the data. Rank 0
-computes it with numpy and broadcasts it, so every rank holds the same figures and verdict.
+the same for any number of ranks), delivered to every rank as a pack's rows are: no pass
+over the data. Rank 0 computes it with numpy and broadcasts it, so every rank holds the same figures and verdict.
 
 The kernels judged: rbf and laplacian (vanish below ``VANISHES``, saturate above
 ``SATURATES``) and sigmoid (tanh(gamma <x, z> + coef0): saturates when its absolute value
@@ -44,6 +44,9 @@ beside scikit-learn's SVC or SVR (C = 1, 2,000 training rows) and PackSVC (5 epo
 import numpy as np
 import scipy.sparse as sp
 
+from ..data.delivery import Delivery
+from ..mpi.collectives import Collectives
+
 SAMPLE_ROWS = 256  # rows sampled, spread evenly over the data set
 VANISHES = 1e-3  # mean kernel value of distinct rows below which the kernel vanishes
 SATURATES = 0.99  # mean (absolute) kernel value above which it saturates
@@ -58,19 +61,16 @@ def sample_ids(n_samples, rows=SAMPLE_ROWS):
     return np.unique(np.linspace(0, n_samples - 1, min(rows, n_samples)).round().astype(np.int64))
 
 
-def gathered_rows(comm, shard, rows=SAMPLE_ROWS):
+def gathered_rows(comm, shard, spec, rows=SAMPLE_ROWS):
     """Collective: the sampled rows (``sample_ids``) as float64 feature values, dense or CSR as
-    the shard is, on rank 0 (None elsewhere). Each rank sends those of its own rows."""
+    the shard is, on every rank: delivered as a pack's rows are (``data.delivery``, one sum,
+    the same compiled kernels as the run's packs)."""
     ids = sample_ids(shard.n_samples, rows)
-    local = ids[(ids >= shard.start) & (ids < shard.stop)] - shard.start
-    parts = [shard.float_rows(i, i + 1) for i in local]
-    mine = (sp.vstack(parts, format="csr") if shard.sparse else np.vstack(parts)) if parts else None
-    gathered = comm.gather(mine, root=0)
-    if gathered is None:
-        return None
-    gathered = [part for part in gathered if part is not None]
-    rows = sp.vstack(gathered, format="csr") if shard.sparse else np.vstack(gathered)
-    return rows.astype(np.float64)
+    block = Delivery(shard, shard.y, norms_l1=spec.uses_l1).deliver(Collectives(comm), ids)
+    if block.dense is not None:
+        return block.dense.astype(np.float64)
+    indptr, indices, values = block.csr
+    return sp.csr_matrix((values.astype(np.float64), indices, indptr), shape=(len(ids), shard.n_features))
 
 
 def pair_values(rows, spec):
@@ -129,7 +129,7 @@ def figures(comm, shard, spec, rows=SAMPLE_ROWS):
     None for the kernels not judged (no rows are gathered for them)."""
     if spec.name not in JUDGED:
         return None
-    sample = gathered_rows(comm, shard, rows)
+    sample = gathered_rows(comm, shard, spec, rows)
     found = None
     if comm.Get_rank() == 0:
         found = kernel_figures(sample, spec)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..collective_write import Part
 from ..jit import njit
-from ..kernels.stored import append_positions, resized
+from ..kernels.stored import append_positions, resized, writable
 from .key_slots import KeySlots, lookup, new_map, put
 
 
@@ -39,6 +39,9 @@ class SupportVectorTable:
         self._avg = np.empty((cap if averaged else 0, self.n_columns))
         self._since = np.empty((cap if averaged else 0, self.n_columns))
         self.avg_clock = np.zeros(self.n_columns)
+
+    def __setstate__(self, state):
+        self.__dict__.update(writable(state))
 
     def __len__(self):
         return self.n
