@@ -10,7 +10,8 @@ waiting forever for ranks that are not there.
 
 Tests marked ``second_tier`` (real SLURM jobs, mnist8m generation and training, many-rank
 runs, the linear solvers against LIBLINEAR on the larger real sets, each solver keeping a9a's
-in the fast tier) are deselected by default (``addopts`` in pyproject.toml); ``-m second_tier`` runs them.
+in the fast tier) are deselected by default (``addopts`` in pyproject.toml); ``-m second_tier``
+runs them.
 """
 
 import numba
@@ -37,8 +38,9 @@ def runs_on_every_rank(item):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "second_tier: long test (a real job, a larger real set), run by `pytest -m second_tier` "
-                                       "(the CI's second tier), not by the README's test command")
+    config.addinivalue_line("markers", "second_tier: long test (a real job, a larger real set), run by "
+                                       "`pytest -m second_tier` (the CI's second tier), not by the README's "
+                                       "test command")
     config.addinivalue_line("markers", "job: starts its own ppack job (mpiexec or python -m ppack); such "
                                        "tests run after the other rank-0 tests, on a warm numba cache")
     config.addinivalue_line("markers", "gpu: runs the GPU kernels through CuPy; skipped where CuPy or a GPU is "
@@ -51,8 +53,8 @@ def pytest_sessionstart(session):
     the kernel trainer's kernels, the grid's kernel groups and every linear solver, each part
     in the order rank 0's tests need it, the parts dealt out over as many of ranks 1.. as the
     node has cores besides rank 0's (on 2 cores, rank 1 takes them all in turn: more compiling
-    ranks than cores only slow rank 0's tests). Rank 0 loads what they wrote, or compiles it itself if it gets there
-    first; either way the results are the same."""
+    ranks than cores only slow rank 0's tests). Rank 0 loads what they wrote, or compiles it
+    itself if it gets there first; either way the results are the same."""
     size, rank = WORLD.Get_size(), WORLD.Get_rank()
     compilers = min(size - 1, max(1, NODE_CORES - 1))  # a core each besides rank 0's: none oversubscribed
     if size > 1 and 0 < rank <= compilers:

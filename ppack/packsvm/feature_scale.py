@@ -7,7 +7,8 @@ support vector of a slow nearest-neighbour rule) or ~1 for every pair (every row
 model close to a constant). The figure is the mean kernel value over the distinct pairs of
 ``SAMPLE_ROWS`` rows spread evenly over the whole data set (``sample_ids``: global row ids,
 the same for any number of ranks), delivered to every rank as a pack's rows are: no pass
-over the data. Rank 0 computes it with numpy and broadcasts it, so every rank holds the same figures and verdict.
+over the data. Rank 0 computes it with numpy and broadcasts it, so every rank holds the
+same figures and verdict.
 
 The kernels judged: rbf and laplacian (vanish below ``VANISHES``, saturate above
 ``SATURATES``) and sigmoid (tanh(gamma <x, z> + coef0): saturates when its absolute value
