@@ -99,6 +99,40 @@ def test_a_fit_on_unscaled_features_warns_and_on_scaled_ones_does_not():
         PackSVC(iterations=60, comm=SELF).fit(X / 1e6, y)
 
 
+
+def test_a_grid_names_its_settings_whose_kernel_vanishes():
+    """A grid pass judges each kernel setting on one sample and says, once, before the pass,
+    which settings' kernel vanishes; a grid whose settings all look fine says nothing."""
+    from ppack import PackSVC
+    from ppack.model_selection import PackGridSearchCV
+
+    X, y = unscaled()
+    X = X / [1000.0, 3000.0]  # scaled: gamma 0.5 is fine, 5e4 and 5e5 leave every row alone
+    grid = {"gamma": [0.5, 5e4, 5e5], "C": [1.0]}
+    with pytest.warns(FeatureScaleWarning, match=r"at 2 of the grid's 3 kernel settings \(gamma 5e\+04, 5e\+05\)"):
+        PackGridSearchCV(PackSVC(iterations=60, comm=SELF), grid, cv=2).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FeatureScaleWarning)
+        PackGridSearchCV(PackSVC(iterations=60, comm=SELF), {"gamma": [0.5, 2.0], "C": [1.0]}, cv=2).fit(X, y)
+
+
+@pytest.mark.mpi
+def test_tune_says_it_in_one_line_on_rank_0(mpi_tmp_path, capsys):
+    from ppack.cli import main
+
+    from helpers import write_libsvm
+
+    X, y = unscaled()
+    write_libsvm(mpi_tmp_path / "train.txt", X / [1000.0, 3000.0], y)
+    main(["tune", "--data", str(mpi_tmp_path / "train.txt"), "--C", "1", "--gamma", "0.5,50000", "--folds", "2",
+          "--iterations", "60", "--quiet"])
+    lines = [line for line in capsys.readouterr().err.splitlines() if "kernel settings" in line]
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        assert len(lines) == 1 and lines[0].startswith("ppack tune: warning: at 1 of the grid's 2 kernel settings "
+                                                       "(gamma 5e+04): the rbf kernel vanishes")
+    else:
+        assert lines == []
+
 @pytest.mark.mpi
 def test_train_says_it_once_on_rank_0_and_every_rank_holds_the_same_figures(mpi_tmp_path, capsys):
     """``train`` on every rank (in process): one warning line on rank 0's stderr, none

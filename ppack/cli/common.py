@@ -4,6 +4,8 @@ import json
 import os
 import resource
 import sys
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from mpi4py import MPI
@@ -200,3 +202,29 @@ def write_metrics(comm, path, metrics):
 
     if path:
         on_rank0(comm, atomic_write, path, lambda f: f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n"))
+
+
+def warning_line(command, comm, advice):
+    """Rank 0's one ``ppack COMMAND: warning:`` line on stderr (``advice``: what was seen and
+    what to change, or None); said even with --quiet, as an error would be."""
+    if advice is not None and comm.Get_rank() == 0:
+        print(f"ppack {command}: warning: {advice}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def scale_warning_said(command, model):
+    """While training ``model``: its feature-scale warning (``packsvm.feature_scale``) said at
+    once as a ``warning_line``, before the packs, so that a long run can be stopped; other
+    warnings as usual."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", model.feature_scale_warning)
+        show = warnings.showwarning
+
+        def said(message, category, *args, **kwargs):
+            if issubclass(category, model.feature_scale_warning):
+                warning_line(command, model._comm(), str(message).split(": ", 1)[-1])  # without the estimator's name
+            else:
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = said
+        yield

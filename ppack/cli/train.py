@@ -1,6 +1,5 @@
 """`train`: the kernel trainer (P-packSVM, the default) or a linear solver under block averaging."""
 import argparse
-import sys
 import warnings
 
 import numpy as np
@@ -11,7 +10,8 @@ from ..kernels.device import on_device
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import KERNEL_SOLVER, SOLVERS
 from .common import (Report, add_common, check_inputs, check_outputs, describe_metrics, describe_run, evaluate,
-                     peak_rss_bytes, process_age_seconds, rank_threads, read_shard, training_data, write_metrics)
+                     peak_rss_bytes, process_age_seconds, rank_threads, read_shard, scale_warning_said, training_data,
+                     warning_line, write_metrics)
 from .options import (add_checkpoint_options, add_linear_options, add_packsvm_options, checkpoint_every,
                       linear_params, packsvm_params, refuse_checkpoint_options_without_a_path,
                       refuse_other_trainers_options, svm_type_of)
@@ -100,10 +100,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
     try:
-        with warnings.catch_warnings():  # each said as a line of its own: the scale's now, convergence below
+        with scale_warning_said("train", model), warnings.catch_warnings():  # convergence: said below
             warnings.simplefilter("ignore", model.convergence_warning)
-            warnings.simplefilter("always", model.feature_scale_warning)
-            warnings.showwarning = _said_now(model, warnings.showwarning)
             model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
                       should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
     finally:
@@ -127,7 +125,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
     scale = info["kernel_scale"]
-    warn(model, info["convergence"]["advice"])
+    warning_line("train", model._comm(), info["convergence"]["advice"])
     if info["ranks"] > 1:
         say(describe_waiting(info))
     validation = info.get("validation")
@@ -207,33 +205,13 @@ def describe_dtype(model):
     return f"computed in {model.dtype_}{chosen}{worst}"
 
 
-def _said_now(model, show):
-    """A ``warnings.showwarning`` that says the model's feature-scale warning at once, as one
-    ``warn`` line (before the packs, so that a long run can be stopped), and passes every
-    other warning to ``show``."""
-    def said(message, category, *args, **kwargs):
-        if issubclass(category, model.feature_scale_warning):
-            warn(model, str(message).split(": ", 1)[-1])  # without the estimator's name
-        else:
-            show(message, category, *args, **kwargs)
-    return said
-
-
-def warn(model, advice):
-    """Rank 0's one warning line (``advice``: what was seen and what to change, or None): training
-    stopped short, or the kernel vanishes or saturates between the rows; said even with --quiet,
-    as an error would be."""
-    if advice is not None and model._comm().Get_rank() == 0:
-        print(f"ppack train: warning: {advice}", file=sys.stderr, flush=True)
-
-
 def _fit_linear(args, model, shard, say, read_seconds=None):
     """Train the linear model; its metrics."""
     with warnings.catch_warnings():  # said below as one line of its own
         warnings.simplefilter("ignore", model.convergence_warning)
         model.fit(shard, on_round=None if args.quiet else lambda report: say(f"  {report.describe()}"))
     info = model.training_
-    warn(model, info["advice"])
+    warning_line("train", model._comm(), info["advice"])
     K = len(model.classes_)
     classes = "" if K == 2 else f", {K} classes one-vs-rest (rounds and objective summed over the classes)"
     say(f"{model.solver} ({model.averaging} averaging over {info['ranks']} blocks{classes}): {info['rounds']} rounds "

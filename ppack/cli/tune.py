@@ -12,7 +12,8 @@ from mpi4py import MPI
 
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
-from .common import Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard
+from .common import (Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard,
+                     scale_warning_said)
 from ..registry import PACKSVM_PARAMS
 from .options import (add_checkpoint_options, add_grid_options, add_packsvm_options, checkpoint_every, comma_values,
                       refuse_checkpoint_options_without_a_path, svm_type_of)
@@ -88,10 +89,12 @@ def run(comm, args):
     model = estimator(**params, comm=comm, progress=progress)
     stop = StopRequest().install()
     try:
-        fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say, scores=args.scores,
-                         kernels=None if gammas == [None] else [{"gamma": gamma} for gamma in gammas],
-                         checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
-                         should_stop=stop.is_set)
+        with scale_warning_said("tune", model):
+            fit = train_grid(model, shard, None, Cs, folds, folds_k, memory_limit=limit, console=say,
+                             scores=args.scores,
+                             kernels=None if gammas == [None] else [{"gamma": gamma} for gamma in gammas],
+                             checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
+                             should_stop=stop.is_set)
     finally:
         stop.uninstall()
         if progress is not None:

@@ -232,7 +232,7 @@ class PackSVC(BaseSVC):
         shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
         self.dtype_, self.float32_error_bound_ = resolve_dtype(comm, self.dtype, shard, self.spec_)
         shard = shard.computed_in(DTYPES[self.dtype_])
-        kernel_scale = feature_scale.figures(comm, shard, self.spec_)  # said now, before the packs
+        kernel_scale = feature_scale.figures(comm, shard, [self.spec_])[0]  # said now, before the packs
         self._warn_if_badly_scaled(comm, None if kernel_scale is None else kernel_scale["advice"])
         labels, weights, n_classes, n_columns = self._targets(shard)
         d, seed = shard.n_features, self.seed_

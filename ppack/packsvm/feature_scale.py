@@ -124,19 +124,34 @@ def kernel_figures(rows, spec):
             "mean": mean, "suggested_gamma": 1.0 / middle if middle > 0 else None}
 
 
-def figures(comm, shard, spec, rows=SAMPLE_ROWS):
-    """Collective: ``kernel_figures`` of the sampled rows with their ``verdict`` under
-    ``"advice"`` (None when the kernel neither vanishes nor saturates), the same on every rank;
-    None for the kernels not judged (no rows are gathered for them)."""
-    if spec.name not in JUDGED:
-        return None
-    sample = gathered_rows(comm, shard, spec, rows)
+def figures(comm, shard, specs, rows=SAMPLE_ROWS):
+    """Collective: for each KernelSpec of ``specs`` (a run's one, or a grid's settings, which
+    share a reduction), ``kernel_figures`` of the sampled rows with their ``verdict`` under
+    ``"advice"`` (None when the kernel neither vanishes nor saturates), None for a kernel not
+    judged; a list, the same on every rank. The rows are delivered once, and not at all when
+    no kernel is judged."""
+    if all(spec.name not in JUDGED for spec in specs):
+        return [None] * len(specs)
+    sample = gathered_rows(comm, shard, specs[0], rows)
     found = None
     if comm.Get_rank() == 0:
-        found = kernel_figures(sample, spec)
-        if found is not None:
-            found["advice"] = verdict(found)
+        found = [kernel_figures(sample, spec) for spec in specs]
+        for one in found:
+            if one is not None:
+                one["advice"] = verdict(one)
     return comm.bcast(found, root=0)
+
+
+def grid_advice(found):
+    """One line for a grid's kernel settings (``figures``' list): None when no setting's kernel
+    vanishes or saturates; else the first such setting's advice, naming the others."""
+    bad = [one for one in found if one is not None and one["advice"] is not None]
+    if not bad:
+        return None
+    if len(found) == 1:
+        return bad[0]["advice"]
+    gammas = ", ".join(f"{one['gamma']:.4g}" for one in bad)
+    return f"at {len(bad)} of the grid's {len(found)} kernel settings (gamma {gammas}): {bad[0]['advice']}"
 
 
 def verdict(figures):

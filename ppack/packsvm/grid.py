@@ -51,7 +51,7 @@ from ..kernels.threads import ensure_threads
 from ..mpi.collectives import Collectives
 from ..mpi.comm import on_rank0, run_collectively
 from ..registry import DTYPES
-from . import convergence
+from . import convergence, feature_scale
 from .averaging import averaged_offset
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .column_stops import ColumnStops
@@ -414,6 +414,8 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     bounds = [bound for _, bound in resolved if bound is not None]
     est.dtype_, est.float32_error_bound_ = dtype, max(bounds) if bounds and dtype == "float32" else None
     shard = shard.computed_in(DTYPES[est.dtype_])
+    kernel_scale = feature_scale.figures(comm, shard, specs)  # said now, before the pass
+    est._warn_if_badly_scaled(comm, feature_scale.grid_advice(kernel_scale))
     folds = np.asarray(folds, dtype=np.int64)
     if folds.shape != (shard.n_samples,):
         raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows", collective=True)
