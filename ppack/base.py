@@ -92,17 +92,15 @@ class BaseSVC:
     _label_names = None  # the labels given to fit, when they are not numbers (strings)
     _label_dtype = None  # the numeric type of the labels given to fit, which classes_ keeps
 
-    def _warn_if_short(self, comm, advice):
-        """Rank 0 warns (``convergence_warning``) once when training stopped short; ``advice``:
-        what was seen and what to change, or None."""
+    def _warn(self, comm, category, advice):
+        """Rank 0 warns once with ``category`` (``convergence_warning``: training stopped short;
+        ``feature_scale_warning``: the kernel vanishes or saturates between the rows) when
+        ``advice``, what was seen and what to change, is not None. The warning carries the
+        advice alone as its ``advice`` (the command line says it as a line of its own)."""
         if advice is not None and comm.Get_rank() == 0:
-            warnings.warn(f"{type(self).__name__}: {advice}", self.convergence_warning, stacklevel=3)
-
-    def _warn_if_badly_scaled(self, comm, advice):
-        """Rank 0 warns (``feature_scale_warning``) once when the kernel vanishes or saturates
-        between the training rows; ``advice``: what was seen and what to change, or None."""
-        if advice is not None and comm.Get_rank() == 0:
-            warnings.warn(f"{type(self).__name__}: {advice}", self.feature_scale_warning, stacklevel=3)
+            warning = category(f"{type(self).__name__}: {advice}")
+            warning.advice = advice
+            warnings.warn(warning, stacklevel=3)
 
     def validate_params(self):
         """Check every parameter against the registry's table; returns them normalised.

@@ -222,7 +222,7 @@ def scale_warning_said(command, model):
 
         def said(message, category, *args, **kwargs):
             if issubclass(category, model.feature_scale_warning):
-                warning_line(command, model._comm(), str(message).split(": ", 1)[-1])  # without the estimator's name
+                warning_line(command, model._comm(), message.advice)  # without the estimator's name
             else:
                 show(message, category, *args, **kwargs)
 

@@ -124,7 +124,6 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))
-    scale = info["kernel_scale"]
     warning_line("train", model._comm(), info["convergence"]["advice"])
     if info["ranks"] > 1:
         say(describe_waiting(info))
@@ -151,7 +150,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
                 f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"svm_type": model.SVM_TYPE, "rho": model.rho_, **_problem_settings(model),
             "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-            "objective": objective, "convergence": info["convergence"], "kernel_scale": scale,
+            "objective": objective, "convergence": info["convergence"], "kernel_scale": info["kernel_scale"],
             "validation": validation,
             "probability": probability,
             "held_out": info["held_out"],

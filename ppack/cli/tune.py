@@ -5,7 +5,6 @@ one_class`, `--nu` values take C's place, scored by accuracy against the data's 
 labels. Prints the mean and std score per grid point, writes the best grid point's refit
 model and the results."""
 import json
-import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -13,7 +12,7 @@ from mpi4py import MPI
 from ..errors import PPackError
 from ..mpi.comm import on_rank0
 from .common import (Report, add_common, check_inputs, check_outputs, describe_run, rank_threads, read_shard,
-                     scale_warning_said)
+                     scale_warning_said, warning_line)
 from ..registry import PACKSVM_PARAMS
 from .options import (add_checkpoint_options, add_grid_options, add_packsvm_options, checkpoint_every, comma_values,
                       refuse_checkpoint_options_without_a_path, svm_type_of)
@@ -128,10 +127,10 @@ def run(comm, args):
         say(f"{row[name]:>10.6g} {row['gamma']:>10.6g} {row['mean']:>14.4f} {row['std']:>8.4f} "
             f"{'yes' if row['converged'] else 'no':>9}{mark}")
     short = sum(not row["converged"] for row in rows)
-    if short and comm.Get_rank() == 0:  # said even with --quiet, as train's warning is
-        print(f"ppack tune: warning: {short} of {len(rows)} grid points stopped short of convergence (converged: "
-              f"no): their scores may be too low; give more --epochs (the larger {name}, the more it needs), and "
-              "scale the features", file=sys.stderr, flush=True)
+    if short:
+        warning_line("tune", comm, f"{short} of {len(rows)} grid points stopped short of convergence (converged: "
+                     f"no): their scores may be too low; give more --epochs (the larger {name}, the more it needs), "
+                     "and scale the features")
     row, fit, g = best
     refit = fit.refit(g)
     if args.model:

@@ -202,7 +202,7 @@ class BlockAveragedSVC(BaseSVC):
         self.n_iter_ = max(report.rounds for report in reports)
         self.converged_ = bool(summary["converged"])
         self.training_["advice"] = None if self.converged_ else self._advice()
-        self._warn_if_short(comm, self.training_["advice"])
+        self._warn(comm, self.convergence_warning, self.training_["advice"])
         return self
 
     def _advice(self):

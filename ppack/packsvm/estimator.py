@@ -232,8 +232,8 @@ class PackSVC(BaseSVC):
         shard = run_collectively(comm, self._validated_shard, X, y, sample_weight)
         self.dtype_, self.float32_error_bound_ = resolve_dtype(comm, self.dtype, shard, self.spec_)
         shard = shard.computed_in(DTYPES[self.dtype_])
-        kernel_scale = feature_scale.figures(comm, shard, [self.spec_])[0]  # said now, before the packs
-        self._warn_if_badly_scaled(comm, None if kernel_scale is None else kernel_scale["advice"])
+        kernel_scale = feature_scale.figures(comm, shard, [self.spec_])  # said now, before the packs
+        self._warn(comm, self.feature_scale_warning, feature_scale.advice(kernel_scale))
         labels, weights, n_classes, n_columns = self._targets(shard)
         d, seed = shard.n_features, self.seed_
         validation, self.held_out_ = self._held_out_rows(comm, shard, seed)
@@ -283,11 +283,11 @@ class PackSVC(BaseSVC):
             bar.close()
         self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds + solver.device_seconds)
         info = self.training_
-        info["kernel_scale"] = kernel_scale
+        info["kernel_scale"] = kernel_scale[0]
         console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
                 f"{info['packs']} packs, {self.n_support_} support vectors"
                 + ("; converged (tol)" if info["converged"] else "") + ("; stopped" if self.stopped_ else ""))
-        self._warn_if_short(comm, info["convergence"]["advice"])
+        self._warn(comm, self.convergence_warning, info["convergence"]["advice"])
         return self
 
     def _held_out_rows(self, comm, shard, seed):

@@ -105,7 +105,7 @@ def _dense(rows):
     used = np.unique(rows.indices)
     keep = min(rows.shape[0], max(2, DENSE_VALUES // max(len(used), 1)))
     if keep < rows.shape[0]:
-        rows = rows[np.unique(np.linspace(0, rows.shape[0] - 1, keep).round().astype(np.int64))]
+        rows = rows[sample_ids(rows.shape[0], keep)]
     return rows[:, used].toarray()
 
 
@@ -142,9 +142,10 @@ def figures(comm, shard, specs, rows=SAMPLE_ROWS):
     return comm.bcast(found, root=0)
 
 
-def grid_advice(found):
-    """One line for a grid's kernel settings (``figures``' list): None when no setting's kernel
-    vanishes or saturates; else the first such setting's advice, naming the others."""
+def advice(found):
+    """One line for a run's kernel setting or a grid's (``figures``' list): None when no
+    setting's kernel vanishes or saturates; else the first such setting's advice (in a grid,
+    naming the settings it holds for)."""
     bad = [one for one in found if one is not None and one["advice"] is not None]
     if not bad:
         return None

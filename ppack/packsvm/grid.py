@@ -415,7 +415,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     est.dtype_, est.float32_error_bound_ = dtype, max(bounds) if bounds and dtype == "float32" else None
     shard = shard.computed_in(DTYPES[est.dtype_])
     kernel_scale = feature_scale.figures(comm, shard, specs)  # said now, before the pass
-    est._warn_if_badly_scaled(comm, feature_scale.grid_advice(kernel_scale))
+    est._warn(comm, est.feature_scale_warning, feature_scale.advice(kernel_scale))
     folds = np.asarray(folds, dtype=np.int64)
     if folds.shape != (shard.n_samples,):
         raise PPackError(f"cv: {folds.shape[0]} fold labels for {shard.n_samples} rows", collective=True)
