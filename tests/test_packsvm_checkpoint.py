@@ -37,6 +37,7 @@ def test_resume_on_one_rank_equals_an_uninterrupted_run(sparse, tmp_path):
     # the convergence diagnostic's figures (the loss windows go through the checkpoint) and verdict
     assert resumed.training_["convergence"] == full.training_["convergence"]
     assert resumed.training_["convergence"]["window_means"]  # a window closed, across the stop
+    assert len(resumed.training_["convergence"]["loss_curve"]) == 8  # windows of 150 rows, across the stop too
     assert (resumed.n_iter_, resumed.converged_) == (full.n_iter_, full.converged_)
 
 

@@ -25,6 +25,17 @@ def test_figures_from_the_windows_the_objective_and_sigma_t():
     assert unknown["loss_change"] is None and unknown["loss_ratio"] is None
 
 
+def test_the_loss_curve_and_its_late_fall():
+    assert [LossWindows.curve(t).size for t in (1200, 1201, 5, 0)] == [150, 151, 1, 1]  # 8 windows over T
+    curve = LossWindows(10, means=[1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.2], keep=8)
+    figures = convergence.figures("c_svc", 1.0, 80, LossWindows(100), None, curve)
+    assert figures["loss_curve"] == [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.2]
+    assert figures["late_fall"] == pytest.approx((0.55 - 0.3) / 0.55)  # third quarter's mean to the last's
+    short = convergence.figures("c_svc", 1.0, 30, LossWindows(100), None, LossWindows(10, means=[1, 2, 3], keep=8))
+    assert short["late_fall"] is None and convergence.figures("c_svc", 1.0, 30, LossWindows(100), None)["late_fall"] \
+        is None
+
+
 def test_the_verdict_names_what_it_saw_and_what_to_change():
     quiet = {"svm_type": "c_svc", "sigma_T": 10 * convergence.MIN_SIGMA_T, "loss_change": 0.0, "loss_ratio": 0.5}
     assert convergence.verdict(quiet) is None

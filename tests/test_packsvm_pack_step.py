@@ -59,15 +59,16 @@ def test_numpy_sum_is_np_sum_bit_for_bit(n):
         assert numpy_sum(values) == np.sum(values)  # exact: the --tol windows' sums, as before
 
 
-def test_loss_windows_close_and_compare_as_the_reference_does():
+@pytest.mark.parametrize("keep", [2, 8])
+def test_loss_windows_close_and_compare_as_the_reference_does(keep):
     rng = np.random.default_rng(4)
     for size, r in ((500, 100), (450, 100), (30, 7), (1, 3)):
-        windows, reference = LossWindows(size), ReferenceWindows(size)
+        windows, reference = LossWindows(size, keep=keep), ReferenceWindows(size)
         for _ in range(40):
             losses = np.abs(rng.normal(size=r)) * 0.1
             assert windows.add(losses) == reference.add(losses)
             assert (windows.total, windows.count, windows.means) == (reference.total, reference.count,
-                                                                     reference.means[-2:])
+                                                                     reference.means[-keep:])
             for tol in (0.0, 0.05, 0.5):
                 assert windows.stable(tol) == reference.stable(tol)
         again = LossWindows(**windows.as_dict())  # a checkpoint's round trip

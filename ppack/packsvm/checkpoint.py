@@ -95,6 +95,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
                        rho_sum=np.asarray(state.rho_sum, np.float64), sampler=json.dumps(sampler_state),
                        row_seconds=np.zeros(size) if state.row_seconds is None else state.row_seconds,
                        loss_windows=json.dumps(state.loss_windows.as_dict()),
+                       loss_curve=json.dumps(state.loss_curve.as_dict()),
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
         f["sampler_block"] = sampler_block
@@ -218,6 +219,8 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                                 float(a["avg_weight"]) if averaged else None,
                                 *(np.atleast_1d(a[name]).astype(np.float64) if name in a else np.zeros(len(scale))
                                   for name in ("rho", "rho_sum")))  # absent in older files: 0
+            if "loss_curve" in a:  # absent in older files: the run's curve starts at the resume
+                state.loss_curve = LossWindows(**json.loads(a["loss_curve"]))
             if int(a["ranks"]) == size and "row_seconds" in a:  # placement by cost goes on as measured
                 state.row_seconds = np.asarray(a["row_seconds"], np.float64)
             saved_stats = json.loads(a["stats"])

@@ -9,6 +9,9 @@ replicated or reduced on every rank alike, so that every rank reaches the same v
 - ``loss_change``: the relative change between the mean loss of the last two windows of
   sampled rows (``state.LossWindows``, each loss taken before its row's step), a loss still
   falling at the end;
+- ``late_fall``: the relative fall of the mean loss from the run's third quarter to its last
+  (the last four of the run's loss curve, ``state.SolverState.loss_curve``: eight windows of
+  T / 8 sampled rows), a loss still falling late in the run, whatever its length;
 - ``loss_ratio``: the returned model's loss on the objective's sample of training rows
   (``objective.primal_objective``) over the zero model's on the same rows (w = 0: for
   epsilon-SVR the constant prediction -rho).
@@ -16,19 +19,25 @@ replicated or reduced on every rank alike, so that every rank reaches the same v
 import numpy as np
 
 
-def figures(svm_type, sigma, iterations, windows, objective):
+def figures(svm_type, sigma, iterations, windows, objective, curve=None):
     """The diagnostic's figures (a dict, None where a figure is not known). svm_type: the
     problem (``registry.SVM_TYPES``); sigma: the regularisation weight (a float, or (Q,) per
-    column: the smallest counts); iterations: T done; windows: the run's
-    ``state.LossWindows``; objective: ``training_["objective"]``, or None."""
+    column: the smallest counts); iterations: T done; windows: the run's --tol
+    ``state.LossWindows``; objective: ``training_["objective"]``, or None; curve: the run's
+    loss curve (``state.SolverState.loss_curve``), or None."""
     means = windows.means
     change = (means[1] - means[0]) / max(abs(means[0]), 1e-12) if len(means) == 2 else None
+    points = [] if curve is None else curve.means
+    late_fall = None
+    if len(points) >= 4:
+        third, last = (points[-4] + points[-3]) / 2, (points[-2] + points[-1]) / 2
+        late_fall = (third - last) / max(abs(third), 1e-12)
     ratio = None
     if objective is not None and objective.get("zero_term") is not None:
         zero = float(np.mean(objective["zero_term"]))
         ratio = float(np.mean(objective["hinge_term"])) / zero if zero > 0 else None
     return {"svm_type": svm_type, "sigma_T": float(np.min(sigma)) * int(iterations), "loss_change": change,
-            "window_means": means, "loss_ratio": ratio}
+            "window_means": means, "loss_curve": points, "late_fall": late_fall, "loss_ratio": ratio}
 
 
 # The verdict's thresholds, calibrated on bench/convergence.py's table (bench/README, "The

@@ -391,7 +391,7 @@ class PackSVC(BaseSVC):
         verdict (``advice``, None when converged). A run stopped by its own test (``tol``), by
         validation or on request is not judged."""
         diagnosis = convergence.figures(self.SVM_TYPE, self.sigma_, state.iteration, state.loss_windows,
-                                        self.training_.get("objective"))
+                                        self.training_.get("objective"), state.loss_curve)
         judged = not (stats.converged or self.stopped_ or (validation is not None and validation.track.stopped))
         diagnosis["advice"] = convergence.verdict(diagnosis) if judged else None
         self.converged_ = diagnosis["converged"] = diagnosis["advice"] is None

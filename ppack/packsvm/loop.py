@@ -196,7 +196,7 @@ class PackedSolver:
                                                      self.work_bytes, self.columns.kernel_groups()), Q,
                                        averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
-                                loss_windows=LossWindows(self.tol_window),
+                                loss_windows=LossWindows(self.tol_window), loss_curve=LossWindows.curve(self.iterations),
                                 avg_weight=0.0 if self.average else None, rho=np.full(Q, self.loss.rho),
                                 rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
             stats = SolverStats()
@@ -204,6 +204,8 @@ class PackedSolver:
             pending = None
         else:
             table, state, stats, sampler, pending = resume if len(resume) == 5 else (*resume, None)
+        if state.loss_curve is None:  # a checkpoint from before the curve: it starts here
+            state.loss_curve = LossWindows.curve(self.iterations - state.iteration)
         # the step updates these in place (``pack_update``): arrays of their own, one entry per column
         state.rho = np.array(state.rho, dtype=np.float64, ndmin=1)
         state.rho_sum = np.array(state.rho_sum, dtype=np.float64, ndmin=1)

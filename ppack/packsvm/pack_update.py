@@ -19,7 +19,7 @@ from .averaging import weight_sum
 from .key_slots import _flag_held
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL
 from .replay import HINGE, replay_all, replay_work_arrays
-from .state import _digest, add_to_windows, moving_average, windows_stable
+from .state import CURVE_POINTS, LossWindows, _digest, add_to_windows, moving_average, windows_stable
 from .table import merge_pack
 
 # what ``PackStep`` returns first besides a failing problem's number (>= 0)
@@ -29,6 +29,7 @@ _NOT_TESTED = np.empty((0, 0))  # the replay's tested predictions are not kept
 # a rank's seconds per stored row is measured once it stores this many rows: below, the
 # partial sums' fixed costs (dispatch, the block's conversion) hide the per-row cost
 MEASURED_FROM_ROWS = 64
+NEVER = 2 ** 62  # the size of a window that never closes (a state without a loss curve keeps none)
 
 
 class PackStep:
@@ -42,8 +43,9 @@ class PackStep:
     max_weight (K,): each column's projection bound (inf: none); row_memory: the weight of a
     pack in ``state.row_seconds``' moving average (0: placement by count, nothing measured);
     ``stats``: its ``hinge_moving_average`` takes the mean loss's moving average with weight
-    ``ema_weight`` (None: not kept); the state's loss windows are kept (the convergence
-    diagnostic reads them), and tested against ``tol`` when it is given (``converged`` below). ``state``'s arrays and ``columns`` must not be replaced
+    ``ema_weight`` (None: not kept); the state's loss windows and loss curve are kept (the
+    convergence diagnostic reads them), the windows tested against ``tol`` when it is given
+    (``converged`` below). ``state``'s arrays and ``columns`` must not be replaced
     during the run (they are updated in place).
     """
 
@@ -51,11 +53,12 @@ class PackStep:
                  ema_weight=0.0, tol=None):
         self.state, self.table, self.columns, self.stats = state, table, columns, stats
         windows = state.loss_windows
+        curve = LossWindows(NEVER, keep=CURVE_POINTS) if state.loss_curve is None else state.loss_curve  # none kept
         self._run = (state.scale, state.norm, columns.sigma, max_weight, float(step), loss_rule.mode,
                      loss_rule.epsilon, columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class,
                      columns.column_fold, columns.column_group, columns.active, rank, state.occupancy,
                      state.row_seconds, float(row_memory), state.rho, state.rho_sum, float(ema_weight), windows.size,
-                     windows.values, tol is not None, 0.0 if tol is None else float(tol))
+                     windows.values, tol is not None, 0.0 if tol is None else float(tol), curve.size, curve.values)
 
     def __call__(self, buf, block, ids, norms, coef, loss, fold, average, mean_loss, offsets, spent, waited, delta,
                  next_ids=_NO_IDS, next_flags=_NO_FLAGS, tested=_NOT_TESTED):
@@ -70,7 +73,7 @@ class PackStep:
 
         Past the pack (when it is done): the state's iteration, scale and norm, rho (the
         offsets' first column, unless the loss is the hinge's), averages' weight and rho_sum
-        (averaged runs), the moving average and the loss windows.
+        (averaged runs), the moving average, the loss windows and the loss curve.
         Returns (status, projections, work, digest, converged):
         status DONE, DISAGREE, or the number of a problem whose replay met a non-finite value
         (``work.info``, ``work.pred``: what ``replay.non_finite`` reports it from); digest:
@@ -105,7 +108,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
                        waited, next_ids, next_flags, avg_weight, weight_increment, moving, dense, indptr, indices,
                        values, norms, scale, norm, sigma, max_weight, step, mode, epsilon, rho_step, rho_low,
                        rho_high, column_class, column_fold, column_group, active, rank, occupancy, row_seconds,
-                       row_memory, rho, rho_sum, ema_weight, window_size, windows, test_tol, tol, map_keys,
+                       row_memory, rho, rho_sum, ema_weight, window_size, windows, test_tol, tol, curve_size, curve, map_keys,
                        map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, n_stored,
                        out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries, digest, averages' weight, moving average,
@@ -118,7 +121,9 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
     rows, then the next pack's owner flags) are done, and the replicated scalars advanced:
     rho (K,) and rho_sum (K,) in place from ``offsets``, the averages' weight by
     ``weight_increment`` (when averaging: ``average`` has columns), the mean loss's ``moving`` average, and the loss
-    ``windows`` (``state.LossWindows.values``, tested against ``tol`` when ``test_tol``); then their digest."""
+    ``windows`` (``state.LossWindows.values``, tested against ``tol`` when ``test_tol``) and loss
+    ``curve`` (``state.SolverState.loss_curve``'s values); then their digest (the curve aside: it
+    follows from the digested losses)."""
     if not all_equal(digests):
         return DISAGREE, 0, 0, 0.0, avg_weight, moving, False
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)
@@ -148,6 +153,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
     converged = False
     if add_to_windows(windows, window_size, mean_loss) and test_tol:
         converged = windows_stable(windows, tol)
+    add_to_windows(curve, curve_size, mean_loss)
     digest = _digest(t0 + coef.shape[1], window_size, windows, avg_weight if averaged else math.nan, scale, norm,
                      rho, rho_sum, row_seconds, occupancy, coef.ravel(), loss.ravel())
     return DONE, projections, added, digest, avg_weight, moving, converged

@@ -31,18 +31,28 @@ COLLECTIVES = ("collective1", "collective2")  # the pack's two Allreduce calls
 
 
 class LossWindows:
-    """Means of the hinge loss over consecutive windows of ``size`` sampled rows (the
-    paper's section V stopping test): ``add`` a pack's losses, then ask ``stable``.
+    """Means of the hinge loss over consecutive windows of ``size`` sampled rows: ``add`` a
+    pack's losses, then ask ``stable`` (the paper's section V stopping test, on the last two
+    windows) or read ``means``. A run keeps two: the --tol test's windows of ``tol_window`` rows
+    (the last two means), and its loss curve (``curve``: eight windows over the whole run).
 
-    Kept in ``values`` (5,) float64, which the compiled pack step updates in place
+    Kept in ``values`` (3 + keep,) float64, which the compiled pack step updates in place
     (``add_to_windows``): the open window's running total and row count, how many windows
-    have closed (at most 2 counted: the test reads the last two), and the means of the last
-    two (NaN where none)."""
+    have closed (at most ``keep`` counted), and the means of the last ``keep`` (NaN where none)."""
 
-    def __init__(self, size, total=0.0, count=0, means=()):
+    def __init__(self, size, total=0.0, count=0, means=(), keep=2):
         self.size = int(size)
-        means = [float(m) for m in means][-2:]
-        self.values = np.array([float(total), float(count), len(means), *([math.nan] * (2 - len(means))), *means])
+        means = [float(m) for m in means][-keep:]
+        self.values = np.array([float(total), float(count), len(means), *([math.nan] * (keep - len(means))), *means])
+
+    @classmethod
+    def curve(cls, iterations):
+        """The loss curve of a run of ``iterations`` sampled rows: CURVE_POINTS windows of equal size."""
+        return cls(max(1, -(-int(iterations) // CURVE_POINTS)), keep=CURVE_POINTS)
+
+    @property
+    def keep(self):
+        return len(self.values) - LAST_MEANS
 
     @property
     def total(self):
@@ -54,8 +64,9 @@ class LossWindows:
 
     @property
     def means(self):
-        """The last (at most two) windows' means, oldest first."""
-        return [float(m) for m in self.values[LAST + 1 - int(self.values[N_MEANS]):LAST + 1]]
+        """The last (at most ``keep``) windows' means, oldest first."""
+        n = int(self.values[N_MEANS])
+        return [float(m) for m in self.values[len(self.values) - n:]]
 
     def add(self, losses):
         """Add a pack's losses (r,) float64; True when a window was completed by them."""
@@ -65,25 +76,29 @@ class LossWindows:
         return windows_stable(self.values, tol)
 
     def as_dict(self):
-        return {"size": self.size, "total": self.total, "count": self.count, "means": self.means}
+        return {"size": self.size, "total": self.total, "count": self.count, "means": self.means, "keep": self.keep}
 
 
-# the entries of ``LossWindows.values``
+# the entries of ``LossWindows.values``: BEFORE and LAST, the last two means, where keep is 2
 TOTAL, COUNT, N_MEANS, BEFORE, LAST = range(5)
+LAST_MEANS = 3  # the first of the means
+CURVE_POINTS = 8  # windows in a run's loss curve
 
 
 @njit(cache=True)
 def add_to_windows(values, size, losses):
-    """``LossWindows.add`` on its ``values`` (5,) and ``size``: the losses' sum (numpy's
+    """``LossWindows.add`` on its ``values`` (3 + keep,) and ``size``: the losses' sum (numpy's
     ``np.sum``, bit for bit) into the open window; when it holds ``size`` rows or more, its
-    mean closes it. Returns True when a window closed."""
+    mean closes it (the older means move down one place). Returns True when a window closed."""
     values[TOTAL] += numpy_sum(losses)
     values[COUNT] += losses.shape[0]
     if values[COUNT] < size:
         return False
-    values[BEFORE] = values[LAST]
-    values[LAST] = values[TOTAL] / values[COUNT]
-    values[N_MEANS] = min(values[N_MEANS] + 1.0, 2.0)
+    last = values.shape[0] - 1
+    for i in range(LAST_MEANS, last):
+        values[i] = values[i + 1]
+    values[last] = values[TOTAL] / values[COUNT]
+    values[N_MEANS] = min(values[N_MEANS] + 1.0, float(last + 1 - LAST_MEANS))
     values[TOTAL] = 0.0
     values[COUNT] = 0.0
     return True
@@ -94,7 +109,7 @@ def windows_stable(values, tol):
     """Whether the last two windows' means differ by at most ``tol`` relative to the older."""
     if values[N_MEANS] < 2.0:
         return False
-    old, new = values[BEFORE], values[LAST]
+    old, new = values[values.shape[0] - 2], values[values.shape[0] - 1]
     return abs(new - old) <= tol * max(abs(old), 1e-12)
 
 
@@ -124,6 +139,7 @@ class SolverState:
     rho: np.ndarray = field(default_factory=lambda: np.zeros(1))
     rho_sum: np.ndarray = field(default_factory=lambda: np.zeros(1))
     row_seconds: np.ndarray = None
+    loss_curve: LossWindows = None  # the mean loss over the run, in CURVE_POINTS windows (``LossWindows.curve``)
 
 
 class Jitter:

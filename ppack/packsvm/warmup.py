@@ -122,7 +122,7 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     keys.reserve(len(keys.keys))  # a rehash, as a growing table makes
     state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(2, dtype=np.int64),
                         loss_windows=LossWindows(10), avg_weight=0.0, rho=np.zeros(1), rho_sum=np.zeros(1),
-                        row_seconds=np.zeros(2))
+                        row_seconds=np.zeros(2), loss_curve=LossWindows.curve(8))
     coef, loss, fold, mean_loss = np.empty((1, r)), np.empty((1, r)), np.empty((1, 2)), np.empty(r)
     step = PackStep(0, state, table, Columns.plain(1, 1.0, Loss()), Loss(), 1.0, np.ones(1), 0.05, SolverStats(),
                     0.01, 1e-3)
