@@ -196,9 +196,10 @@ class PackedSolver:
                                                      self.work_bytes, self.columns.kernel_groups()), Q,
                                        averaged=self.average)
             state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
-                                loss_windows=LossWindows(self.tol_window), loss_curve=LossWindows.curve(self.iterations),
+                                loss_windows=LossWindows(self.tol_window),
                                 avg_weight=0.0 if self.average else None, rho=np.full(Q, self.loss.rho),
-                                rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
+                                rho_sum=np.zeros(Q), row_seconds=np.zeros(size),
+                                loss_curve=LossWindows.curve(self.iterations))
             stats = SolverStats()
             sampler = make_sampler(self.sampling, shard.n_samples, self.seed, self.holdout)
             pending = None

@@ -108,8 +108,8 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
                        waited, next_ids, next_flags, avg_weight, weight_increment, moving, dense, indptr, indices,
                        values, norms, scale, norm, sigma, max_weight, step, mode, epsilon, rho_step, rho_low,
                        rho_high, column_class, column_fold, column_group, active, rank, occupancy, row_seconds,
-                       row_memory, rho, rho_sum, ema_weight, window_size, windows, test_tol, tol, curve_size, curve, map_keys,
-                       map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, n_stored,
+                       row_memory, rho, rho_sum, ema_weight, window_size, windows, test_tol, tol, curve_size, curve,
+                       map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, n_stored,
                        out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries, digest, averages' weight, moving average,
     converged). status DISAGREE: the ranks' ``digests`` (p,)
