@@ -9,8 +9,11 @@ from ppack.cli.stop import EXIT_STATUS, StopRequest
 
 @pytest.fixture
 def handlers():
-    """The process's SIGINT and SIGTERM handlers, restored after the test."""
+    """The process's SIGINT and SIGTERM handlers, restored after the test; SIGINT starts at
+    Python's own handler, as in a terminal (a shell's background job starts with it ignored,
+    which ``StopRequest`` leaves alone)."""
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
