@@ -10,8 +10,8 @@ replicated or reduced on every rank alike, so that every rank reaches the same v
   sampled rows (``state.LossWindows``, each loss taken before its row's step), a loss still
   falling at the end;
 - ``late_fall``: the relative fall of the mean loss from the run's third quarter to its last
-  (the last four of the run's loss curve, ``state.SolverState.loss_curve``: eight windows of
-  T / 8 sampled rows), a loss still falling late in the run, whatever its length;
+  (the last four of the run's loss curve, ``state.SolverState.loss_curve``: eight windows
+  of about T / 8 sampled rows), a loss still falling late in the run, whatever its length;
 - ``loss_ratio``: the returned model's loss on the objective's sample of training rows
   (``objective.primal_objective``) over the zero model's on the same rows (w = 0: for
   epsilon-SVR the constant prediction -rho).
