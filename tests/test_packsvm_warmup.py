@@ -78,6 +78,49 @@ def test_the_pack_loop_compiles_nothing_after_the_warm_up():
     assert result["grew"] == {"dense": [], "sparse": []}
 
 
+# A fresh process again: the node's ranks compile the warm-up's parts side by side, then each
+# runs the whole warm-up, which must find every specialisation there already.
+NOTHING_LEFT_BY_THE_PARTS = """
+import importlib, json, pkgutil
+import numpy as np
+from numba.core.registry import CPUDispatcher
+import ppack
+from ppack.kernels.compute import KernelGroups
+from ppack.kernels.spec import KernelSpec
+from ppack.packsvm import warmup
+
+functions = [value for info in pkgutil.walk_packages(ppack.__path__, "ppack.") if not info.name.endswith("__main__")
+             for value in vars(importlib.import_module(info.name)).values() if isinstance(value, CPUDispatcher)]
+grew = {}
+for kernel, dtype, sparse in (("rbf", np.float64, False), ("laplacian", np.float32, True)):
+    spec = KernelSpec(kernel, 0.5)
+    groups = KernelGroups([spec, KernelSpec(kernel, 0.2)], [0, 1, 3])
+    parts = warmup._parts(spec, dtype, sparse, np.uint8, groups)
+    for part in parts:
+        part()
+    before = {f: len(f.signatures) for f in functions}
+    for part in warmup._parts(spec, dtype, sparse, np.uint8, groups, whole=True):
+        part()
+    grew[kernel] = [f.py_func.__name__ for f in functions if len(f.signatures) != before[f]]
+print(json.dumps({"parts": len(parts), "grew": grew}))
+"""
+
+
+def test_the_warm_up_parts_leave_nothing_for_the_whole_warm_up():
+    """The parts that a node's ranks compile side by side (the kernel sums; the rest of a
+    pack, its delivery and a prediction; a grid's groups) cover the whole warm-up: run after
+    them in a fresh process, it gives no function a new specialisation."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    out = subprocess.run([sys.executable, "-c", NOTHING_LEFT_BY_THE_PARTS], capture_output=True, text=True,
+                         cwd=tests, env=clean_mpi_env(), check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result == {"parts": 3, "grew": {"rbf": [], "laplacian": []}}
+
+
 CASES = [("rbf", np.float64, False), ("rbf", np.float64, True), ("laplacian", np.float32, False)]
 
 

@@ -5,9 +5,11 @@ the cache (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the module) and late
 load it. ``warm_kernels`` runs every numba function of the pack loop and of prediction
 once, on tiny inputs built by the same code paths as training (so the argument types and
 array layouts are the run's, and no other specialisation is compiled later), before
-training starts: its time is then reported apart from the training time. One rank per
-node goes first and fills the cache; the node's other ranks wait, asleep, and then load
-what it wrote, instead of every rank compiling the same functions at once.
+training starts: its time is then reported apart from the training time. The node's first
+ranks go first and fill the cache, each compiling a part (the kernel sums; the pack's step,
+table and delivery; a grid's kernel groups) side by side; the node's other ranks wait,
+asleep, and then every rank runs them all, loading what was written, instead of every rank
+compiling the same functions at once.
 """
 from dataclasses import replace
 
@@ -54,43 +56,77 @@ def warm_kernels(comm, spec, dtype, sparse, stored=None, groups=None):
     features are computed in (float32 or float64); sparse: whether the data are CSR; stored:
     the rows' stored type (None: ``dtype``), in which delivery carries compact rows (uint8);
     groups: the ``KernelGroups`` of a grid pass over several kernels, whose cores are run too, or None.
-    Rank 0 of each node (``COMM_TYPE_SHARED``) runs the kernels first, compiling them into
-    the cache; the node's other ranks then run them, loading from the cache. An error on any
-    rank is raised on every rank (see ``mpi.comm.agree``).
+    On each node (``COMM_TYPE_SHARED``) with more than one rank, its first ranks compile the
+    parts (``_parts``) into the cache, dealt out one each in turn; then every rank runs them
+    all, loading from the cache (and compiling whatever a part left out, so the result is the
+    same either way). An error on any rank is raised on every rank (see ``mpi.comm.agree``).
     """
     start = MPI.Wtime()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     error = None
     try:
-        leader = node.Get_rank() == 0
-        if leader:
-            error = _run_guarded(spec, dtype, sparse, stored, groups)
-        polite_barrier(node)
-        if not leader:
-            error = _run_guarded(spec, dtype, sparse, stored, groups)
+        parts, rank, size = _parts(spec, dtype, sparse, stored, groups), node.Get_rank(), node.Get_size()
+        if size > 1:  # the parts side by side, then everything loaded from the cache
+            for part in parts[rank::size]:
+                error = error or _guarded(part)
+            polite_barrier(node)
+        error = error or _guarded(lambda: [part() for part in _parts(spec, dtype, sparse, stored, groups, True)])
     finally:
         node.Free()
     agree(comm, error)
     return comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def _run_guarded(spec, dtype, sparse, stored, groups=None):
+def _parts(spec, dtype, sparse, stored, groups, whole=False):
+    """The warm-up's parts that compile apart (the kernel sums; the rest of a pack, its
+    delivery and a prediction; a grid's kernel groups), or with ``whole`` the whole warm-up
+    as one part and the groups as another, as callables."""
+    parts = [lambda: _run_kernels(spec, dtype, sparse, stored)] if whole else \
+        [lambda: _run_sums(spec, dtype, sparse), lambda: _run_kernels(spec, dtype, sparse, stored, sums=False)]
+    if groups is not None:
+        parts.append(lambda: run_group_kernels(groups, dtype, sparse))
+    return parts
+
+
+def _guarded(part):
+    """Run ``part``; the exception it raised, or None."""
     try:
-        _run_kernels(spec, dtype, sparse, stored)
-        if groups is not None:
-            run_group_kernels(groups, dtype, sparse)
+        part()
     except Exception as exc:  # noqa: BLE001 - raised on every rank by the caller
         return exc
     return None
 
 
-def _run_kernels(spec, dtype, sparse, stored=None):
-    """One tiny pack and one prediction, on this rank alone, through training's code paths."""
+def _tiny_shard(dtype, sparse):
     rng = np.random.default_rng(0)
     X = rng.uniform(0.1, 1.0, size=(_ROWS, _FEATURES)).astype(dtype)
     X[0, 1] = X[1, 2] = 0.0
     y = np.array([1.0, -1.0, 1.0, -1.0])
-    shard = Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
+    return Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
+
+
+def _run_sums(spec, dtype, sparse):
+    """The kernel sums of a pack (whole, between tiles, few rows) and its pair kernels, on a
+    table of the tiny problem's rows, through training's code paths."""
+    shard = _tiny_shard(dtype, sparse)
+    ids = np.arange(_ROWS, dtype=np.int64)
+    block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids, norms_l1=spec.uses_l1)
+    compute = KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype)
+    compute.store(shard.X)
+    norms = compute.row_norms(block)
+    coef = np.ones((_ROWS, 1))
+    partial = np.zeros((1, block.n_rows))
+    compute.partial_sums(coef, block, norms, partial)
+    compute.partial_sums(coef, block, norms, partial, between=lambda: True)
+    compute.partial_sums(coef, block, norms, partial, few=True)
+    left, right = upper_pairs(block.n_rows)
+    compute.pair_kernels(block, norms, left, right, np.zeros(len(left)))
+
+
+def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
+    """One tiny pack and one prediction, on this rank alone, through training's code paths
+    (without ``sums``, the kernel sums and pair kernels left out: ``_run_sums``' part)."""
+    shard = _tiny_shard(dtype, sparse)
     collectives = Collectives(MPI.COMM_SELF)
     ids = make_sampler("epochs", _ROWS, 0).take(_ROWS)  # the epoch permutation
     ids.sort()
@@ -104,16 +140,17 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     r = block.n_rows
     left, right = upper_pairs(r)
     pair_values = np.zeros(len(left))
-    compute.pair_kernels(block, norms, left, right, pair_values)
     partial = np.zeros((1, r))  # the table's one coefficient column
-    compute.partial_sums(table.coef, block, norms, partial)
-    # a pipelined pack's: sums tested between tiles, the fold, the correction (few rows, no BLAS)
-    compute.partial_sums(table.coef, block, norms, partial, between=lambda: True)
+    if sums:
+        compute.pair_kernels(block, norms, left, right, pair_values)
+        compute.partial_sums(table.coef, block, norms, partial)
+        # a pipelined pack's: sums tested between tiles, then (after the fold) the correction (few rows, no BLAS)
+        compute.partial_sums(table.coef, block, norms, partial, between=lambda: True)
+        compute.partial_sums(table.coef, block, norms, partial, few=True)
     fold_sums(partial, np.array([[0.5, 1.0]]))
     delta = np.zeros((1, r + 1))  # a pack's changes: the pack's full width, and a last pack's narrower view
     for view in (delta, delta[:, :r]):
         changed_share(view, 0, 1, np.empty(r + 1, dtype=np.int64), np.empty((r + 1, 1)))
-    compute.partial_sums(table.coef, block, norms, partial, few=True)
     buf = PackBuffer(1, r, 1)  # the pack loop's collective 2, as if summed
     buf.predictions[:] = partial
     buf.pairs[:] = pair_values
@@ -132,7 +169,9 @@ def _run_kernels(spec, dtype, sparse, stored=None):
     all_equal(np.zeros(2))  # the replicas' agreement check
     # prediction: a block padded to the model's width, summed against the table
     block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
-    compute.partial_sums(table.coef, block, compute.row_norms(block), np.zeros((1, r)))
+    norms = compute.row_norms(block)
+    if sums:
+        compute.partial_sums(table.coef, block, norms, np.zeros((1, r)))
     if stored is not None and np.dtype(stored) != shard.X.dtype:  # compact rows, delivered as stored
         X = shard.X
         rows = sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape) if sparse \
@@ -145,9 +184,7 @@ def run_group_kernels(groups, dtype, sparse):
     """The grouped partial sums (GEMM, between tiles, few rows) and per-group pair kernels of a
     grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem."""
     rng = np.random.default_rng(0)
-    X = rng.uniform(0.1, 1.0, size=(_ROWS, _FEATURES)).astype(dtype)
-    X[0, 1] = X[1, 2] = 0.0
-    shard = Shard.from_arrays(sp.csr_matrix(X) if sparse else X, np.array([1.0, -1.0, 1.0, -1.0]))
+    shard = _tiny_shard(dtype, sparse)
     ids = np.arange(_ROWS, dtype=np.int64)
     block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids, norms_l1=groups.specs[0].uses_l1)
     compute = KernelCompute(groups.specs[0], shard.n_features, shard.sparse, shard.dtype, groups=groups)
