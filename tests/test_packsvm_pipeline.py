@@ -312,7 +312,9 @@ def test_every_stop_leaves_no_request_in_flight(stop, tracked, mpi_tmp_path, mon
     elif stop == "an error in the sums":
         calls = []
 
-        def failing(*args, **kwargs):
+        def failing(self, block, *args, **kwargs):
+            if block.n_rows != params["pack"]:  # the warm-up's tiny blocks: as many calls as the node deals a rank
+                return
             calls.append(1)
             if len(calls) == 4:
                 raise MemoryError("no room for the sums")
