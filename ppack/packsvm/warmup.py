@@ -105,22 +105,25 @@ def _tiny_shard(dtype, sparse):
     return Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
 
 
-def _run_sums(spec, dtype, sparse):
+def _run_sums(spec, dtype, sparse, groups=None):
     """The kernel sums of a pack (whole, between tiles, few rows) and its pair kernels, on a
-    table of the tiny problem's rows, through training's code paths."""
+    table of the tiny problem's rows, through training's code paths; with ``groups`` (a grid
+    pass's ``KernelGroups``, spec their first), the grouped cores."""
     shard = _tiny_shard(dtype, sparse)
     ids = np.arange(_ROWS, dtype=np.int64)
     block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids, norms_l1=spec.uses_l1)
-    compute = KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype)
+    compute = KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype, groups=groups)
     compute.store(shard.X)
     norms = compute.row_norms(block)
-    coef = np.ones((_ROWS, 1))
-    partial = np.zeros((1, block.n_rows))
+    n_columns = 1 if groups is None else groups.n_columns
+    coef = np.random.default_rng(0).normal(size=(_ROWS, n_columns))
+    partial = np.zeros((n_columns, block.n_rows))
     compute.partial_sums(coef, block, norms, partial)
     compute.partial_sums(coef, block, norms, partial, between=lambda: True)
     compute.partial_sums(coef, block, norms, partial, few=True)
     left, right = upper_pairs(block.n_rows)
-    compute.pair_kernels(block, norms, left, right, np.zeros(len(left)))
+    compute.pair_kernels(block, norms, left, right,
+                         np.zeros(len(left) if groups is None else (len(groups.specs), len(left))))
 
 
 def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
@@ -183,17 +186,4 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
 def run_group_kernels(groups, dtype, sparse):
     """The grouped partial sums (GEMM, between tiles, few rows) and per-group pair kernels of a
     grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem."""
-    rng = np.random.default_rng(0)
-    shard = _tiny_shard(dtype, sparse)
-    ids = np.arange(_ROWS, dtype=np.int64)
-    block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids, norms_l1=groups.specs[0].uses_l1)
-    compute = KernelCompute(groups.specs[0], shard.n_features, shard.sparse, shard.dtype, groups=groups)
-    compute.store(shard.X)
-    norms = compute.row_norms(block)
-    coef = rng.normal(size=(_ROWS, groups.n_columns))
-    partial = np.zeros((groups.n_columns, block.n_rows))
-    compute.partial_sums(coef, block, norms, partial)
-    compute.partial_sums(coef, block, norms, partial, between=lambda: True)
-    compute.partial_sums(coef, block, norms, partial, few=True)
-    left, right = upper_pairs(block.n_rows)
-    compute.pair_kernels(block, norms, left, right, np.zeros((len(groups.specs), len(left))))
+    _run_sums(groups.specs[0], dtype, sparse, groups)
