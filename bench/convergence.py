@@ -18,6 +18,15 @@ warn on every short cell and stay silent on at least 90% of the close ones; the 
 are counted apart. Each run's diagnostic figures (``training_["convergence"]``) are saved with
 it, so that ``--report-only`` can weigh another rule without training again. Results go to
 bench/results/convergence.json.
+
+``--halfway`` weighs three figures that compare a run with its own first half (the same seed
+and stream: a run of E / 2 epochs is the first half of a run of E) on the saved table's cells:
+the share of 2,000 sampled training rows whose predicted class changed (for regression, the
+RMS change of the predictions over the targets' standard deviation), the relative change of
+the decision values on those rows, and the test figure's gain from E / 2 to E (what a held-out
+split of the training rows would show). Each is tried beside the present verdict ("warn when it
+warns, or when the figure is above t") at every threshold t the cells give; results go to
+bench/results/convergence_halfway.json (``--halfway --report-only``: the rates again).
 """
 import argparse
 import json
@@ -169,6 +178,103 @@ def report(cells):
     return rates
 
 
+def fit_predict(regression, X, y, C, gamma, epochs, rows):
+    """A ppack fit at these settings (one process): its predictions and decision values on
+    ``rows`` (decision values None for regression)."""
+    from mpi4py import MPI
+
+    from ppack import PackSVC, PackSVR
+
+    model = (PackSVR if regression else PackSVC)(C=C, gamma=gamma, epochs=epochs, seed=0, comm=MPI.COMM_SELF)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, y)
+    return [(model.predict(part), None if regression else model.decision_function(part)) for part in rows]
+
+
+def halfway_figures(regression, X, y, Xt, yt, C, gamma, epochs, sample):
+    """The three halfway figures of one cell (``--halfway``): a run of ``epochs`` against its
+    first half, on the training rows ``sample`` and the test rows."""
+    (p0, d0), (t0, _) = fit_predict(regression, X, y, C, gamma, epochs / 2, (X[sample], Xt))
+    (p1, d1), (t1, _) = fit_predict(regression, X, y, C, gamma, epochs, (X[sample], Xt))
+    if regression:
+        change = float(np.sqrt(np.mean((p1 - p0) ** 2)) / np.std(y))
+        flips = decision = change
+    else:
+        flips = float(np.mean(p0 != p1))
+        decision = float(np.linalg.norm(d1 - d0) / max(np.linalg.norm(d1), 1e-12))
+    gain = -gap(regression, score(regression, t1, yt), score(regression, t0, yt))
+    return {"flips": flips, "decision_change": decision, "test_gain": gain, "score": score(regression, t1, yt)}
+
+
+HALFWAY = ("flips", "decision_change", "test_gain")
+
+
+def report_halfway(cells):
+    """For each halfway figure, the rates over the table of "the verdict, or the figure above t"
+    (t: one threshold for the classifiers' cells, one for the regressions', each tried at
+    every value the cells give): the most short cells warned while silent on at least 90% of
+    the close ones, and the close cells left silent once every short cell is warned."""
+    from ppack.packsvm.convergence import verdict
+
+    cells = [c for c in cells if classify(c) != "between"]
+    warned = [verdict({"svm_type": "epsilon_svr" if c["regression"] else "c_svc", **c["ppack"]["convergence"]})
+              is not None for c in cells]
+    short = [classify(c) == "short" for c in cells]
+    n_short, n_close = sum(short), len(short) - sum(short)
+    results = {}
+    for name in HALFWAY:
+        values = [c["halfway"][name] for c in cells]
+        options = {regression: sorted({v for v, c in zip(values, cells) if c["regression"] == regression}) + [np.inf]
+                   for regression in (False, True)}
+        rows = []
+        for t_class in options[False]:
+            for t_reg in options[True]:
+                flags = [w or v > (t_reg if c["regression"] else t_class) for w, v, c in zip(warned, values, cells)]
+                rows.append(((t_class, t_reg), sum(f for f, s in zip(flags, short) if s),
+                             sum(not f for f, s in zip(flags, short) if not s)))
+        best_row = max([row for row in rows if row[2] >= 0.9 * n_close], key=lambda row: (row[1], row[2]))
+        every = max([row for row in rows if row[1] == n_short], key=lambda row: row[2])
+        results[name] = {"short_cells": n_short, "close_cells": n_close,
+                         "best_with_90pct_silent": {"thresholds": best_row[0], "short_warned": best_row[1],
+                                                    "close_silent": best_row[2]},
+                         "every_short_warned": {"thresholds": every[0], "short_warned": every[1],
+                                                "close_silent": every[2]}}
+        print(f"{name:16s} at t = {best_row[0][0]:.3g} (classifiers), {best_row[0][1]:.3g} (regressions): "
+              f"{best_row[1]} of {n_short} short cells warned, {best_row[2]} of {n_close} close silent; "
+              f"every short one warned at t = {every[0][0]:.3g}, {every[0][1]:.3g}: {every[2]} of {n_close} "
+              "close silent")
+    return results
+
+
+def halfway(args):
+    """``--halfway``: the halfway figures of the saved table's cells, then their rates."""
+    out = Path(args.out).with_name("convergence_halfway.json")
+    if args.report_only:
+        report_halfway(json.loads(out.read_text())["cells"])
+        return
+    saved = json.loads(Path(args.out).read_text())["cells"]
+    rng = np.random.default_rng(1)
+    for name in args.sets.split(","):
+        cells = [c for c in saved if c["set"] == name]
+        if not cells:
+            continue
+        X, y, Xt, yt = load(name, args.data_dir, args.rows, args.test_rows)
+        sample = rng.choice(len(y), min(2000, len(y)), replace=False)
+        for cell in cells:
+            cell["halfway"] = halfway_figures(cell["regression"], X, y, Xt, yt, cell["C"], cell["gamma"],
+                                              cell["epochs"], sample)
+            if cell["halfway"]["score"] != cell["ppack"]["score"]:
+                raise SystemExit(f"{name} C={cell['C']:g} epochs={cell['epochs']:g}: the run scored "
+                                 f"{cell['halfway']['score']} against the table's {cell['ppack']['score']}")
+            print(f"{name} C={cell['C']:g} epochs={cell['epochs']:g} {classify(cell)}: " + ", ".join(
+                f"{k} {v:.4g}" for k, v in cell["halfway"].items()), flush=True)
+    cells = [c for c in saved if "halfway" in c]
+    out.write_text(json.dumps({"args": vars(args), "cells": cells}, indent=1))
+    rates = report_halfway(cells)
+    out.write_text(json.dumps({"args": vars(args), "cells": cells, "rates": rates}, indent=1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", default=",".join(SETS))
@@ -178,8 +284,13 @@ def main():
     parser.add_argument("--test-rows", type=int, default=2000)
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--halfway", action="store_true",
+                        help="weigh the halfway figures on the saved table's cells (see above)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
+    if args.halfway:
+        halfway(args)
+        return
     if args.report_only:
         report(json.loads(Path(args.out).read_text())["cells"])
         return
