@@ -292,6 +292,46 @@ def test_dense_row_norms_match_their_twin(dtype, l1):
         np.testing.assert_allclose(got, terms.sum(axis=1), rtol=1e-13)
 
 
+def _twin_norms(X, l1):
+    """``test_dense_row_norms_match_their_twin``'s plain loop (terms that overflow are infinite)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = X.astype(np.float64)
+        terms = np.abs(terms) if l1 else terms * terms
+        expected = []
+        for row in terms:
+            s = [0.0] * 8
+            for f, term in enumerate(row):
+                s[f % 8] += term
+            expected.append(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])))
+    return np.array(expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("l1", [False, True])
+def test_dense_row_norms_vectorised_and_strided_rows_match_the_twin(dtype, l1):
+    """Contiguous float rows take the eight sums as one vector (``norms._lane_sums_simd``),
+    strided rows the scalar loop: both the twin's bits, with infinities, NaNs, signed zeros,
+    subnormals and values that overflow when squared among the terms; and delivery's
+    conversion (``_scaled``) gives the same norms."""
+    from ppack.data.delivery import _scaled
+    from ppack.kernels.compute import dense_row_norms
+
+    rng = np.random.default_rng(5)
+    info = np.finfo(dtype)
+    special = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, info.tiny / 4, -info.tiny, info.max, -info.max],
+                       dtype=dtype)
+    for d in (8, 15, 64, 785):
+        X = (rng.normal(size=(9, 2 * d)) * 10 ** rng.uniform(-20, 20, size=(9, 2 * d))).astype(dtype)
+        for k in range(len(special)):  # row k holds special value k at a few places; the last rows none
+            X[k, rng.integers(0, 2 * d, 3)] = special[k]
+        for rows in (X[:, :d].copy(), X[:, ::2]):
+            np.testing.assert_array_equal(dense_row_norms(rows, l1), _twin_norms(rows, l1))
+        contiguous = X[:, :d].copy()
+        out, norms = np.empty_like(contiguous), np.empty(len(contiguous))
+        _scaled(contiguous, 1.0, out, l1, norms)
+        np.testing.assert_array_equal(norms, _twin_norms(contiguous, l1))
+
+
 # kernel groups: the dot-product kernels share one reduction, laplacian kernels another
 DOT_GROUPS = [KernelSpec("rbf", gamma=0.05), KernelSpec("poly", gamma=0.1, degree=2, coef0=0.5),
               KernelSpec("sigmoid", gamma=0.02, coef0=-0.5), KernelSpec("linear"), KernelSpec("rbf", gamma=0.4)]

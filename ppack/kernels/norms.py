@@ -4,8 +4,14 @@ Shared by the cores (``cpu.dense_row_norms``, ``cpu.csr_row_norms``) and by deli
 computes a pack's norms while it converts the rows (the same bits either way).
 """
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from ..jit import njit
+
+LANES = 8  # the running sums of a dense row's norm
 
 
 @njit(inline="always")
@@ -15,22 +21,76 @@ def dense_row_norm(row, l1, sums):
     order, the eight sums then added as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)) (a
     fixed order that vectorises). sums: a work array (8,)."""
     d = row.shape[0]
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    f = 0
-    while f + 8 <= d:
-        s0 += _norm_term(row[f], l1)
-        s1 += _norm_term(row[f + 1], l1)
-        s2 += _norm_term(row[f + 2], l1)
-        s3 += _norm_term(row[f + 3], l1)
-        s4 += _norm_term(row[f + 4], l1)
-        s5 += _norm_term(row[f + 5], l1)
-        s6 += _norm_term(row[f + 6], l1)
-        s7 += _norm_term(row[f + 7], l1)
-        f += 8
-    sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6], sums[7] = s0, s1, s2, s3, s4, s5, s6, s7
+    lanes = _lane_sums(row, l1)
+    for j in range(LANES):
+        sums[j] = lanes[j]
+    f = d - d % LANES
     for j in range(d - f):
         sums[j] += _norm_term(row[f + j], l1)
     return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+
+
+def _lane_sums(row, l1):
+    """The eight running sums of ``dense_row_norm`` over the row's whole groups of eight
+    features (a tuple of 8 float64)."""
+
+
+@overload(_lane_sums)
+def _lane_sums_overload(row, l1):
+    if row.layout == "C" and row.dtype in (types.float32, types.float64):
+        return lambda row, l1: _lane_sums_simd(row, l1)  # noqa: E731
+
+    def scalar(row, l1):
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+        f = 0
+        while f + LANES <= row.shape[0]:
+            s0 += _norm_term(row[f], l1)
+            s1 += _norm_term(row[f + 1], l1)
+            s2 += _norm_term(row[f + 2], l1)
+            s3 += _norm_term(row[f + 3], l1)
+            s4 += _norm_term(row[f + 4], l1)
+            s5 += _norm_term(row[f + 5], l1)
+            s6 += _norm_term(row[f + 6], l1)
+            s7 += _norm_term(row[f + 7], l1)
+            f += LANES
+        return s0, s1, s2, s3, s4, s5, s6, s7
+    return scalar
+
+
+@intrinsic
+def _lane_sums_simd(typingctx, row, l1):
+    """``_lane_sums`` of a contiguous float row, the eight running sums held in one vector of
+    eight float64: each lane takes the same float64 conversion, product (or magnitude) and
+    sum, in the same order, as its scalar twin, so the bits are the same. Written out because
+    numba leaves LLVM's SLP vectoriser off (it miscompiled), and LLVM keeps the eight scalar
+    sums scalar without it: 35 of a pack's 49 us of conversion with norms at d = 784."""
+    if not (isinstance(row, types.Array) and row.ndim == 1 and row.layout == "C"
+            and row.dtype in (types.float32, types.float64) and isinstance(l1, types.Boolean)):
+        return None
+    lanes_type = types.UniTuple(types.float64, LANES)
+
+    def codegen(context, builder, signature, args):
+        row_value, l1_value = args
+        array = context.make_array(row)(context, builder, row_value)
+        item = context.get_data_type(row.dtype)
+        vector = ir.VectorType(ir.DoubleType(), LANES)
+        n = builder.extract_value(array.shape, 0)
+        groups = builder.sdiv(n, ir.Constant(n.type, LANES))
+        total = cgutils.alloca_once_value(builder, ir.Constant(vector, [0.0] * LANES))
+        fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector]),
+                                              f"llvm.fabs.v{LANES}f64")
+        with cgutils.for_range(builder, groups) as loop:
+            at = builder.gep(array.data, [builder.mul(loop.index, ir.Constant(n.type, LANES))])
+            x = builder.load(builder.bitcast(at, ir.VectorType(item, LANES).as_pointer()),
+                             align=row.dtype.bitwidth // 8)
+            if row.dtype == types.float32:
+                x = builder.fpext(x, vector)
+            term = builder.select(l1_value, builder.call(fabs, [x]), builder.fmul(x, x))
+            builder.store(builder.fadd(builder.load(total), term), total)
+        sums = builder.load(total)
+        return cgutils.pack_array(builder, [builder.extract_element(sums, ir.Constant(ir.IntType(32), j))
+                                            for j in range(LANES)])
+    return lanes_type(row, l1), codegen
 
 
 @njit(inline="always")
