@@ -244,3 +244,24 @@ def test_sparse_rows_send_int32_indices_and_counts():
     collectives = Collectives(MPI.COMM_SELF)
     deliver_rows(collectives, shard, shard.y, np.arange(100))
     assert collectives.last_bytes == 16800 == pack_bytes(100, 22, 13, True, 1, 4, 8)[0]
+
+
+def test_copy_rows_of_strided_and_contiguous_shards_match_numpy():
+    """Delivery's dense copy asks for every held row's cache lines before copying them
+    (``kernels.prefetch``): a contiguous shard takes the hint, a strided one skips it; both
+    copy exactly numpy's rows, zeros for rows held elsewhere."""
+    from ppack.data.delivery import _copy_rows
+
+    rng = np.random.default_rng(3)
+    wide = rng.integers(0, 256, (50, 2 * 37), dtype=np.uint8)
+    labels = rng.normal(size=50)
+    none = np.empty(0)
+    ids = np.array([7, 60, 0, 49, 7, -3, 20], dtype=np.int64) + 10  # this shard holds global rows 10..59
+    for X in (wide[:, :37].copy(), wide[:, ::2]):
+        out, out_labels = np.full((len(ids), 40), 255, dtype=np.uint8), np.full(len(ids), np.nan)
+        _copy_rows(X, ids, 10, labels, none, out, out_labels, none)
+        held = (ids >= 10) & (ids < 60)
+        expected = np.zeros((len(ids), 40), dtype=np.uint8)
+        expected[held, :37] = X[ids[held] - 10]
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(out_labels, np.where(held, labels[np.clip(ids - 10, 0, 49)], 0.0))

@@ -20,6 +20,7 @@ import numpy as np
 from ..jit import njit
 from ..kernels.block import RowBlock
 from ..kernels.norms import csr_row_norms, dense_row_norm
+from ..kernels.prefetch import prefetch_row
 
 
 @njit(cache=True)
@@ -44,7 +45,15 @@ def _pad_rows(indptr, indices, values, ids, start, labels, weights, nnz, idx, va
 
 @njit(cache=True)
 def _copy_rows(X, ids, start, labels, weights, out, out_labels, out_weights):
-    """``_pad_rows`` for dense rows X (n, d) into out (r, >= d)."""
+    """``_pad_rows`` for dense rows X (n, d) into out (r, >= d); every held row's lines (and
+    its label's and weight's) are asked for first (``prefetch_row``), so that their loads
+    overlap."""
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < X.shape[0]:
+            prefetch_row(X[row])
+            prefetch_row(labels[row:row + 1])
+            prefetch_row(weights[row:row + 1])
     for k in range(ids.shape[0]):
         row = ids[k] - start
         held = 0 <= row < X.shape[0]
