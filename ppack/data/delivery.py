@@ -27,8 +27,21 @@ from ..kernels.prefetch import prefetch_row
 def _pad_rows(indptr, indices, values, ids, start, labels, weights, nnz, idx, val, out_labels, out_weights):
     """Copy the CSR rows among global ``ids`` that this shard holds (its first row is global
     row ``start``) into their buffer slots (nnz, idx, val), with their labels and weights
-    (empty arrays: none); every other byte of the slots is set to zero (no separate zeroing)."""
+    (empty arrays: none); every other byte of the slots is set to zero (no separate zeroing).
+    The rows' bounds, then their entries, labels and weights, are asked for before the copy
+    (``prefetch_row``), so that the random rows' loads overlap."""
     n_rows = indptr.shape[0] - 1
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < n_rows:
+            prefetch_row(indptr[row:row + 2])
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < n_rows:
+            prefetch_row(indices[indptr[row]:indptr[row + 1]])
+            prefetch_row(values[indptr[row]:indptr[row + 1]])
+            prefetch_row(labels[row:row + 1])
+            prefetch_row(weights[row:row + 1])
     for k in range(ids.shape[0]):
         row = ids[k] - start
         held = 0 <= row < n_rows
