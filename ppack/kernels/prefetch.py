@@ -8,7 +8,6 @@ had emptied the caches). A prefetch never faults and changes no value.
 """
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 LINE_BYTES = 64  # a cache line on the CPUs ppack meets
@@ -38,9 +37,9 @@ def _prefetch(typingctx, row, index):
         array = context.make_array(signature.args[0])(context, builder, args[0])
         byte_pointer = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        hint = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32,
-                                                                                           i32]),
-                                              "llvm.prefetch.p0i8")
+        # named for the pointer type as this llvmlite spells it (p0i8, or p0 with opaque pointers)
+        hint = builder.module.declare_intrinsic("llvm.prefetch", [byte_pointer],
+                                                ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]))
         address = builder.bitcast(builder.gep(array.data, [args[1]]), byte_pointer)
         # read (0), the highest locality (3), data (1)
         builder.call(hint, [address, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
