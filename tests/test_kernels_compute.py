@@ -279,21 +279,15 @@ def test_dense_row_norms_match_their_twin(dtype, l1):
     rng = np.random.default_rng(4)
     for d in (1, 7, 8, 9, 128, 129, 257, 784, 3000):
         X = (rng.normal(size=(6, d)) * 100).astype(dtype) if dtype != np.uint8 else rng.integers(0, 256, (6, d), dtype)
-        terms = X.astype(np.float64)
-        terms = np.abs(terms) if l1 else terms * terms
-        expected = []
-        for row in terms:
-            s = [0.0] * 8
-            for f, term in enumerate(row):
-                s[f % 8] += term
-            expected.append(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])))
         got = dense_row_norms(X, l1)
-        np.testing.assert_array_equal(got, expected)
-        np.testing.assert_allclose(got, terms.sum(axis=1), rtol=1e-13)
+        np.testing.assert_array_equal(got, _twin_norms(X, l1))
+        terms = X.astype(np.float64)
+        np.testing.assert_allclose(got, (np.abs(terms) if l1 else terms * terms).sum(axis=1), rtol=1e-13)
 
 
 def _twin_norms(X, l1):
-    """``test_dense_row_norms_match_their_twin``'s plain loop (terms that overflow are infinite)."""
+    """The dense norms' plain loop: terms in float64, eight running sums by feature modulo 8,
+    added in a fixed tree (terms that overflow are infinite)."""
     with np.errstate(over="ignore", invalid="ignore"):
         terms = X.astype(np.float64)
         terms = np.abs(terms) if l1 else terms * terms
