@@ -5,6 +5,7 @@
     .venv/bin/python bench/serial_part.py --compare-with ../old-checkout   # runs alternate, old then this
     .venv/bin/python bench/serial_part.py --sets digits240k,ijcnn1-2m --ranks 1,2 --schedules off,on \
         --compare-with ../old-checkout --work-dir /tmp/serial-part          # the compiled pack step's goals
+    .venv/bin/python bench/serial_part.py --sets digits240k --compare-binding   # ranks unbound against bound
 
 Runs the real `python -m ppack train` under mpiexec on 1 and 2 ranks (one numba thread
 each) and reads its metrics (an older checkout, run with PYTHONPATH pointing at it, lacks
@@ -62,11 +63,11 @@ def prepare(name, workdir):
     return str(path)
 
 
-def run(train, options, ranks, workdir, checkout=None, schedule="off"):
+def run(train, options, ranks, workdir, checkout=None, schedule="off", launcher_args=()):
     """The metrics of one `train` run with ``--pipeline schedule``, of this checkout or
-    (PYTHONPATH) of ``checkout``."""
+    (PYTHONPATH) of ``checkout``; ``launcher_args`` go to mpiexec (e.g. a binding)."""
     metrics = Path(workdir) / f"metrics-{ranks}.json"
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "ppack", "train", "--data", train, *options,
+    cmd = [mpiexec(), *launcher_args, "-n", str(ranks), sys.executable, "-m", "ppack", "train", "--data", train, *options,
            "--threads", "1", "--seed", "0", "--pipeline", schedule, "--metrics-json", str(metrics), "--quiet"]
     # run from the work directory: `python -m` puts the current directory first on sys.path,
     # where a checkout's own ppack would shadow PYTHONPATH's
@@ -106,8 +107,13 @@ def main():
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--name", default="serial_part", help="results file name (without .json)")
     parser.add_argument("--compare-with", metavar="DIR", help="an older checkout, run alternately with this one")
+    parser.add_argument("--compare-binding", action="store_true",
+                        help="this checkout unbound (results marked unbound) and bound to cores (mpiexec -bind-to core; unmarked), alternately")
     args = parser.parse_args()
     versions = {"now": None} if args.compare_with is None else {"before": args.compare_with, "now": None}
+    launchers = {version: () for version in versions}
+    if args.compare_binding:
+        versions, launchers = {"unbound": None, "now": None}, {"unbound": (), "now": ("-bind-to", "core")}
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.work_dir or scratch
@@ -120,7 +126,7 @@ def main():
                     for _ in range(args.runs):
                         for version, checkout in versions.items():
                             runs[version].append(per_pack(run(train, SETS[name][1], ranks, workdir, checkout,
-                                                              schedule)))
+                                                              schedule, launchers[version])))
                     for version, its in runs.items():
                         median = {k: float(np.median([r[k] for r in its])) for k in its[0]}
                         key = f"{name} p={ranks} {schedule}" + ("" if version == "now" else f" {version}")
