@@ -30,6 +30,7 @@ bench/results/convergence_halfway.json (``--halfway --report-only``: the rates a
 """
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -90,6 +91,11 @@ def load(name, data_dir, rows, test_rows, seed=0):
             np.asarray(Xt, np.float64)[keep_test], np.asarray(yt, np.float64)[keep_test])
 
 
+def recorded(args):
+    """The run's arguments as saved with its results: paths relative to the repository."""
+    return {k: os.path.relpath(v, ROOT) if k in ("data_dir", "out") else v for k, v in vars(args).items()}
+
+
 def scale_gamma(X):
     """scikit-learn's gamma "scale": 1 / (n_features * X.var())."""
     return 1.0 / (X.shape[1] * X.var())
@@ -102,8 +108,8 @@ def score(regression, predicted, yt):
     return float(np.mean(predicted == yt))
 
 
-def run_ppack(regression, X, y, Xt, yt, C, gamma, epochs):
-    """One ppack fit (one process, every core): its test figure, seconds and diagnostic."""
+def fitted(regression, X, y, C, gamma, epochs):
+    """A ppack fit (one process, every core, seed 0) and the warnings it gave."""
     from mpi4py import MPI
 
     from ppack import PackSVC, PackSVR
@@ -112,6 +118,12 @@ def run_ppack(regression, X, y, Xt, yt, C, gamma, epochs):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X, y)
+    return model, caught
+
+
+def run_ppack(regression, X, y, Xt, yt, C, gamma, epochs):
+    """One ppack fit: its test figure, seconds and diagnostic."""
+    model, caught = fitted(regression, X, y, C, gamma, epochs)
     info = model.training_
     return {"score": score(regression, model.predict(Xt), yt), "seconds": info["seconds"]["total"],
             "convergence": info.get("convergence"), "warned": any("converge" in str(w.message) for w in caught),
@@ -179,16 +191,9 @@ def report(cells):
 
 
 def fit_predict(regression, X, y, C, gamma, epochs, rows):
-    """A ppack fit at these settings (one process): its predictions and decision values on
+    """A ppack fit at these settings (``fitted``): its predictions and decision values on
     ``rows`` (decision values None for regression)."""
-    from mpi4py import MPI
-
-    from ppack import PackSVC, PackSVR
-
-    model = (PackSVR if regression else PackSVC)(C=C, gamma=gamma, epochs=epochs, seed=0, comm=MPI.COMM_SELF)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(X, y)
+    model, _ = fitted(regression, X, y, C, gamma, epochs)
     return [(model.predict(part), None if regression else model.decision_function(part)) for part in rows]
 
 
@@ -270,9 +275,9 @@ def halfway(args):
             print(f"{name} C={cell['C']:g} epochs={cell['epochs']:g} {classify(cell)}: " + ", ".join(
                 f"{k} {v:.4g}" for k, v in cell["halfway"].items()), flush=True)
     cells = [c for c in saved if "halfway" in c]
-    out.write_text(json.dumps({"args": vars(args), "cells": cells}, indent=1))
+    out.write_text(json.dumps({"args": recorded(args), "cells": cells}, indent=1))
     rates = report_halfway(cells)
-    out.write_text(json.dumps({"args": vars(args), "cells": cells, "rates": rates}, indent=1))
+    out.write_text(json.dumps({"args": recorded(args), "cells": cells, "rates": rates}, indent=1))
 
 
 def main():
@@ -311,9 +316,9 @@ def main():
                 print(f"{name} C={C:g} epochs={epochs:g}: {cell['score']:.4f} (x{REFERENCE_TIMES}: "
                       f"{longer['score']:.4f}, LIBSVM {libsvm['score']:.4f}) {classify(cells[-1])}"
                       f"{' warned' if cell['warned'] else ''} {cell['convergence']}", flush=True)
-            Path(args.out).write_text(json.dumps({"args": vars(args), "cells": cells}, indent=1))
+            Path(args.out).write_text(json.dumps({"args": recorded(args), "cells": cells}, indent=1))
     rates = report(cells)
-    Path(args.out).write_text(json.dumps({"args": vars(args), "cells": cells, "rates": rates}, indent=1))
+    Path(args.out).write_text(json.dumps({"args": recorded(args), "cells": cells, "rates": rates}, indent=1))
 
 
 if __name__ == "__main__":
