@@ -27,6 +27,11 @@ the decision values on those rows, and the test figure's gain from E / 2 to E (w
 split of the training rows would show). Each is tried beside the present verdict ("warn when it
 warns, or when the figure is above t") at every threshold t the cells give; results go to
 bench/results/convergence_halfway.json (``--halfway --report-only``: the rates again).
+
+``--auto`` trains each (set, C) pair of the saved table with ``epochs="auto"`` and with 1 epoch
+(the default), side by side, and counts the pairs each leaves short, close or between against
+the reference of the pair's longest cell, with their seconds (each fit's wall time, the
+stages' verdicts included); results go to bench/results/convergence_auto.json.
 """
 import argparse
 import json
@@ -280,6 +285,66 @@ def halfway(args):
     out.write_text(json.dumps({"args": recorded(args), "cells": cells, "rates": rates}, indent=1))
 
 
+def auto_epochs(args):
+    """``--auto``: epochs="auto" against 1 epoch (the default) on every (set, C) of the saved
+    table, run side by side; each judged against the reference of the table's longest cell
+    (the better of LIBSVM and ppack at 20 times its epochs)."""
+    out = Path(args.out).with_name("convergence_auto.json")
+    if args.report_only:
+        report_auto(json.loads(out.read_text())["pairs"])
+        return
+    saved = json.loads(Path(args.out).read_text())["cells"]
+    pairs = []
+    for name in args.sets.split(","):
+        cells = [c for c in saved if c["set"] == name]
+        if not cells:
+            continue
+        regression = name in REGRESSION
+        X, y, Xt, yt = load(name, args.data_dir, args.rows, args.test_rows)
+        fitted(regression, X, y, 1.0, cells[0]["gamma"], 0.1)  # the numba kernels compiled or loaded first
+        for C in sorted({c["C"] for c in cells}):
+            longest = max((c for c in cells if c["C"] == C), key=lambda c: c["epochs"])
+            pair = {"set": name, "regression": regression, "C": C,
+                    "reference": best(regression, longest["longer"]["score"], longest["libsvm"]["score"])}
+            for epochs in (1.0, "auto"):
+                start = time.perf_counter()
+                model, caught = fitted(regression, X, y, C, longest["gamma"], epochs)
+                stages = model.training_["convergence"].get("stages") or [{"epochs": epochs}]
+                pair[str(epochs)] = {"score": score(regression, model.predict(Xt), yt),
+                                     "seconds": time.perf_counter() - start, "epochs": stages[-1]["epochs"],
+                                     "stages": len(stages), "converged": bool(model.converged_)}
+            pairs.append(pair)
+            print(f"{name} C={C:g}: reference {pair['reference']:.4f}; 1 epoch {pair['1.0']['score']:.4f} in "
+                  f"{pair['1.0']['seconds']:.2f} s; auto {pair['auto']['score']:.4f} at {pair['auto']['epochs']:g} "
+                  f"epochs in {pair['auto']['seconds']:.2f} s", flush=True)
+            out.write_text(json.dumps({"args": recorded(args), "pairs": pairs}, indent=1))
+    summary = report_auto(pairs)
+    out.write_text(json.dumps({"args": recorded(args), "pairs": pairs, "summary": summary}, indent=1))
+
+
+def report_auto(pairs):
+    """How many (set, C) pairs end short, close or between with 1 epoch and with auto, and what
+    auto cost: its seconds over 1 epoch's, where it stopped at the first stage and overall."""
+    summary = {}
+    for epochs in ("1.0", "auto"):
+        kinds = [classify({"regression": p["regression"], "ppack": p[epochs], "reference": p["reference"]})
+                 for p in pairs]
+        summary[epochs] = {kind: kinds.count(kind) for kind in ("short", "close", "between")}
+        summary[epochs]["seconds"] = sum(p[epochs]["seconds"] for p in pairs)
+    first = [p for p in pairs if p["auto"]["stages"] == 1]
+    summary["first_stage_pairs"] = len(first)
+    summary["first_stage_same_score"] = sum(p["auto"]["score"] == p["1.0"]["score"] for p in first)
+    summary["first_stage_seconds"] = [sum(p[e]["seconds"] for p in first) for e in ("1.0", "auto")]
+    for epochs, name in (("1.0", "1 epoch"), ("auto", "epochs auto")):
+        counts = summary[epochs]
+        print(f"{name:12s}: {counts['short']} short, {counts['between']} between, {counts['close']} close of "
+              f"{len(pairs)} (set, C) pairs, {counts['seconds']:.1f} s")
+    print(f"auto stopped at its first epoch on {len(first)} pairs (the same test figure on "
+          f"{summary['first_stage_same_score']}), in {summary['first_stage_seconds'][1]:.1f} s against "
+          f"{summary['first_stage_seconds'][0]:.1f} s for 1 epoch")
+    return summary
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", default=",".join(SETS))
@@ -291,10 +356,15 @@ def main():
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--halfway", action="store_true",
                         help="weigh the halfway figures on the saved table's cells (see above)")
+    parser.add_argument("--auto", action="store_true",
+                        help="epochs auto against 1 epoch on the saved table's (set, C) pairs (see above)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     if args.halfway:
         halfway(args)
+        return
+    if args.auto:
+        auto_epochs(args)
         return
     if args.report_only:
         report(json.loads(Path(args.out).read_text())["cells"])

@@ -281,7 +281,9 @@ PACKSVM_PARAMS = {
     "bias": Param(BOOL, False, "learn a bias term, regularised with w (kernel K + 1; paper section V)"),
     "C": Param(positive(none=True), None, "SVM cost, C = 1 / (n_samples * sigma) (default 1)"),
     "sigma": Param(positive(none=True), None, "regulariser weight of the primal objective (instead of C)"),
-    "epochs": Param(positive(), 1.0, "T = epochs * n_samples SGD iterations (default 1)"),
+    "epochs": Param(real(0.0, low_open=True, choices=("auto",)), 1.0,
+                    "T = epochs * n_samples SGD iterations (default 1); auto: 1 epoch, then twice as many while the "
+                    "convergence diagnostic says the run stopped short, at most 128"),
     "iterations": Param(count(none=True), None, "T, the number of SGD iterations (instead of --epochs)"),
     "pack": Param(count(), 100, "r, iterations per pack: two Allreduce calls per pack (default 100)"),
     "tol": Param(positive(none=True), None,

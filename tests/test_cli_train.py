@@ -67,7 +67,7 @@ BAD_OPTIONS = [
     (["--tol-window", "0"], "tol_window: must be an integer >= 1, got 0"),
     (["--gamma", "-1"], "gamma: must be a finite number > 0"),
     (["--degree", "0", "--kernel", "poly"], "degree: must be an integer >= 1, got 0"),
-    (["--epochs", "0"], "epochs: must be a finite number > 0, got 0.0"),
+    (["--epochs", "0"], "epochs: must be a finite number > 0 or 'auto', got 0.0"),
     (["--solver-option", "tol=0.1"], "--solver-option: applies to the linear solvers"),
     (["--loss", "l2"], "--loss: applies to the linear solvers"),
     (["--features", "poly2"], "--features: applies to the linear solvers"),

@@ -114,3 +114,95 @@ def test_every_rank_reaches_the_verdict_and_rank_0_says_it_once(mpi_tmp_path, ca
     said = [w for w in caught if issubclass(w.category, model.convergence_warning)]
     assert len(said) == (1 if world.Get_rank() == 0 else 0)
     assert world.allgather(model.converged_) == [False] * world.Get_size()
+
+
+def test_epochs_auto_trains_on_while_the_verdict_says_short():
+    """epochs="auto": a first epoch, then twice the iterations while the diagnostic says the run
+    stopped short. The issue's diabetes case (C = 10,000; 5 epochs did worse than predicting the
+    mean) trains on to the cap, 128 epochs, and ends converged and better than the mean, each
+    stage's verdict kept; a run its first epoch satisfies is the epochs=1 run itself."""
+    pytest.importorskip("sklearn")
+    from sklearn.exceptions import ConvergenceWarning
+
+    from ppack import PackSVR
+
+    X, y = diabetes()
+    auto = PackSVR(C=10000, gamma=0.1, epochs="auto", comm=MPI.COMM_SELF)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        auto.fit(X, y)
+    stages = auto.training_["convergence"]["stages"]
+    assert [stage["epochs"] for stage in stages] == [2.0 ** k for k in range(8)]
+    assert all(stage["advice"] for stage in stages[:-1]) and stages[-1]["advice"] is None
+    assert auto.converged_ and auto.n_iter_ == auto.training_["iterations"] == 128 * len(y)
+    assert np.sqrt(np.mean((auto.predict(X) - y) ** 2)) < 0.8 * np.std(y)
+    once = PackSVR(C=1, gamma=0.1, epochs="auto", comm=MPI.COMM_SELF).fit(X, y)
+    assert [stage["epochs"] for stage in once.training_["convergence"]["stages"]] == [1.0]
+    plain = PackSVR(C=1, gamma=0.1, epochs=1, comm=MPI.COMM_SELF).fit(X, y)
+    assert np.array_equal(once.predict(X), plain.predict(X)) and once.rho_ == plain.rho_
+
+
+def test_epochs_auto_continues_as_one_longer_run_and_resumes_mid_stage(tmp_path):
+    """Each stage continues the run where the last one left it (the same row stream, averages
+    and offsets): on 400 rows, whole packs, the stages 1, 2 and 4 give the model of one run
+    of 4 epochs bit for bit; a run stopped in its second stage and resumed gives it too."""
+    pytest.importorskip("sklearn")
+    from ppack import PackSVR
+
+    X, y = (part[:400] for part in diabetes())
+    params = dict(C=300, gamma=0.1, comm=MPI.COMM_SELF)
+    auto = PackSVR(epochs="auto", **params).fit(X, y)
+    assert [stage["epochs"] for stage in auto.training_["convergence"]["stages"]] == [1.0, 2.0, 4.0]
+    longer = PackSVR(epochs=4, **params).fit(X, y)
+    assert np.array_equal(auto.predict(X), longer.predict(X)) and auto.rho_ == longer.rho_
+    packs = []
+    stopped = PackSVR(epochs="auto", **params).fit(X, y, checkpoint=tmp_path / "auto.h5",
+                                                     should_stop=lambda: packs.append(1) or len(packs) >= 6)
+    assert stopped.stopped_ and stopped.n_iter_ == 600
+    resumed = PackSVR(epochs="auto", **params).fit(X, y, checkpoint=tmp_path / "auto.h5", resume=True)
+    assert resumed.resumed_from_ == 600 and resumed.n_iter_ == 1600
+    assert np.array_equal(resumed.predict(X), auto.predict(X)) and resumed.rho_ == auto.rho_
+
+
+def test_a_grid_pass_refuses_epochs_auto():
+    """A grid pass trains every point for the same iterations: it refuses epochs auto in one
+    line that says what to give (``plan`` does too: below)."""
+    from ppack import PPackError, PackSVC
+    from ppack.model_selection import PackGridSearchCV
+
+    X, y = diabetes()
+    labels = np.where(y > np.median(y), 1, -1)
+    with pytest.raises(PPackError, match="epochs='auto'.*give a number of epochs"):
+        PackGridSearchCV(PackSVC(epochs="auto", comm=MPI.COMM_SELF), {"C": [1, 10]}, cv=2).fit(X, labels)
+
+
+@pytest.mark.mpi
+def test_epochs_auto_on_every_rank_takes_the_same_stages(mpi_tmp_path, capsys):
+    """``train --epochs auto`` over the ranks: every rank judges each stage alike and trains on
+    together; rank 0 says the stages in one line, and the metrics JSON keeps them. ``plan``,
+    which predicts a run of known length, refuses it on every rank."""
+    from ppack import PPackError
+    from ppack.cli import main
+    from ppack.packsvm.plan import make_plan
+
+    from helpers import write_libsvm
+
+    world = MPI.COMM_WORLD
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(300, 4))
+    y = 200.0 * X[:, 0] + 50.0 * np.sin(6.0 * X[:, 1])
+    write_libsvm(mpi_tmp_path / "train.txt", X, y)
+    metrics = mpi_tmp_path / "run.json"
+    main(["train", "--data", str(mpi_tmp_path / "train.txt"), "--svm-type", "epsilon_svr", "--C", "1000",
+          "--gamma", "1", "--epochs", "auto", "--metrics-json", str(metrics)])
+    said = capsys.readouterr().out
+    if world.Get_rank() == 0:
+        saved = json.loads(metrics.read_text())
+        stages = [stage["epochs"] for stage in saved["convergence"]["stages"]]
+        assert len(stages) > 1 and stages == [2.0 ** k for k in range(len(stages))]
+        assert saved["iterations"] == 300 * stages[-1]
+        assert f"epochs auto: {stages[-1]:g} epochs, in {len(stages)} stage(s)" in said
+    else:
+        assert "epochs auto" not in said
+    with pytest.raises(PPackError, match="epochs='auto'.*plan a number of epochs"):
+        make_plan(mpi_tmp_path / "train.txt", 2, {"epochs": "auto"})

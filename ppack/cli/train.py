@@ -121,6 +121,10 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     problem = "" if model.SVM_TYPE == "c_svc" else f"{model.SVM_TYPE} (rho={model.rho_:.6g}), "
     say(f"{problem}kernel {model.spec_.describe()}, C={model.C_:.6g} (sigma={model.sigma_:.6g}), "
         f"T={info['iterations']}, r={info['pack']}, {describe_dtype(model)}")
+    stages = info["convergence"].get("stages")
+    if stages is not None:
+        say(f"epochs auto: {stages[-1]['epochs']:g} epochs, in {len(stages)} stage(s) of "
+            + ", ".join(f"{stage['epochs']:g}" for stage in stages) + " epochs")
     say(f"trained in {info['seconds']['total']:.2f} s: {model.n_support_} support vectors, "
         f"{info['allreduce_calls']} Allreduce calls in {info['packs']} packs"
         + (f"; converged (--tol) after {info['iterations_done']} iterations" if info["converged"] else ""))

@@ -70,3 +70,24 @@ def verdict(figures):
         return None
     return ("training stopped short of convergence (" + "; ".join(seen) + "): train longer (more epochs), or "
             "use a smaller C (a larger sigma); and scale the features (unscaled features slow every SVM solver)")
+
+
+# epochs="auto": a first run of AUTO_FIRST_EPOCHS epochs, continued to twice its iterations
+# while the verdict says it stopped short, up to AUTO_MAX_EPOCHS epochs (sigma T = epochs / C
+# reaches MIN_SIGMA_T at the cap for C up to 12,800)
+AUTO_FIRST_EPOCHS = 1
+AUTO_MAX_EPOCHS = 128
+
+
+def auto_iterations(m, done=0):
+    """epochs="auto": the iterations (T) of the stage that reaches past ``done`` iterations
+    (the first stage's for a fresh run) on ``m`` training rows."""
+    T = max(1, AUTO_FIRST_EPOCHS * m)
+    while T < done and T < AUTO_MAX_EPOCHS * m:
+        T = min(2 * T, AUTO_MAX_EPOCHS * m)
+    return T
+
+
+def next_auto_iterations(T, m):
+    """epochs="auto": the iterations of the stage after one of T iterations (None past the cap)."""
+    return None if T >= AUTO_MAX_EPOCHS * m else min(2 * T, AUTO_MAX_EPOCHS * m)

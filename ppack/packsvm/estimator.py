@@ -55,7 +55,9 @@ class PackSVC(BaseSVC):
     Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
     (a number, "auto": 1 / n_features, the default, None alike, or "scale": 1 / (n_features *
     X.var()), ``resolve_gamma``; ``spec_.gamma`` is the number used), degree, coef0, C or
-    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T), pack (r), seed,
+    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T; epochs "auto": 1
+    epoch, continued to twice the iterations while the convergence diagnostic says the run
+    stopped short, at most 128 epochs, each stage in ``training_["convergence"]["stages"]``), pack (r), seed,
     step (c of the SGD step c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
     "uniform": with replacement), placement of new support vectors ("count", "cost": by each
     rank's measured seconds per stored row, ``table.place_new``), pipeline ("auto": on above one
@@ -94,7 +96,7 @@ class PackSVC(BaseSVC):
         coef0: float = _D["coef0"],
         C: float | None = _D["C"],
         sigma: float | None = _D["sigma"],
-        epochs: float = _D["epochs"],
+        epochs: float | str = _D["epochs"],
         iterations: int | None = _D["iterations"],
         pack: int = _D["pack"],
         seed: int = _D["seed"],
@@ -240,7 +242,11 @@ class PackSVC(BaseSVC):
         m = shard.n_samples - (0 if self.held_out_ is None else self.held_out_["rows"])  # the rows trained on
         self.sigma_ = self._sigma(m)
         self.C_ = 1.0 / (m * self.sigma_)
-        T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
+        auto = self.epochs == "auto" and self.iterations is None  # stages of 1, 2, 4, ... epochs
+        if auto:
+            T = convergence.auto_iterations(m)
+        else:
+            T = int(self.iterations) if self.iterations is not None else max(1, int(round(self.epochs * m)))
         self.loss_ = self._loss(comm, shard, labels, weights)
         console = self._console()
         bar = None if self.progress is not None else console.progress()
@@ -268,6 +274,8 @@ class PackSVC(BaseSVC):
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
                                        self.work_bytes, validation=validation)
         self.resumed_from_ = None if previous is None else previous[1].iteration
+        if auto and previous is not None:  # the stage the checkpoint was written in
+            T = solver.iterations = convergence.auto_iterations(m, previous[1].iteration)
         first = first_use("training", shard.dtype, shard.sparse)
         if first:
             console("preparing the numba kernels (compiled on a machine's first use, then loaded from numba's "
@@ -279,10 +287,27 @@ class PackSVC(BaseSVC):
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs, weights)
+        compile_seconds += solver.device_seconds
+        stages = []  # epochs="auto": each stage's iterations and verdict
+        while auto:
+            following = self._judge_stage(comm, shard, state, stats, weights, validation, seed, T, m, compile_seconds,
+                                          stages)
+            if following is None:
+                break
+            T = solver.iterations = following
+            console(f"epochs auto: stopped short after {stages[-1]['epochs']:g} epochs; training on to {T / m:g}")
+            state.loss_curve = None  # each stage keeps the loss curve of its own iterations
+            self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, (
+                self.table_, state, stats, solver.sampler), stop_after_packs, weights)
         if bar is not None:
             bar.close()
-        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds + solver.device_seconds)
+        if not stages:
+            self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
+        elif getattr(self, "probability", False) and not self.stopped_:
+            self._fit_probability(shard, state)
         info = self.training_
+        if auto:
+            info["convergence"]["stages"] = stages
         info["kernel_scale"] = kernel_scale[0]
         console(f"trained in {info['seconds']['total']:.2f} s: {info['iterations_done']} of {T} iterations in "
                 f"{info['packs']} packs, {self.n_support_} support vectors"
@@ -333,9 +358,10 @@ class PackSVC(BaseSVC):
         """Collective: the replay's ``losses.Loss``: the hinge, radius sqrt(max_weight / sigma)."""
         return hinge_loss(largest_weight(comm, weights))
 
-    def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds):
+    def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=True):
         """Collective: the fitted attributes and ``training_`` report from the solver's end state;
-        the averaged model, the objective and the probabilities when asked (outside the packs)."""
+        the averaged model, the objective and (unless ``probability`` is False) the
+        probabilities when asked (outside the packs)."""
         m, d = shard.n_samples, shard.n_features
         if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
             self.table_.coef[:] = averaged_coefficients(self.table_, state)
@@ -379,12 +405,37 @@ class PackSVC(BaseSVC):
         self.n_iter_ = int(state.iteration)
         self._diagnose(stats, state, validation)
         self.probability_ = None
-        if getattr(self, "probability", False) and not self.stopped_:
-            start = MPI.Wtime()
-            A, B, power, fitted_on, rows = self._fit_probabilities(shard, state.iteration)
-            self.probability_ = (A, B, power)
-            self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": power}
-            self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        if probability and getattr(self, "probability", False) and not self.stopped_:
+            self._fit_probability(shard, state)
+
+    def _fit_probability(self, shard, state):
+        """Collective: ``probability_`` and its report in ``training_`` (``_fit_probabilities``)."""
+        comm = self._comm()
+        start = MPI.Wtime()
+        A, B, power, fitted_on, rows = self._fit_probabilities(shard, state.iteration)
+        self.probability_ = (A, B, power)
+        self.training_["probability"] = {"fitted_on": fitted_on, "rows": rows, "power": power}
+        self.training_["seconds"]["probability"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+
+    def _judge_stage(self, comm, shard, state, stats, weights, validation, seed, T, m, compile_seconds, stages):
+        """Collective, epochs="auto": the fitted attributes of the stage of T iterations on m rows just
+        run (``_finish``, its probabilities aside), its verdict appended to ``stages``; returns the
+        next stage's iterations, or None when this one is the last (converged, stopped, or at the
+        cap). The training state is left as the next stage continues it (``_finish`` replaces
+        an averaged run's coefficients and offsets by their averages)."""
+        raw = self.table_.coef.copy(), state.scale, state.norm, state.rho
+        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=False)
+        diagnosis = self.training_["convergence"]
+        stages.append({"epochs": state.iteration / m, "iterations": int(state.iteration),
+                       "seconds": self.training_["seconds"]["total"], "advice": diagnosis["advice"]})
+        following = convergence.next_auto_iterations(T, m)
+        if following is None and diagnosis["advice"] is not None:
+            diagnosis["advice"] += f" (epochs auto stops at {convergence.AUTO_MAX_EPOCHS} epochs: give a number)"
+        if diagnosis["advice"] is None or self.stopped_ or state.iteration < T or following is None:
+            return None
+        self.table_.coef[:] = raw[0]
+        state.scale, state.norm, state.rho = raw[1:]
+        return following
 
     def _diagnose(self, stats, state, validation):
         """``converged_`` and ``training_["convergence"]``: the figures of ``convergence.py`` and its

@@ -434,6 +434,9 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                                       np.ones(Q, dtype=np.bool_))
         est.held_out_ = {"holdout": validation.holdout, "rows": len(validation.ids), "for": "validation"}
     m = shard.n_samples - (0 if validation is None else len(validation.ids))  # the rows trained on
+    if est.epochs == "auto" and est.iterations is None:
+        raise PPackError(f"{given('epochs', 'auto')}: a grid pass trains every grid point for the same number of "
+                         "iterations; give a number of epochs (auto is for one model's fit or train)")
     T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
     memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit, Collectives(comm))
     if console is not None:

@@ -179,7 +179,10 @@ class PackedSolver:
         stop_after_packs: stop (as if asked to) after this many packs of this call; weights:
         (shard rows,) weights on the rows' hinge loss, or None (the constructor's ``max_weight``
         is then their largest over all ranks).
-        ``stopped`` is True when the run ended early on request.
+        ``stopped`` is True when the run ended early on request. The row stream is left in
+        ``self.sampler``: after a run that did all its iterations it stands after the last row
+        trained on, and ``resume=(table, state, stats, self.sampler)`` with more iterations
+        continues the run as one longer run would.
         """
         with single_threaded_blas(), GcClock() as gc_clock:  # once for all the packs' kernel sums
             table, state, stats, stopped = self._run_packs(shard, labels, checkpointing, resume, stop_after_packs,
@@ -205,6 +208,7 @@ class PackedSolver:
             pending = None
         else:
             table, state, stats, sampler, pending = resume if len(resume) == 5 else (*resume, None)
+        self.sampler = sampler  # where the run leaves the row stream: a longer run resumes from it
         if state.loss_curve is None:  # a checkpoint from before the curve: it starts here
             state.loss_curve = LossWindows.curve(self.iterations - state.iteration)
         # the step updates these in place (``pack_update``): arrays of their own, one entry per column

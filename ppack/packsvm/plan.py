@@ -80,7 +80,7 @@ from scipy.special import ndtr
 from ..data.hdf5 import COMPACT_DTYPES, is_hdf5, read_header
 from ..data.libsvm import read_libsvm
 from ..data.shard import load_shard
-from ..errors import PPackError
+from ..errors import PPackError, given
 from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..kernels.precision import read_dtype
 from ..registry import PACKSVM_PARAMS
@@ -272,6 +272,9 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     if rows is not None and rows < 1:
         raise PPackError(f"--rows: must be >= 1, got {rows}")
+    if params["epochs"] == "auto" and params["iterations"] is None:
+        raise PPackError(f"{given('epochs', 'auto')}: the run's length is decided while it trains (1 epoch, then "
+                         "twice as many while it stops short); plan a number of epochs (1: the first stage)")
     dtype = read_dtype(params["dtype"])  # "auto" resolves when training starts: plan for float64
     item = np.dtype(dtype).itemsize
     n, d, per_row, sparse, longest, held, K = _header(str(path), dtype)
