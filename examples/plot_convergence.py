@@ -111,3 +111,19 @@ ax.set_ylabel("mean epsilon-insensitive loss of the sampled rows")
 ax.set_title("PackSVR on diabetes, C = 10,000: the loss curve", fontsize=10)
 ax.legend(fontsize=8)
 plt.show()
+
+# %%
+# Letting the run decide: ``epochs="auto"``
+# -----------------------------------------
+# ``epochs="auto"`` (``train --epochs auto``) trains one epoch, then continues the same run to
+# twice its iterations while the verdict above says it stopped short, up to 128 epochs;
+# ``training_["convergence"]["stages"]`` lists each stage's epochs and verdict. Where one epoch
+# is judged enough it is the 1-epoch run itself. It inherits the verdict's caution, and its
+# misses: at C = 10,000 it trains on until sigma T reaches 0.01, while at C = 100 a first
+# epoch satisfies the verdict although a longer run tests better (the lines above). When the
+# accuracy matters, compare with a run of a few times the epochs, or use ``validation``.
+for C in Cs:
+    model = PackSVR(C=C, gamma=0.1, epsilon=0.1, epochs="auto", seed=0).fit(X_train, y_train)
+    stages = model.training_["convergence"]["stages"]
+    print(f"C={C:g}: epochs auto stopped after {stages[-1]['epochs']:g} epochs, in {len(stages)} stage(s): test "
+          f"RMSE {rmse(model):.1f} (LIBSVM {results[C][0]:.1f}), converged_ {model.converged_}")
