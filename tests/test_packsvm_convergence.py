@@ -179,7 +179,8 @@ def test_a_grid_pass_refuses_epochs_auto():
 @pytest.mark.mpi
 def test_epochs_auto_on_every_rank_takes_the_same_stages(mpi_tmp_path, capsys):
     """``train --epochs auto`` over the ranks: every rank judges each stage alike and trains on
-    together; rank 0 says the stages in one line, and the metrics JSON keeps them. ``plan``,
+    together; rank 0 says each stage that trains on and then all of them in one line, and the
+    metrics JSON keeps them. ``plan``,
     which predicts a run of known length, refuses it on every rank."""
     from ppack import PPackError
     from ppack.cli import main
@@ -202,6 +203,8 @@ def test_epochs_auto_on_every_rank_takes_the_same_stages(mpi_tmp_path, capsys):
         assert len(stages) > 1 and stages == [2.0 ** k for k in range(len(stages))]
         assert saved["iterations"] == 300 * stages[-1]
         assert f"epochs auto: {stages[-1]:g} epochs, in {len(stages)} stage(s)" in said
+        assert [line for line in said.splitlines() if "training on to" in line] == [
+            f"epochs auto: stopped short after {a:g} epochs; training on to {b:g}" for a, b in zip(stages, stages[1:])]
     else:
         assert "epochs auto" not in said
     with pytest.raises(PPackError, match="epochs='auto'.*plan a number of epochs"):

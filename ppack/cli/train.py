@@ -99,11 +99,16 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
     def kernels_ready(seconds):  # the packs start next: how long the process took to get here
         ready["age"], ready["compile"] = process_age_seconds(), seconds
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
+
+    def stage_done(stage, epochs):  # --epochs auto trains on
+        say(f"epochs auto: stopped short after {stage['epochs']:g} epochs; training on to {epochs:g}")
+
     try:
         with scale_warning_said("train", model), warnings.catch_warnings():  # convergence: said below
             warnings.simplefilter("ignore", model.convergence_warning)
             model.fit(shard, checkpoint=args.checkpoint, **checkpoint_every(args), resume=bool(args.resume),
-                      should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready)
+                      should_stop=stop.is_set, delay=args.delay, on_kernels_ready=kernels_ready,
+                      on_stage=stage_done)
     finally:
         stop.uninstall()
     if model.progress is not None:

@@ -179,7 +179,8 @@ class PackSVC(BaseSVC):
             checkpoint: str | os.PathLike | None = None, checkpoint_every_seconds: float | None = None,
             checkpoint_every_packs: int | None = None, resume: bool = False,
             should_stop: Callable[[], bool] | None = None, stop_after_packs: int | None = None,
-            on_kernels_ready: Callable[[float], None] | None = None, delay=None) -> PackSVC:
+            on_kernels_ready: Callable[[float], None] | None = None, delay=None,
+            on_stage: Callable[[dict, float], None] | None = None) -> PackSVC:
         """Collective: train on ``X`` with labels ``y``.
 
         Before training the numba kernels are compiled, or loaded from numba's cache, once per
@@ -216,6 +217,11 @@ class PackSVC(BaseSVC):
             Called on every rank with the seconds the numba kernels took to compile or load.
         delay : packsvm.delay.Delay or None, default=None
             Added to each pack's partial sums (tests and benchmarks: a node's jitter on a few cores).
+        on_stage : callable or None, default=None
+            With ``epochs="auto"``, called on every rank when a stage stopped short and the run
+            trains on: with that stage (its entry of ``training_["convergence"]["stages"]``: its
+            epochs, iterations, seconds and advice; a resumed fit lists the stages it judged)
+            and the next stage's epochs.
 
         Returns
         -------
@@ -296,6 +302,8 @@ class PackSVC(BaseSVC):
                 break
             T = solver.iterations = following
             console(f"epochs auto: stopped short after {stages[-1]['epochs']:g} epochs; training on to {T / m:g}")
+            if on_stage is not None:
+                on_stage(stages[-1], T / m)
             state.loss_curve = None  # each stage keeps the loss curve of its own iterations
             self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, (
                 self.table_, state, stats, solver.sampler), stop_after_packs, weights)
