@@ -31,7 +31,9 @@ bench/results/convergence_halfway.json (``--halfway --report-only``: the rates a
 ``--auto`` trains each (set, C) pair of the saved table with ``epochs="auto"`` and with 1 epoch
 (the default), side by side, and counts the pairs each leaves short, close or between against
 the reference of the pair's longest cell, with their seconds (each fit's wall time, the
-stages' verdicts included); results go to bench/results/convergence_auto.json.
+stages' verdicts included); results go to bench/results/convergence_auto.json
+(``--stage-change 0.02,0.3``: auto settling at other changes between stages, into
+convergence_auto_0.02_0.3.json).
 """
 import argparse
 import json
@@ -289,7 +291,13 @@ def auto_epochs(args):
     """``--auto``: epochs="auto" against 1 epoch (the default) on every (set, C) of the saved
     table, run side by side; each judged against the reference of the table's longest cell
     (the better of LIBSVM and ppack at 20 times its epochs)."""
-    out = Path(args.out).with_name("convergence_auto.json")
+    from ppack.packsvm import convergence
+
+    out = Path(args.out).with_name("convergence_auto.json" if args.stage_change is None else
+                                   f"convergence_auto_{args.stage_change.replace(',', '_')}.json")
+    if args.stage_change is not None:
+        classes, rms = map(float, args.stage_change.split(","))
+        convergence.MAX_STAGE_CHANGE.update(c_svc=classes, one_class=classes, epsilon_svr=rms)
     if args.report_only:
         report_auto(json.loads(out.read_text())["pairs"])
         return
@@ -312,7 +320,8 @@ def auto_epochs(args):
                 stages = model.training_["convergence"].get("stages") or [{"epochs": epochs}]
                 pair[str(epochs)] = {"score": score(regression, model.predict(Xt), yt),
                                      "seconds": time.perf_counter() - start, "epochs": stages[-1]["epochs"],
-                                     "stages": len(stages), "converged": bool(model.converged_)}
+                                     "stages": len(stages), "converged": bool(model.converged_),
+                                     "changes": [stage.get("change") for stage in stages]}
             pairs.append(pair)
             print(f"{name} C={C:g}: reference {pair['reference']:.4f}; 1 epoch {pair['1.0']['score']:.4f} in "
                   f"{pair['1.0']['seconds']:.2f} s; auto {pair['auto']['score']:.4f} at {pair['auto']['epochs']:g} "
@@ -324,24 +333,24 @@ def auto_epochs(args):
 
 def report_auto(pairs):
     """How many (set, C) pairs end short, close or between with 1 epoch and with auto, and what
-    auto cost: its seconds over 1 epoch's, where it stopped at the first stage and overall."""
+    auto cost: its seconds over 1 epoch's, where it stopped at one epoch and overall."""
     summary = {}
     for epochs in ("1.0", "auto"):
         kinds = [classify({"regression": p["regression"], "ppack": p[epochs], "reference": p["reference"]})
                  for p in pairs]
         summary[epochs] = {kind: kinds.count(kind) for kind in ("short", "close", "between")}
         summary[epochs]["seconds"] = sum(p[epochs]["seconds"] for p in pairs)
-    first = [p for p in pairs if p["auto"]["stages"] == 1]
-    summary["first_stage_pairs"] = len(first)
-    summary["first_stage_same_score"] = sum(p["auto"]["score"] == p["1.0"]["score"] for p in first)
-    summary["first_stage_seconds"] = [sum(p[e]["seconds"] for p in first) for e in ("1.0", "auto")]
+    first = [p for p in pairs if p["auto"]["epochs"] == 1]
+    summary["one_epoch_pairs"] = len(first)
+    summary["one_epoch_same_score"] = sum(p["auto"]["score"] == p["1.0"]["score"] for p in first)
+    summary["one_epoch_seconds"] = [sum(p[e]["seconds"] for p in first) for e in ("1.0", "auto")]
     for epochs, name in (("1.0", "1 epoch"), ("auto", "epochs auto")):
         counts = summary[epochs]
         print(f"{name:12s}: {counts['short']} short, {counts['between']} between, {counts['close']} close of "
               f"{len(pairs)} (set, C) pairs, {counts['seconds']:.1f} s")
-    print(f"auto stopped at its first epoch on {len(first)} pairs (the same test figure on "
-          f"{summary['first_stage_same_score']}), in {summary['first_stage_seconds'][1]:.1f} s against "
-          f"{summary['first_stage_seconds'][0]:.1f} s for 1 epoch")
+    same, seconds = summary["one_epoch_same_score"], summary["one_epoch_seconds"]
+    print(f"auto stopped at one epoch on {len(first)} pairs (the same test figure on {same}), in {seconds[1]:.1f} s "
+          f"against {seconds[0]:.1f} s for 1 epoch")
     return summary
 
 
@@ -358,6 +367,9 @@ def main():
                         help="weigh the halfway figures on the saved table's cells (see above)")
     parser.add_argument("--auto", action="store_true",
                         help="epochs auto against 1 epoch on the saved table's (set, C) pairs (see above)")
+    parser.add_argument("--stage-change", metavar="CLASSES,RMS",
+                        help="--auto: settle a stage at these changes since the one before (default: "
+                             "packsvm.convergence.MAX_STAGE_CHANGE's)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     if args.halfway:

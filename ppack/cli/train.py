@@ -8,6 +8,7 @@ from mpi4py import MPI
 from ..errors import PPackError
 from ..kernels.device import on_device
 from ..mpi.comm import on_rank0, run_collectively
+from ..packsvm.convergence import stage_line
 from ..registry import KERNEL_SOLVER, SOLVERS
 from .common import (Report, add_common, check_inputs, check_outputs, describe_metrics, describe_run, evaluate,
                      peak_rss_bytes, process_age_seconds, rank_threads, read_shard, scale_warning_said, training_data,
@@ -101,7 +102,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
 
     def stage_done(stage, epochs):  # --epochs auto trains on
-        say(f"epochs auto: stopped short after {stage['epochs']:g} epochs; training on to {epochs:g}")
+        say(stage_line(stage, epochs))
 
     try:
         with scale_warning_said("train", model), warnings.catch_warnings():  # convergence: said below

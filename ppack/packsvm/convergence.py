@@ -72,22 +72,58 @@ def verdict(figures):
             "use a smaller C (a larger sigma); and scale the features (unscaled features slow every SVM solver)")
 
 
-# epochs="auto": a first run of AUTO_FIRST_EPOCHS epochs, continued to twice its iterations
-# while the verdict says it stopped short, up to AUTO_MAX_EPOCHS epochs (sigma T = epochs / C
-# reaches MIN_SIGMA_T at the cap for C up to 12,800)
-AUTO_FIRST_EPOCHS = 1
-AUTO_MAX_EPOCHS = 128
+# epochs="auto": runs of AUTO_EPOCHS epochs in turn, each continuing the last, the first to
+# compare a model with (half an epoch), then from one epoch on until the verdict is satisfied
+# and the predictions on the objective's sample rows changed by at most MAX_STAGE_CHANGE since
+# the stage before (a run that stops short keeps moving: ``stage_change``), or the last
+AUTO_EPOCHS = (0.5,) + tuple(2.0 ** k for k in range(8))  # 0.5, 1, 2, ..., 128
+MAX_STAGE_CHANGE = {"c_svc": 0.014, "one_class": 0.014, "epsilon_svr": 0.19}
 
 
 def auto_iterations(m, done=0):
-    """epochs="auto": the iterations (T) of the stage that reaches past ``done`` iterations
-    (the first stage's for a fresh run) on ``m`` training rows."""
-    T = max(1, AUTO_FIRST_EPOCHS * m)
-    while T < done and T < AUTO_MAX_EPOCHS * m:
-        T = min(2 * T, AUTO_MAX_EPOCHS * m)
+    """epochs="auto": the iterations of the first stage (of AUTO_EPOCHS on ``m`` training rows)
+    that reaches ``done`` iterations (the last stage's when none does)."""
+    for epochs in AUTO_EPOCHS:
+        T = max(1, round(epochs * m))
+        if T >= done:
+            return T
     return T
 
 
 def next_auto_iterations(T, m):
-    """epochs="auto": the iterations of the stage after one of T iterations (None past the cap)."""
-    return None if T >= AUTO_MAX_EPOCHS * m else min(2 * T, AUTO_MAX_EPOCHS * m)
+    """epochs="auto": the iterations of the stage after one of T iterations (None after the last)."""
+    later = [max(1, round(epochs * m)) for epochs in AUTO_EPOCHS if round(epochs * m) > T]
+    return later[0] if later else None
+
+
+def stage_outputs(svm_type, f, rho):
+    """What a model predicts for rows of decision values f (K, n) (``<w, phi(x)>``, each column
+    scaled) and offset rho: classes (c_svc: the sign, or the largest of K columns; one_class:
+    inside or out) or epsilon_svr's values (n,)."""
+    if svm_type == "epsilon_svr":
+        return f[0] - rho
+    if svm_type == "one_class":
+        return f[0] > rho
+    return f[0] > 0 if len(f) == 1 else np.argmax(f, axis=0)
+
+
+def stage_change(svm_type, before, after, y):
+    """How far a stage's predictions moved from the stage before's (``stage_outputs`` on the same
+    rows): the share of rows whose class changed, or (epsilon_svr) the RMS change over the
+    standard deviation of the rows' targets ``y``."""
+    if svm_type == "epsilon_svr":
+        return float(np.sqrt(np.mean((after - before) ** 2)) / max(float(np.std(y)), 1e-300))
+    return float(np.mean(after != before))
+
+
+def stage_line(stage, epochs):
+    """One line on an epochs="auto" ``stage`` (a ``training_["convergence"]["stages"]`` entry)
+    that trains on to ``epochs``: why."""
+    done = f"{stage['epochs']:g} epochs"
+    if stage["advice"] is not None and stage["epochs"] >= 1:
+        why = f"stopped short after {done}"
+    elif stage["change"] is not None:
+        why = f"still moving after {done} (predictions changed by {stage['change']:.1%} since the stage before)"
+    else:
+        why = f"{done} to compare with"
+    return f"epochs auto: {why}; training on to {epochs:g}"

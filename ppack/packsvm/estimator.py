@@ -301,7 +301,7 @@ class PackSVC(BaseSVC):
             if following is None:
                 break
             T = solver.iterations = following
-            console(f"epochs auto: stopped short after {stages[-1]['epochs']:g} epochs; training on to {T / m:g}")
+            console(convergence.stage_line(stages[-1], T / m))
             if on_stage is not None:
                 on_stage(stages[-1], T / m)
             state.loss_curve = None  # each stage keeps the loss curve of its own iterations
@@ -366,10 +366,11 @@ class PackSVC(BaseSVC):
         """Collective: the replay's ``losses.Loss``: the hinge, radius sqrt(max_weight / sigma)."""
         return hinge_loss(largest_weight(comm, weights))
 
-    def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=True):
+    def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=True,
+                kept=None):
         """Collective: the fitted attributes and ``training_`` report from the solver's end state;
         the averaged model, the objective and (unless ``probability`` is False) the
-        probabilities when asked (outside the packs)."""
+        probabilities when asked (outside the packs). ``kept``: as ``primal_objective``'s."""
         m, d = shard.n_samples, shard.n_features
         if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
             self.table_.coef[:] = averaged_coefficients(self.table_, state)
@@ -408,7 +409,8 @@ class PackSVC(BaseSVC):
             passed = self._offset_after_training(comm, shard, weights)
             start = MPI.Wtime()
             ids = objective_rows(m, seed, exact=bool(self.objective))
-            self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids, passed)
+            self.training_["objective"] = primal_objective(comm, self, shard, state.norm, weights, ids, passed,
+                                                           kept)
             self.training_["seconds"]["objective"] = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
         self.n_iter_ = int(state.iteration)
         self._diagnose(stats, state, validation)
@@ -427,19 +429,39 @@ class PackSVC(BaseSVC):
 
     def _judge_stage(self, comm, shard, state, stats, weights, validation, seed, T, m, compile_seconds, stages):
         """Collective, epochs="auto": the fitted attributes of the stage of T iterations on m rows just
-        run (``_finish``, its probabilities aside), its verdict appended to ``stages``; returns the
-        next stage's iterations, or None when this one is the last (converged, stopped, or at the
-        cap). The training state is left as the next stage continues it (``_finish`` replaces
-        an averaged run's coefficients and offsets by their averages)."""
+        run (``_finish``, its probabilities aside), appended to ``stages`` with its verdict and how far
+        its predictions on the objective's sample rows moved since the stage before
+        (``convergence.stage_change``); returns the next stage's iterations, or None when this one
+        is the last: stopped, converged by ``tol`` or validation, or from one epoch on judged
+        converged and settled, or the last of ``convergence.AUTO_EPOCHS``. The training state is
+        left as the next stage continues it (``_finish`` replaces an averaged run's coefficients and
+        offsets by their averages)."""
         raw = self.table_.coef.copy(), state.scale, state.norm, state.rho
-        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=False)
+        kept = []
+        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=False,
+                     kept=kept)
         diagnosis = self.training_["convergence"]
+        change, outputs = None, None
+        if kept:  # rank 0, unless the run stopped
+            f, y = (np.concatenate(parts, axis=-1) for parts in zip(*kept))
+            outputs = convergence.stage_outputs(self.SVM_TYPE, f, self.rho_)
+            if stages and stages[-1].get("outputs") is not None:
+                change = convergence.stage_change(self.SVM_TYPE, stages[-1]["outputs"], outputs, y)
+        change = comm.bcast(change, root=0)
+        if stages:
+            stages[-1].pop("outputs", None)  # kept for the next comparison only
         stages.append({"epochs": state.iteration / m, "iterations": int(state.iteration),
-                       "seconds": self.training_["seconds"]["total"], "advice": diagnosis["advice"]})
+                       "seconds": self.training_["seconds"]["total"], "advice": diagnosis["advice"],
+                       "change": change, "outputs": outputs})
         following = convergence.next_auto_iterations(T, m)
-        if following is None and diagnosis["advice"] is not None:
-            diagnosis["advice"] += f" (epochs auto stops at {convergence.AUTO_MAX_EPOCHS} epochs: give a number)"
-        if diagnosis["advice"] is None or self.stopped_ or state.iteration < T or following is None:
+        settled = diagnosis["advice"] is None and state.iteration >= m and change is not None and \
+            change <= convergence.MAX_STAGE_CHANGE[self.SVM_TYPE]
+        stopped = self.stopped_ or stats.converged or (validation is not None and validation.track.stopped)
+        if stopped or state.iteration < T or settled or following is None:
+            stages[-1].pop("outputs")
+            if following is None and diagnosis["advice"] is not None:
+                diagnosis["advice"] += (f" (epochs auto stops at {convergence.AUTO_EPOCHS[-1]:g} epochs: give a "
+                                        "number)")
             return None
         self.table_.coef[:] = raw[0]
         state.scale, state.norm, state.rho = raw[1:]

@@ -69,7 +69,7 @@ def support_vector_norms(comm, model, shard):
     return collectives.sum(np.ascontiguousarray(local, dtype=np.float64))
 
 
-def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
+def primal_objective(comm, model, shard, norms, weights, ids, passed=None, kept=None):
     """Collective: the objective of ``model`` (a fitted PackSVC) on the rows ``ids`` (None: every
     row) of the training ``shard``, as a dict the same on every rank: ``value`` (the mean over the
     binary problems), ``norm_term`` and ``hinge_term`` (lists, one per problem), ``zero_term`` (the
@@ -78,7 +78,9 @@ def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
     norms (n_columns,): ||w||^2 of each problem; weights: the shard rows' weights, or None.
     The rows are taken a block at a time (``predict.decision_blocks``): rank 0 adds up each
     block's hinge losses, holding one block. ``passed``, if given: a pass over every training
-    row already made (``training_rows``), which the hinge part is taken from instead."""
+    row already made (``training_rows``), which the hinge part is taken from instead. ``kept``,
+    if given (a list): rank 0 appends the rows' decision values and labels, (f (K, n), y (n,)),
+    block by block."""
     exact = ids is None
     if np.isnan(norms).any() and exact:  # an averaged model, exact asked
         norms = support_vector_norms(comm, model, shard)
@@ -93,6 +95,8 @@ def primal_objective(comm, model, shard, norms, weights, ids, passed=None):
         blocks = [] if f is None else [(f[:, chosen], y[chosen], None if w is None else w[chosen])]
     for f, y, w in blocks:
         if f is not None:  # rank 0
+            if kept is not None:
+                kept.append((f, y))
             hinge, zero = model.row_losses(f, y), model.row_losses(np.zeros_like(f), y)
             if weights is not None:
                 hinge *= w[None, :]
