@@ -115,13 +115,15 @@ plt.show()
 # %%
 # Letting the run decide: ``epochs="auto"``
 # -----------------------------------------
-# ``epochs="auto"`` (``train --epochs auto``) trains one epoch, then continues the same run to
-# twice its iterations while the verdict above says it stopped short, up to 128 epochs;
-# ``training_["convergence"]["stages"]`` lists each stage's epochs and verdict. Where one epoch
-# is judged enough it is the 1-epoch run itself. It inherits the verdict's caution, and its
-# misses: at C = 10,000 it trains on until sigma T reaches 0.01, while at C = 100 a first
-# epoch satisfies the verdict although a longer run tests better (the lines above). When the
-# accuracy matters, compare with a run of a few times the epochs, or use ``validation``.
+# ``epochs="auto"`` (``train --epochs auto``) trains half an epoch, then continues the same run
+# to one epoch, two, four and so on, until the verdict above is satisfied and the predictions on
+# sampled training rows moved little since the stage before, at most 128 epochs;
+# ``training_["convergence"]["stages"]`` lists each stage's epochs, verdict and change. At C = 1
+# it stops at one epoch (the default's model). At C = 100 one epoch satisfies the verdict while
+# testing well above LIBSVM's error, but its predictions still move, so auto trains on and
+# reaches LIBSVM's error. At C = 10,000 it inherits the verdict's caution and trains on until
+# sigma T reaches 0.01. Where neither the verdict nor the change sees a run stop short, auto
+# stops too: when the accuracy matters, compare with a longer run, or use ``validation``.
 for C in Cs:
     model = PackSVR(C=C, gamma=0.1, epsilon=0.1, epochs="auto", seed=0).fit(X_train, y_train)
     stages = model.training_["convergence"]["stages"]

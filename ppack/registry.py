@@ -282,8 +282,8 @@ PACKSVM_PARAMS = {
     "C": Param(positive(none=True), None, "SVM cost, C = 1 / (n_samples * sigma) (default 1)"),
     "sigma": Param(positive(none=True), None, "regulariser weight of the primal objective (instead of C)"),
     "epochs": Param(real(0.0, low_open=True, choices=("auto",)), 1.0,
-                    "T = epochs * n_samples SGD iterations (default 1); auto: 1 epoch, then twice as many while the "
-                    "convergence diagnostic says the run stopped short, at most 128"),
+                    "T = epochs * n_samples SGD iterations (default 1); auto: half an epoch, one, then twice as "
+                    "many until the convergence diagnostic is satisfied and the predictions settle, at most 128"),
     "iterations": Param(count(none=True), None, "T, the number of SGD iterations (instead of --epochs)"),
     "pack": Param(count(), 100, "r, iterations per pack: two Allreduce calls per pack (default 100)"),
     "tol": Param(positive(none=True), None,

@@ -54,6 +54,28 @@ def test_the_verdict_names_what_it_saw_and_what_to_change():
     assert convergence.verdict({**between, "svm_type": "epsilon_svr"}) is not None
 
 
+def test_the_auto_stages_and_how_far_a_stage_moved():
+    """epochs="auto"'s stages: 0.5, 1, 2, ..., 128 epochs of m rows, a resumed run's the first
+    that reaches its iteration; a stage's outputs and their change since the stage before."""
+    assert convergence.auto_iterations(400) == 200
+    assert convergence.auto_iterations(400, 201) == convergence.auto_iterations(400, 400) == 400
+    assert convergence.auto_iterations(400, 10 ** 9) == 128 * 400
+    assert convergence.next_auto_iterations(200, 400) == 400 and convergence.next_auto_iterations(800, 400) == 1600
+    assert convergence.next_auto_iterations(128 * 400, 400) is None
+    f = np.array([[0.5, -1.0, 2.0, 0.0]])
+    assert convergence.stage_outputs("c_svc", f, 0.0).tolist() == [True, False, True, False]
+    assert convergence.stage_outputs("c_svc", np.array([[1.0, 0.0], [2.0, -1.0], [0.0, 3.0]]), 0.0).tolist() == [1, 2]
+    assert convergence.stage_outputs("one_class", f, 1.0).tolist() == [False, False, True, False]
+    assert convergence.stage_outputs("epsilon_svr", f, 1.0).tolist() == [-0.5, -2.0, 1.0, -1.0]
+    before, after = np.array([True, False, True, False]), np.array([True, True, True, False])
+    assert convergence.stage_change("c_svc", before, after, None) == 0.25
+    y = np.array([1.0, 3.0, 1.0, 3.0])  # standard deviation 1
+    assert convergence.stage_change("epsilon_svr", np.zeros(4), np.array([1.0, -1.0, 1.0, -1.0]), y) == 1.0
+    line = convergence.stage_line("c_svc", {"epochs": 1.0, "advice": None, "change": 0.05}, 2.0)
+    assert line == ("epochs auto: still moving after 1 epochs (5.0% of sampled training rows changed class since "
+                    "the stage before); training on to 2")
+
+
 def diabetes():
     from sklearn.datasets import load_diabetes
 

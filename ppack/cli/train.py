@@ -102,7 +102,7 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
         say(f"numba kernels ready in {seconds:.1f} s (compiled once per node, or loaded from the cache)")
 
     def stage_done(stage, epochs):  # --epochs auto trains on
-        say(stage_line(stage, epochs))
+        say(stage_line(model.SVM_TYPE, stage, epochs))
 
     try:
         with scale_warning_said("train", model), warnings.catch_warnings():  # convergence: said below

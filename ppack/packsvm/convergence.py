@@ -116,14 +116,33 @@ def stage_change(svm_type, before, after, y):
     return float(np.mean(after != before))
 
 
-def stage_line(stage, epochs):
+def moved(svm_type, change):
+    """``stage_change``'s figure in words."""
+    if svm_type == "epsilon_svr":
+        return (f"the predictions on sampled training rows moved by {change:.3g} times the targets' standard "
+                "deviation (RMS)")
+    return f"{change:.1%} of sampled training rows changed class"
+
+
+def unsettled(svm_type, advice, change, epochs):
+    """The advice of an epochs="auto" run that ended at its last stage (``epochs``) unsettled: the
+    verdict's ``advice`` (or None), and the change of its predictions since the stage before."""
+    cap = f"epochs auto stops at {epochs:g} epochs: give a number"
+    if advice is not None:
+        return f"{advice} ({cap})"
+    return (f"training had not settled after {epochs:g} epochs ({moved(svm_type, change)} since the stage before; "
+            f"{cap}), or use a smaller C (a larger sigma); and scale the features (unscaled features slow every "
+            "SVM solver)")
+
+
+def stage_line(svm_type, stage, epochs):
     """One line on an epochs="auto" ``stage`` (a ``training_["convergence"]["stages"]`` entry)
     that trains on to ``epochs``: why."""
     done = f"{stage['epochs']:g} epochs"
     if stage["advice"] is not None and stage["epochs"] >= 1:
         why = f"stopped short after {done}"
     elif stage["change"] is not None:
-        why = f"still moving after {done} (predictions changed by {stage['change']:.1%} since the stage before)"
+        why = f"still moving after {done} ({moved(svm_type, stage['change'])} since the stage before)"
     else:
         why = f"{done} to compare with"
     return f"epochs auto: {why}; training on to {epochs:g}"

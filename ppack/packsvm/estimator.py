@@ -55,9 +55,10 @@ class PackSVC(BaseSVC):
     Parameters (checked against ``registry.PACKSVM_PARAMS``, as the CLI's): kernel, gamma
     (a number, "auto": 1 / n_features, the default, None alike, or "scale": 1 / (n_features *
     X.var()), ``resolve_gamma``; ``spec_.gamma`` is the number used), degree, coef0, C or
-    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T; epochs "auto": 1
-    epoch, continued to twice the iterations while the convergence diagnostic says the run
-    stopped short, at most 128 epochs, each stage in ``training_["convergence"]["stages"]``), pack (r), seed,
+    sigma (tied by C = 1 / (n_samples * sigma)), epochs or iterations (T; epochs "auto": half an
+    epoch, one, then twice the iterations each time, one run continued, until the convergence
+    diagnostic is satisfied and the predictions on the objective's sample rows settle, at most
+    128 epochs; each stage in ``training_["convergence"]["stages"]``), pack (r), seed,
     step (c of the SGD step c / (sigma (t + c - 1)); 1 is Pegasos'), sampling ("epochs": every row once per epoch;
     "uniform": with replacement), placement of new support vectors ("count", "cost": by each
     rank's measured seconds per stored row, ``table.place_new``), pipeline ("auto": on above one
@@ -301,7 +302,7 @@ class PackSVC(BaseSVC):
             if following is None:
                 break
             T = solver.iterations = following
-            console(convergence.stage_line(stages[-1], T / m))
+            console(convergence.stage_line(self.SVM_TYPE, stages[-1], T / m))
             if on_stage is not None:
                 on_stage(stages[-1], T / m)
             state.loss_curve = None  # each stage keeps the loss curve of its own iterations
@@ -459,9 +460,10 @@ class PackSVC(BaseSVC):
         stopped = self.stopped_ or stats.converged or (validation is not None and validation.track.stopped)
         if stopped or state.iteration < T or settled or following is None:
             stages[-1].pop("outputs")
-            if following is None and diagnosis["advice"] is not None:
-                diagnosis["advice"] += (f" (epochs auto stops at {convergence.AUTO_EPOCHS[-1]:g} epochs: give a "
-                                        "number)")
+            if not (stopped or settled) and following is None:  # the last stage, not settled
+                diagnosis["advice"] = convergence.unsettled(self.SVM_TYPE, diagnosis["advice"], change,
+                                                           stages[-1]["epochs"])
+                self.converged_ = diagnosis["converged"] = False
             return None
         self.table_.coef[:] = raw[0]
         state.scale, state.norm, state.rho = raw[1:]
