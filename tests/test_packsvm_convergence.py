@@ -186,6 +186,12 @@ def test_epochs_auto_continues_as_one_longer_run_and_resumes_mid_stage(C, epochs
     resumed = PackSVR(epochs="auto", **params).fit(X, y, checkpoint=tmp_path / "auto.h5", resume=True)
     assert resumed.resumed_from_ == stopped.n_iter_ and resumed.n_iter_ == 400 * epochs
     assert np.array_equal(resumed.predict(X), auto.predict(X)) and resumed.rho_ == auto.rho_
+    # the stages judged after the resume, each compared with the stage before (the checkpoint's)
+    after = [{k: stage[k] for k in ("epochs", "advice", "change")} for stage in
+             resumed.training_["convergence"]["stages"]]
+    assert after[0]["epochs"] == 2.0 and after[0]["change"] is not None
+    assert after == [{k: stage[k] for k in ("epochs", "advice", "change")} for stage in
+                     auto.training_["convergence"]["stages"][2:]]
 
 
 def test_a_grid_pass_refuses_epochs_auto():

@@ -99,6 +99,8 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
         f["sampler_block"] = sampler_block
+        if state.stage_outputs is not None:  # rank 0's (this runs there)
+            f["stage_outputs"] = state.stage_outputs
         if column_stops is not None:
             f.attrs["column_stops"] = json.dumps(column_stops.as_dict())
         if validation is not None:
@@ -221,6 +223,8 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                                   for name in ("rho", "rho_sum")))  # absent in older files: 0
             if "loss_curve" in a:  # absent in older files: the run's curve starts at the resume
                 state.loss_curve = LossWindows(**json.loads(a["loss_curve"]))
+            if "stage_outputs" in f and rank == 0:  # an epochs="auto" run's last judged stage
+                state.stage_outputs = f["stage_outputs"][()]
             if int(a["ranks"]) == size and "row_seconds" in a:  # placement by cost goes on as measured
                 state.row_seconds = np.asarray(a["row_seconds"], np.float64)
             saved_stats = json.loads(a["stats"])

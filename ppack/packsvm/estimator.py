@@ -219,9 +219,9 @@ class PackSVC(BaseSVC):
         delay : packsvm.delay.Delay or None, default=None
             Added to each pack's partial sums (tests and benchmarks: a node's jitter on a few cores).
         on_stage : callable or None, default=None
-            With ``epochs="auto"``, called on every rank when a stage stopped short and the run
-            trains on: with that stage (its entry of ``training_["convergence"]["stages"]``: its
-            epochs, iterations, seconds and advice; a resumed fit lists the stages it judged)
+            With ``epochs="auto"``, called on every rank when the run trains on past a stage:
+            with that stage (its entry of ``training_["convergence"]["stages"]``: its epochs,
+            iterations, seconds, advice and change; a resumed fit lists the stages it judged)
             and the next stage's epochs.
 
         Returns
@@ -249,7 +249,7 @@ class PackSVC(BaseSVC):
         m = shard.n_samples - (0 if self.held_out_ is None else self.held_out_["rows"])  # the rows trained on
         self.sigma_ = self._sigma(m)
         self.C_ = 1.0 / (m * self.sigma_)
-        auto = self.epochs == "auto" and self.iterations is None  # stages of 1, 2, 4, ... epochs
+        auto = self.epochs == "auto" and self.iterations is None  # stages of 0.5, 1, 2, 4, ... epochs
         if auto:
             T = convergence.auto_iterations(m)
         else:
@@ -295,7 +295,7 @@ class PackSVC(BaseSVC):
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, checkpointing, previous,
                                                               stop_after_packs, weights)
         compile_seconds += solver.device_seconds
-        stages = []  # epochs="auto": each stage's iterations and verdict
+        stages = []  # epochs="auto": each stage's iterations, verdict and change
         while auto:
             following = self._judge_stage(comm, shard, state, stats, weights, validation, seed, T, m, compile_seconds,
                                           stages)
@@ -442,24 +442,22 @@ class PackSVC(BaseSVC):
         self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=False,
                      kept=kept)
         diagnosis = self.training_["convergence"]
-        change, outputs = None, None
+        change = None
         if kept:  # rank 0, unless the run stopped
             f, y = (np.concatenate(parts, axis=-1) for parts in zip(*kept))
             outputs = convergence.stage_outputs(self.SVM_TYPE, f, self.rho_)
-            if stages and stages[-1].get("outputs") is not None:
-                change = convergence.stage_change(self.SVM_TYPE, stages[-1]["outputs"], outputs, y)
+            if state.stage_outputs is not None:  # the stage before's (a checkpoint keeps them)
+                change = convergence.stage_change(self.SVM_TYPE, state.stage_outputs, outputs, y)
+            state.stage_outputs = outputs
         change = comm.bcast(change, root=0)
-        if stages:
-            stages[-1].pop("outputs", None)  # kept for the next comparison only
         stages.append({"epochs": state.iteration / m, "iterations": int(state.iteration),
                        "seconds": self.training_["seconds"]["total"], "advice": diagnosis["advice"],
-                       "change": change, "outputs": outputs})
+                       "change": change})
         following = convergence.next_auto_iterations(T, m)
         settled = diagnosis["advice"] is None and state.iteration >= m and change is not None and \
             change <= convergence.MAX_STAGE_CHANGE[self.SVM_TYPE]
         stopped = self.stopped_ or stats.converged or (validation is not None and validation.track.stopped)
         if stopped or state.iteration < T or settled or following is None:
-            stages[-1].pop("outputs")
             if not (stopped or settled) and following is None:  # the last stage, not settled
                 diagnosis["advice"] = convergence.unsettled(self.SVM_TYPE, diagnosis["advice"], change,
                                                            stages[-1]["epochs"])

@@ -140,6 +140,9 @@ class SolverState:
     rho_sum: np.ndarray = field(default_factory=lambda: np.zeros(1))
     row_seconds: np.ndarray = None
     loss_curve: LossWindows = None  # the mean loss over the run, in CURVE_POINTS windows (``LossWindows.curve``)
+    # epochs="auto": on rank 0, the last judged stage's predictions on the objective's sample rows
+    # (``convergence.stage_outputs``), which the next stage's are compared with; None elsewhere
+    stage_outputs: np.ndarray = None
 
 
 class Jitter:
