@@ -33,7 +33,9 @@ bench/results/convergence_halfway.json (``--halfway --report-only``: the rates a
 the reference of the pair's longest cell, with their seconds (each fit's wall time, the
 stages' verdicts included); results go to bench/results/convergence_auto.json
 (``--stage-change 0.02,0.3``: auto settling at other changes between stages, into
-convergence_auto_0.02_0.3.json).
+convergence_auto_0.02_0.3.json). Sets not in the table (``--sets w8a,splice,svmguide1,german.numer,
+heart_scale``: its calibration left them out) get the same reference, measured then; give
+``--auto-out`` to keep their results apart.
 """
 import argparse
 import json
@@ -51,6 +53,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from multiclass import load_usps, one_thread  # noqa: E402
 
 SETS = ("a9a", "ijcnn1", "usps", "mnist2", "friedman1", "diabetes")
+SPLIT_FILES = {"a9a": ("a9a/a9a.bz2", "a9a/a9a.t.bz2"), "ijcnn1": ("ijcnn1/ijcnn1.tr.bz2", "ijcnn1/ijcnn1.t.bz2"),
+               "w8a": ("w8a/w8a.bz2", "w8a/w8a.t.bz2"),
+               "splice": ("splice/splice_scale.bz2", "splice/splice_scale.t.bz2"),
+               "svmguide1": ("svmguide1/svmguide1.bz2", "svmguide1/svmguide1.t.bz2")}
+ONE_FILE = {"german.numer": "german.numer/german.numer_scale.bz2", "heart_scale": "heart_scale/heart_scale.bz2"}
 REGRESSION = {"friedman1", "diabetes"}
 CS = (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0)
 EPOCHS = (0.5, 1.0, 2.0, 5.0)
@@ -66,12 +73,15 @@ def load(name, data_dir, rows, test_rows, seed=0):
     from ppack.data.libsvm import read_libsvm
 
     rng = np.random.default_rng(seed)
-    if name in ("a9a", "ijcnn1"):
-        train, test = {"a9a": ("a9a/a9a.bz2", "a9a/a9a.t.bz2"), "ijcnn1": ("ijcnn1/ijcnn1.tr.bz2",
-                                                                         "ijcnn1/ijcnn1.t.bz2")}[name]
+    if name in SPLIT_FILES:
+        train, test = SPLIT_FILES[name]
         X, y, info = read_libsvm(Path(data_dir) / train)
         Xt, yt, _ = read_libsvm(Path(data_dir) / test, n_features=info.n_features)
         X, Xt = X.toarray(), Xt.toarray()
+    elif name in ONE_FILE:  # two thirds of the rows train
+        X, y, _ = read_libsvm(Path(data_dir) / ONE_FILE[name])
+        X, order, cut = X.toarray(), rng.permutation(len(y)), 2 * len(y) // 3
+        return X[order[:cut]], y[order[:cut]], X[order[cut:]], y[order[cut:]]
     elif name == "usps":
         X, y, Xt, yt = load_usps(data_dir)
     elif name == "mnist2":
@@ -293,8 +303,9 @@ def auto_epochs(args):
     (the better of LIBSVM and ppack at 20 times its epochs)."""
     from ppack.packsvm import convergence
 
-    out = Path(args.out).with_name("convergence_auto.json" if args.stage_change is None else
-                                   f"convergence_auto_{args.stage_change.replace(',', '_')}.json")
+    out = Path(args.auto_out) if args.auto_out else Path(args.out).with_name(
+        "convergence_auto.json" if args.stage_change is None else
+        f"convergence_auto_{args.stage_change.replace(',', '_')}.json")
     if args.stage_change is not None:
         classes, rms = map(float, args.stage_change.split(","))
         convergence.MAX_STAGE_CHANGE.update(c_svc=classes, one_class=classes, epsilon_svr=rms)
@@ -305,18 +316,21 @@ def auto_epochs(args):
     pairs = []
     for name in args.sets.split(","):
         cells = [c for c in saved if c["set"] == name]
-        if not cells:
-            continue
         regression = name in REGRESSION
         X, y, Xt, yt = load(name, args.data_dir, args.rows, args.test_rows)
-        fitted(regression, X, y, 1.0, cells[0]["gamma"], 0.1)  # the numba kernels compiled or loaded first
-        for C in sorted({c["C"] for c in cells}):
-            longest = max((c for c in cells if c["C"] == C), key=lambda c: c["epochs"])
-            pair = {"set": name, "regression": regression, "C": C,
-                    "reference": best(regression, longest["longer"]["score"], longest["libsvm"]["score"])}
+        gamma = cells[0]["gamma"] if cells else scale_gamma(X)
+        fitted(regression, X, y, 1.0, gamma, 0.1)  # the numba kernels compiled or loaded first
+        for C in sorted({c["C"] for c in cells}) if cells else map(float, args.Cs.split(",")):
+            if cells:  # the table's reference of the pair's longest cell
+                longest = max((c for c in cells if c["C"] == C), key=lambda c: c["epochs"])
+                longer, libsvm = longest["longer"]["score"], longest["libsvm"]["score"]
+            else:  # a set not in the table: the same reference, measured now
+                longer = run_ppack(regression, X, y, Xt, yt, C, gamma, REFERENCE_TIMES * max(EPOCHS))["score"]
+                libsvm = run_libsvm(regression, X, y, Xt, yt, C, gamma)["score"]
+            pair = {"set": name, "regression": regression, "C": C, "reference": best(regression, longer, libsvm)}
             for epochs in (1.0, "auto"):
                 start = time.perf_counter()
-                model, caught = fitted(regression, X, y, C, longest["gamma"], epochs)
+                model, caught = fitted(regression, X, y, C, gamma, epochs)
                 stages = model.training_["convergence"].get("stages") or [{"epochs": epochs}]
                 pair[str(epochs)] = {"score": score(regression, model.predict(Xt), yt),
                                      "seconds": time.perf_counter() - start, "epochs": stages[-1]["epochs"],
@@ -367,6 +381,7 @@ def main():
                         help="weigh the halfway figures on the saved table's cells (see above)")
     parser.add_argument("--auto", action="store_true",
                         help="epochs auto against 1 epoch on the saved table's (set, C) pairs (see above)")
+    parser.add_argument("--auto-out", help="--auto: the results file (default: see above)")
     parser.add_argument("--stage-change", metavar="CLASSES,RMS",
                         help="--auto: settle a stage at these changes since the one before (default: "
                              "packsvm.convergence.MAX_STAGE_CHANGE's)")
