@@ -80,20 +80,21 @@ AUTO_EPOCHS = (0.5,) + tuple(2.0 ** k for k in range(8))  # 0.5, 1, 2, ..., 128
 MAX_STAGE_CHANGE = {"c_svc": 0.014, "one_class": 0.014, "epsilon_svr": 0.19}
 
 
+def auto_stages(m):
+    """epochs="auto": each stage's iterations (AUTO_EPOCHS on ``m`` training rows)."""
+    return [max(1, round(epochs * m)) for epochs in AUTO_EPOCHS]
+
+
 def auto_iterations(m, done=0):
-    """epochs="auto": the iterations of the first stage (of AUTO_EPOCHS on ``m`` training rows)
-    that reaches ``done`` iterations (the last stage's when none does)."""
-    for epochs in AUTO_EPOCHS:
-        T = max(1, round(epochs * m))
-        if T >= done:
-            return T
-    return T
+    """epochs="auto": the iterations of the first stage that reaches ``done`` iterations (the last
+    stage's when none does)."""
+    stages = auto_stages(m)
+    return next((T for T in stages if T >= done), stages[-1])
 
 
 def next_auto_iterations(T, m):
     """epochs="auto": the iterations of the stage after one of T iterations (None after the last)."""
-    later = [max(1, round(epochs * m)) for epochs in AUTO_EPOCHS if round(epochs * m) > T]
-    return later[0] if later else None
+    return next((later for later in auto_stages(m) if later > T), None)
 
 
 def stage_outputs(svm_type, f, rho):

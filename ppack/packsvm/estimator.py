@@ -310,9 +310,9 @@ class PackSVC(BaseSVC):
                 self.table_, state, stats, solver.sampler), stop_after_packs, weights)
         if bar is not None:
             bar.close()
-        if not stages:
+        if not auto:
             self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds)
-        elif getattr(self, "probability", False) and not self.stopped_:
+        elif getattr(self, "probability", False) and not self.stopped_:  # the last stage's _finish left them
             self._fit_probability(shard, state)
         info = self.training_
         if auto:
@@ -457,7 +457,7 @@ class PackSVC(BaseSVC):
         settled = diagnosis["advice"] is None and state.iteration >= m and change is not None and \
             change <= convergence.MAX_STAGE_CHANGE[self.SVM_TYPE]
         stopped = self.stopped_ or stats.converged or (validation is not None and validation.track.stopped)
-        if stopped or state.iteration < T or settled or following is None:
+        if stopped or settled or following is None:
             if not (stopped or settled) and following is None:  # the last stage, not settled
                 diagnosis["advice"] = convergence.unsettled(self.SVM_TYPE, diagnosis["advice"], change,
                                                            stages[-1]["epochs"])
