@@ -58,6 +58,11 @@ class StoredRows:
         return self._norms[:self.n]
 
     @property
+    def capacity(self):
+        """Rows that fit before the arrays grow."""
+        return len(self._norms)
+
+    @property
     def nnz(self):
         """Stored values of a CSR store (0 when dense)."""
         return int(self._indptr[self.n]) if self.sparse else 0

@@ -59,6 +59,8 @@ class PackStep:
                      columns.column_fold, columns.column_group, columns.active, rank, state.occupancy,
                      state.row_seconds, float(row_memory), state.rho, state.rho_sum, float(ema_weight), windows.size,
                      windows.values, tol is not None, 0.0 if tol is None else float(tol), curve.size, curve.values)
+        # per pack size, and the table's arrays while they do not grow (``__call__``)
+        self._r = self._work = self._fixed_folds = self._entries = self._no_csr = self._store = None
 
     def __call__(self, buf, block, ids, norms, coef, loss, fold, average, mean_loss, offsets, spent, waited, delta,
                  next_ids=_NO_IDS, next_flags=_NO_FLAGS, tested=_NOT_TESTED):
@@ -81,17 +83,28 @@ class PackStep:
         (the windows' last two means within ``tol``)."""
         state, table, stats = self.state, self.table, self.stats
         K, r = coef.shape
-        work = replay_work_arrays(K, r)  # kept per (K, r) for the run's next packs
-        entries, rows, store = table.room_for(block)
+        if r != self._r:  # the run's first pack, or its last (shorter) one
+            self._r, self._work = r, replay_work_arrays(K, r)
+            # the rows' folds: when no column holds a fold out, the same r -1s for every pack
+            self._fixed_folds = None if self.columns.folds is not None else self.columns.row_folds(ids, None)
+        work, folds = self._work, self._fixed_folds
+        if folds is None:
+            folds = self.columns.row_folds(ids, work.row_fold)
+        n = table.n
+        if self._entries is not None and table.dense_room() >= r:  # the same arrays take the pack as before
+            rows = (block.dense,) + self._no_csr
+        else:
+            entries, rows, store = table.room_for(block)
+            self._entries, self._no_csr, self._store = entries[:-1], rows[1:], store[1:]
         t0, avg_weight = state.iteration, state.avg_weight
         averaged = avg_weight is not None
         status, projections, added, digest, avg_weight, moving, converged = _update_after_pack(
             buf.digests, buf.predictions, buf.group_pairs, buf.owner_flags, buf.timings, block.y,
-            work.ones if block.weight is None else block.weight, ids, self.columns.row_folds(ids, work.row_fold), t0,
+            work.ones if block.weight is None else block.weight, ids, folds, t0,
             coef, loss, fold, average, mean_loss, tested, offsets, work.info, work.pred, work.sign,
             work.column_weight, spent, waited, next_ids, next_flags, avg_weight if averaged else 0.0,
             weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
-            *rows, norms, *self._run, *entries, delta, *store)
+            *rows, norms, *self._run, *self._entries, n, delta, n, *self._store)
         table.added(added)
         if status == DONE:
             state.iteration = t0 + r

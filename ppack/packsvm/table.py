@@ -156,6 +156,14 @@ class SupportVectorTable:
         return ((keys.keys, keys.slots, self._keys, self._coef, self._avg, self._since, self.avg_clock, self.n),
                 rows, (stored.n,) + store)
 
+    def dense_room(self):
+        """How many more entries of dense rows fit before any array must grow: while a pack's
+        rows fit, ``room_for``'s arrays (but n and the block's rows) stay the same objects."""
+        stored = self.compute.stored
+        if stored.sparse:
+            return 0
+        return min(len(self._keys), len(self.key_slots.keys) // 2, stored.capacity) - self.n
+
     def added(self, k):
         """Count the k new entries written through ``room_for``'s arrays."""
         self.n += k
