@@ -331,8 +331,7 @@ class PackedSolver:
             timings = buf.timings[rank]
             if pipelined:
                 timings[SERIAL], timings[PARTIAL_SUMS] = serial, current.sums_seconds
-                timings[LOCAL] = local = current.local_seconds
-                stats.local_work.add(local)
+                timings[LOCAL] = current.local_seconds  # the step adds it to stats.local_work
                 # collective 2, then pack k + 2's collective 1; pack k + 1's sums while they are in flight
                 requests = [collectives.start_sum(buf.data)]
                 shadow_start = MPI.Wtime()
@@ -375,8 +374,7 @@ class PackedSolver:
                     collectives.wait_all(requests)  # no request left behind, whatever stopped the sums
                     raise
                 in_flight = None
-                for k in range(2):
-                    waited[k] += spent[k]
+                np.add(waited, spent, out=waited)
                 seconds["in_collective1"] += spent[0]
                 seconds["in_collective2"] += spent[1] + start_seconds
                 seconds["communication"] += spent[0] + spent[1] + start_seconds
@@ -384,8 +382,7 @@ class PackedSolver:
             else:
                 seconds["kernel_sums"] += MPI.Wtime() - t1
                 timings[SERIAL], timings[PARTIAL_SUMS] = serial, pairs_start - sums_start
-                timings[LOCAL] = local = MPI.Wtime() - collective1_end
-                stats.local_work.add(local)
+                timings[LOCAL] = MPI.Wtime() - collective1_end  # the step adds it to stats.local_work
 
                 collectives.sum(buf.data)  # collective 2
                 collective2_end = collectives.last_start + collectives.last_seconds

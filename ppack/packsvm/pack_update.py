@@ -19,7 +19,7 @@ from .averaging import weight_sum
 from .key_slots import _flag_held
 from .pack_buffer import LOCAL, PARTIAL_SUMS, SERIAL
 from .replay import HINGE, replay_all, replay_work_arrays
-from .state import CURVE_POINTS, LossWindows, _digest, add_to_windows, moving_average, windows_stable
+from .state import CURVE_POINTS, LossWindows, _digest, add_jitter, add_to_windows, moving_average, windows_stable
 from .table import merge_pack
 
 # what ``PackStep`` returns first besides a failing problem's number (>= 0)
@@ -58,9 +58,12 @@ class PackStep:
                      loss_rule.epsilon, columns.rho_step, columns.rho_low, columns.rho_high, columns.column_class,
                      columns.column_fold, columns.column_group, columns.active, rank, state.occupancy,
                      state.row_seconds, float(row_memory), state.rho, state.rho_sum, float(ema_weight), windows.size,
-                     windows.values, tol is not None, 0.0 if tol is None else float(tol), curve.size, curve.values)
+                     windows.values, tol is not None, 0.0 if tol is None else float(tol), curve.size, curve.values,
+                     np.zeros(4) if stats is None else stats.local_work.figures)
         # per pack size, and the table's arrays while they do not grow (``__call__``)
         self._r = self._work = self._fixed_folds = self._entries = self._no_csr = self._store = None
+        self._fits = -1  # entries the cached arrays hold: grown or looked up again past it
+        self._moving = math.nan if stats is None else stats.hinge_moving_average  # stats' copy is written each pack
 
     def __call__(self, buf, block, ids, norms, coef, loss, fold, average, mean_loss, offsets, spent, waited, delta,
                  next_ids=_NO_IDS, next_flags=_NO_FLAGS, tested=_NOT_TESTED):
@@ -91,11 +94,12 @@ class PackStep:
         if folds is None:
             folds = self.columns.row_folds(ids, work.row_fold)
         n = table.n
-        if self._entries is not None and table.dense_room() >= r:  # the same arrays take the pack as before
+        if n + r <= self._fits:  # the same arrays take the pack as before: no call to look them up
             rows = (block.dense,) + self._no_csr
         else:
             entries, rows, store = table.room_for(block)
             self._entries, self._no_csr, self._store = entries[:-1], rows[1:], store[1:]
+            self._fits = n + table.dense_room()
         t0, avg_weight = state.iteration, state.avg_weight
         averaged = avg_weight is not None
         status, projections, added, digest, avg_weight, moving, converged = _update_after_pack(
@@ -103,7 +107,7 @@ class PackStep:
             work.ones if block.weight is None else block.weight, ids, folds, t0,
             coef, loss, fold, average, mean_loss, tested, offsets, work.info, work.pred, work.sign,
             work.column_weight, spent, waited, next_ids, next_flags, avg_weight if averaged else 0.0,
-            weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
+            weight_sum(t0, r) if averaged else 0.0, self._moving,
             *rows, norms, *self._run, *self._entries, n, delta, n, *self._store)
         table.added(added)
         if status == DONE:
@@ -111,7 +115,7 @@ class PackStep:
             if averaged:
                 state.avg_weight = avg_weight
             if stats is not None:
-                stats.hinge_moving_average = moving
+                self._moving = stats.hinge_moving_average = moving
         return status, projections, work, digest, converged
 
 
@@ -122,11 +126,13 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
                        values, norms, scale, norm, sigma, max_weight, step, mode, epsilon, rho_step, rho_low,
                        rho_high, column_class, column_fold, column_group, active, rank, occupancy, row_seconds,
                        row_memory, rho, rho_sum, ema_weight, window_size, windows, test_tol, tol, curve_size, curve,
+                       local_work,
                        map_keys, map_slots, entry_keys, table_coef, table_avg, table_since, clock, n, delta, n_stored,
                        out_features, out_indptr, out_indices, out_values, out_norms):
     """Returns (status, projections, new entries, digest, averages' weight, moving average,
     converged). status DISAGREE: the ranks' ``digests`` (p,)
-    differ (nothing else was done); otherwise the timings are accounted (``account_timings``)
+    differ (nothing else was done; this rank's local seconds, ``timings[rank, LOCAL]``, go into
+    ``local_work``, a ``state.Jitter``'s figures, first); otherwise the timings are accounted (``account_timings``)
     and then: a problem's number: its replay met a non-finite value
     (``info`` (K, 4) says which, the table is untouched); DONE: the replay
     (``replay.replay_all``'s arguments, its folds then copied into ``fold`` (K, 2)) and the
@@ -137,6 +143,7 @@ def _update_after_pack(digests, predictions, pairs, owner_flags, timings, labels
     ``windows`` (``state.LossWindows.values``, tested against ``tol`` when ``test_tol``) and loss
     ``curve`` (``state.SolverState.loss_curve``'s values); then their digest (the curve aside: it
     follows from the digested losses)."""
+    add_jitter(local_work, timings[rank, LOCAL])
     if not all_equal(digests):
         return DISAGREE, 0, 0, 0.0, avg_weight, moving, False
     account_timings(timings, rank, occupancy, spent, waited, row_seconds, row_memory)

@@ -148,22 +148,31 @@ class SolverState:
 class Jitter:
     """The per-pack jitter of a stretch of work whose mean drifts slowly (the table grows):
     ``relative()`` = sqrt(mean of squared differences of consecutive packs / 2) / mean, the
-    standard deviation of one pack's time about its trend, relative to the mean."""
+    standard deviation of one pack's time about its trend, relative to the mean. Its figures
+    (count, total, sum of squared differences, last) are one array, which the pack step adds
+    to (``add_jitter``)."""
 
     def __init__(self):
-        self.count, self.total, self.squares, self.last = 0, 0.0, 0.0, None
+        self.figures = np.zeros(4)
 
     def add(self, seconds):
-        if self.last is not None:
-            self.squares += (seconds - self.last) ** 2
-        self.count += 1
-        self.total += seconds
-        self.last = seconds
+        add_jitter(self.figures, seconds)
 
     def relative(self):
-        if self.count < 2 or self.total <= 0.0:
+        count, total, squares, _ = self.figures
+        if count < 2 or total <= 0.0:
             return 0.0
-        return math.sqrt(self.squares / (2 * (self.count - 1))) / (self.total / self.count)
+        return math.sqrt(squares / (2 * (count - 1))) / (total / count)
+
+
+@njit(cache=True)
+def add_jitter(figures, seconds):
+    """One stretch's ``seconds`` into a ``Jitter``'s figures (4,)."""
+    if figures[0] > 0:
+        figures[2] += (seconds - figures[3]) ** 2
+    figures[0] += 1
+    figures[1] += seconds
+    figures[3] = seconds
 
 
 @dataclass
