@@ -93,7 +93,7 @@ class PackStep:
         work, folds = self._work, self._fixed_folds
         if folds is None:
             folds = self.columns.row_folds(ids, work.row_fold)
-        n = table.n
+        n = table.n  # entries, and stored rows: as many (``table.added`` counts both)
         if n + r <= self._fits:  # the same arrays take the pack as before: no call to look them up
             rows = (block.dense,) + self._no_csr
         else:
