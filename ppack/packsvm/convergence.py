@@ -80,6 +80,11 @@ AUTO_EPOCHS = (0.5,) + tuple(2.0 ** k for k in range(8))  # 0.5, 1, 2, ..., 128
 MAX_STAGE_CHANGE = {"c_svc": 0.014, "one_class": 0.014, "epsilon_svr": 0.19}
 
 
+def is_auto(epochs, iterations):
+    """Whether a run's length is epochs="auto" (a number of ``iterations``, when given, decides it)."""
+    return epochs == "auto" and iterations is None
+
+
 def auto_stages(m):
     """epochs="auto": each stage's iterations (AUTO_EPOCHS on ``m`` training rows)."""
     return [max(1, round(epochs * m)) for epochs in AUTO_EPOCHS]

@@ -249,7 +249,7 @@ class PackSVC(BaseSVC):
         m = shard.n_samples - (0 if self.held_out_ is None else self.held_out_["rows"])  # the rows trained on
         self.sigma_ = self._sigma(m)
         self.C_ = 1.0 / (m * self.sigma_)
-        auto = self.epochs == "auto" and self.iterations is None  # stages of 0.5, 1, 2, 4, ... epochs
+        auto = convergence.is_auto(self.epochs, self.iterations)  # stages of 0.5, 1, 2, 4, ... epochs
         if auto:
             T = convergence.auto_iterations(m)
         else:
@@ -371,9 +371,13 @@ class PackSVC(BaseSVC):
                 kept=None):
         """Collective: the fitted attributes and ``training_`` report from the solver's end state;
         the averaged model, the objective and (unless ``probability`` is False) the
-        probabilities when asked (outside the packs). ``kept``: as ``primal_objective``'s."""
+        probabilities when asked (outside the packs). ``kept``: as ``primal_objective``'s.
+        Returns the training state an averaged model replaced (the table's coefficients, the
+        state's scale, norm and rho), for a run that trains on (epochs="auto"), or None."""
         m, d = shard.n_samples, shard.n_features
+        replaced = None
         if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
+            replaced = self.table_.coef.copy(), state.scale, state.norm, state.rho
             self.table_.coef[:] = averaged_coefficients(self.table_, state)
             state.scale = np.ones_like(state.scale)
             state.norm = np.full_like(state.norm, np.nan)  # not tracked: --objective computes it
@@ -418,6 +422,7 @@ class PackSVC(BaseSVC):
         self.probability_ = None
         if probability and getattr(self, "probability", False) and not self.stopped_:
             self._fit_probability(shard, state)
+        return replaced
 
     def _fit_probability(self, shard, state):
         """Collective: ``probability_`` and its report in ``training_`` (``_fit_probabilities``)."""
@@ -435,12 +440,10 @@ class PackSVC(BaseSVC):
         (``convergence.stage_change``); returns the next stage's iterations, or None when this one
         is the last: stopped, converged by ``tol`` or validation, or from one epoch on judged
         converged and settled, or the last of ``convergence.AUTO_EPOCHS``. The training state is
-        left as the next stage continues it (``_finish`` replaces an averaged run's coefficients and
-        offsets by their averages)."""
-        raw = self.table_.coef.copy(), state.scale, state.norm, state.rho
+        left as the next stage continues it (what ``_finish`` replaced by an averaged model is put back)."""
         kept = []
-        self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=False,
-                     kept=kept)
+        replaced = self._finish(comm, shard, state, stats, weights, validation, seed, T, compile_seconds,
+                                probability=False, kept=kept)
         diagnosis = self.training_["convergence"]
         change = None
         if kept:  # rank 0, unless the run stopped
@@ -456,16 +459,21 @@ class PackSVC(BaseSVC):
         following = convergence.next_auto_iterations(T, m)
         settled = diagnosis["advice"] is None and state.iteration >= m and change is not None and \
             change <= convergence.MAX_STAGE_CHANGE[self.SVM_TYPE]
-        stopped = self.stopped_ or stats.converged or (validation is not None and validation.track.stopped)
+        stopped = self._ended_early(stats, validation)
         if stopped or settled or following is None:
             if not (stopped or settled) and following is None:  # the last stage, not settled
                 diagnosis["advice"] = convergence.unsettled(self.SVM_TYPE, diagnosis["advice"], change,
                                                            stages[-1]["epochs"])
                 self.converged_ = diagnosis["converged"] = False
             return None
-        self.table_.coef[:] = raw[0]
-        state.scale, state.norm, state.rho = raw[1:]
+        if replaced is not None:
+            self.table_.coef[:] = replaced[0]
+            state.scale, state.norm, state.rho = replaced[1:]
         return following
+
+    def _ended_early(self, stats, validation):
+        """Whether the run ended by its own test (``tol``), by validation or on request."""
+        return self.stopped_ or stats.converged or (validation is not None and validation.track.stopped)
 
     def _diagnose(self, stats, state, validation):
         """``converged_`` and ``training_["convergence"]``: the figures of ``convergence.py`` and its
@@ -473,7 +481,7 @@ class PackSVC(BaseSVC):
         validation or on request is not judged."""
         diagnosis = convergence.figures(self.SVM_TYPE, self.sigma_, state.iteration, state.loss_windows,
                                         self.training_.get("objective"), state.loss_curve)
-        judged = not (stats.converged or self.stopped_ or (validation is not None and validation.track.stopped))
+        judged = not self._ended_early(stats, validation)
         diagnosis["advice"] = convergence.verdict(diagnosis) if judged else None
         self.converged_ = diagnosis["converged"] = diagnosis["advice"] is None
         self.training_["convergence"] = diagnosis

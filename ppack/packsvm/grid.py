@@ -434,7 +434,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                                       np.ones(Q, dtype=np.bool_))
         est.held_out_ = {"holdout": validation.holdout, "rows": len(validation.ids), "for": "validation"}
     m = shard.n_samples - (0 if validation is None else len(validation.ids))  # the rows trained on
-    if est.epochs == "auto" and est.iterations is None:
+    if convergence.is_auto(est.epochs, est.iterations):
         raise PPackError(f"{given('epochs', 'auto')}: a grid pass trains every grid point for the same number of "
                          "iterations; give a number of epochs (auto is for one model's fit or train)")
     T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))

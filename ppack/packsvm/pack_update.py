@@ -63,7 +63,6 @@ class PackStep:
         # per pack size, and the table's arrays while they do not grow (``__call__``)
         self._r = self._work = self._fixed_folds = self._entries = self._no_csr = self._store = None
         self._fits = -1  # entries the cached arrays hold: grown or looked up again past it
-        self._moving = math.nan if stats is None else stats.hinge_moving_average  # stats' copy is written each pack
 
     def __call__(self, buf, block, ids, norms, coef, loss, fold, average, mean_loss, offsets, spent, waited, delta,
                  next_ids=_NO_IDS, next_flags=_NO_FLAGS, tested=_NOT_TESTED):
@@ -107,7 +106,7 @@ class PackStep:
             work.ones if block.weight is None else block.weight, ids, folds, t0,
             coef, loss, fold, average, mean_loss, tested, offsets, work.info, work.pred, work.sign,
             work.column_weight, spent, waited, next_ids, next_flags, avg_weight if averaged else 0.0,
-            weight_sum(t0, r) if averaged else 0.0, self._moving,
+            weight_sum(t0, r) if averaged else 0.0, math.nan if stats is None else stats.hinge_moving_average,
             *rows, norms, *self._run, *self._entries, n, delta, n, *self._store)
         table.added(added)
         if status == DONE:
@@ -115,7 +114,7 @@ class PackStep:
             if averaged:
                 state.avg_weight = avg_weight
             if stats is not None:
-                self._moving = stats.hinge_moving_average = moving
+                stats.hinge_moving_average = moving
         return status, projections, work, digest, converged
 
 

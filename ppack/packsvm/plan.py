@@ -85,6 +85,7 @@ from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..kernels.precision import read_dtype
 from ..registry import PACKSVM_PARAMS
 from .comm_model import INFINIBAND_EDR, best_algorithm, pack_bytes, pack_seconds
+from .convergence import is_auto
 from .estimator import PackSVC
 from .grid import AVERAGED_COLUMN_BYTES, COLUMN_BYTES
 
@@ -272,7 +273,7 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     if rows is not None and rows < 1:
         raise PPackError(f"--rows: must be >= 1, got {rows}")
-    if params["epochs"] == "auto" and params["iterations"] is None:
+    if is_auto(params["epochs"], params["iterations"]):
         raise PPackError(f"{given('epochs', 'auto')}: the run's length is decided while it trains (1 epoch, then "
                          "twice as many while it stops short); plan a number of epochs (1: the first stage)")
     dtype = read_dtype(params["dtype"])  # "auto" resolves when training starts: plan for float64
