@@ -134,7 +134,8 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
     ids = make_sampler("epochs", _ROWS, 0).take(_ROWS)  # the epoch permutation
     ids.sort()
     block = deliver_rows(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)  # _pad_rows for sparse data
-    table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype))
+    # averaged, as the step below is (its entries' average parts must have room)
+    table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype), averaged=True)
     compute = table.compute
     norms = compute.row_norms(block)
     stepped = np.array([[1.0, 0.0, 1.0, 0.0]])  # rows 0 and 2 become entries, through the pack's table update
