@@ -141,3 +141,15 @@ def test_the_step_advances_the_replicated_scalars_and_digests_the_state_it_ends_
         assert state.loss_windows.as_dict() == {**windows, "total": 0.0, "count": 0, "means": reference.means}
         assert converged == (tol is not None and reference.stable(tol))
         assert digest == replica_digest(state, coef.ravel(), loss.ravel())
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_the_step_refuses_a_table_whose_averages_do_not_match_the_state(average):
+    """An averaged step writes each new entry's average part: a table without room for them
+    would be written past its end (the warm-up's pack once was)."""
+    table = SupportVectorTable(KernelCompute(KernelSpec("rbf", gamma=0.3), 5, False), averaged=not average)
+    state = SolverState(scale=np.ones(1), norm=np.zeros(1), occupancy=np.zeros(1, dtype=np.int64),
+                        loss_windows=LossWindows(12), avg_weight=0.0 if average else None, rho=np.zeros(1),
+                        rho_sum=np.zeros(1), row_seconds=np.zeros(1))
+    with pytest.raises(ValueError, match="averages"):
+        PackStep(0, state, table, Columns.plain(1, 0.1, Loss()), Loss(), 1.0, np.ones(1))

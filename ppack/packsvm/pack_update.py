@@ -51,6 +51,9 @@ class PackStep:
 
     def __init__(self, rank, state, table, columns, loss_rule, step, max_weight, row_memory=0.0, stats=None,
                  ema_weight=0.0, tol=None):
+        if (state.avg_weight is not None) != table.averaged:  # the step writes average parts where the table has room
+            raise ValueError(f"PackStep: a state {'with' if state.avg_weight is not None else 'without'} averages "
+                             f"needs a table {'with' if state.avg_weight is not None else 'without'} them")
         self.state, self.table, self.columns, self.stats = state, table, columns, stats
         windows = state.loss_windows
         curve = LossWindows(NEVER, keep=CURVE_POINTS) if state.loss_curve is None else state.loss_curve  # none kept
