@@ -191,6 +191,8 @@ def test_stored_rows_arrive_as_the_owner_would_scale_them(comm, sparse, stored, 
     else:
         got = block.dense
         assert got.dtype == dtype and got.flags.c_contiguous
+        columns = block.columns()  # made with the rows, in the delivery's compiled pass (float16 aside)
+        assert columns.flags.c_contiguous and columns.tobytes() == np.ascontiguousarray(expected.T).tobytes()
     assert got.tobytes() == expected.tobytes()  # bit for bit
     assert collectives.last_bytes == pack_bytes(len(ids), X.shape[1], shard.max_row_nnz, sparse, 1, 1,
                                                 np.dtype(stored).itemsize)[0] + 8 * len(ids)  # + the weights

@@ -249,10 +249,10 @@ class _Layout:
         elif values.dtype == np.float16:  # a type numba does not take: the norms are left to the caller
             return RowBlock(self.n_features, y, dense=(values.astype(np.float64) * scale).astype(dtype),
                             weight=weight)
-        else:
-            floats = np.empty(values.shape, dtype=dtype)
-            _scaled(values, scale, floats, bool(norms_l1), norms)
-            block = RowBlock(self.n_features, y, dense=floats, weight=weight)
+        else:  # with the rows' columns (``RowBlock.columns``), made while the rows are in the caches
+            floats, columns = np.empty(values.shape, dtype=dtype), np.empty(values.shape[::-1], dtype=dtype)
+            _scaled(values, scale, floats, bool(norms_l1), norms, columns)
+            block = RowBlock(self.n_features, y, dense=floats, weight=weight, columns=columns)
         if norms_l1 is not None:
             block.known_norms = (bool(norms_l1), norms)
         return block
@@ -283,10 +283,11 @@ _NONE = np.empty(0)
 
 
 @njit(cache=True)
-def _scaled(values, scale, out, l1, norms):
+def _scaled(values, scale, out, l1, norms, columns):
     """out = float64(values) * scale, rounded once to out's type, in one pass (the product is
     exact in float64 for scale 1); norms (r,) (or empty: none) receives each row's L1 (``l1``)
-    or squared L2 norm of out's values, as ``kernels.norms.dense_row_norm`` sums them."""
+    or squared L2 norm of out's values, as ``kernels.norms.dense_row_norm`` sums them; columns
+    (d, r) out's transpose, written after its rows."""
     sums = np.empty(8)
     for k in range(values.shape[0]):
         row, row_out = values[k], out[k]
@@ -294,3 +295,6 @@ def _scaled(values, scale, out, l1, norms):
             row_out[f] = np.float64(row[f]) * scale
         if norms.shape[0] > 0:
             norms[k] = dense_row_norm(row_out, l1, sums)
+    for f in range(columns.shape[0]):
+        for k in range(columns.shape[1]):
+            columns[f, k] = out[k, f]

@@ -12,10 +12,11 @@ from ..jit import njit
 class RowBlock:
     """r rows held by every rank: ``dense`` (r, d) or ``csr`` (indptr, indices, values).
 
-    ``y`` (r,) labels (zeros for unlabeled data); ``weight`` (r,) the rows' weights, or None.
+    ``y`` (r,) labels (zeros for unlabeled data); ``weight`` (r,) the rows' weights, or None;
+    ``columns`` (d, r): the dense rows' transpose (``columns()``) when the caller made it with them.
     """
 
-    def __init__(self, n_features, y, dense=None, csr=None, weight=None):
+    def __init__(self, n_features, y, dense=None, csr=None, weight=None, columns=None):
         self.n_features = n_features
         self.y = y
         self.weight = weight
@@ -23,7 +24,7 @@ class RowBlock:
         self.csr = csr
         self.n_rows = len(y)
         self._last_transposed = None  # ((start, stop), XT): a pack's kernel sums and pair kernels share it
-        self._columns = None  # columns(): the same sharing
+        self._columns = columns  # columns(): the same sharing
         self.known_norms = None  # (l1, norms (r,)) when delivery computed the rows' norms
 
     @classmethod
