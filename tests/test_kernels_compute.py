@@ -321,9 +321,11 @@ def test_dense_row_norms_vectorised_and_strided_rows_match_the_twin(dtype, l1):
         for rows in (X[:, :d].copy(), X[:, ::2]):
             np.testing.assert_array_equal(dense_row_norms(rows, l1), _twin_norms(rows, l1))
         contiguous = X[:, :d].copy()
-        out, norms = np.empty_like(contiguous), np.empty(len(contiguous))
-        _scaled(contiguous, 1.0, out, l1, norms)
+        out, norms, columns = np.empty_like(contiguous), np.empty(len(contiguous)), np.empty(contiguous.shape[::-1],
+                                                                                               dtype=dtype)
+        _scaled(contiguous, 1.0, out, l1, norms, columns)
         np.testing.assert_array_equal(norms, _twin_norms(contiguous, l1))
+        assert columns.tobytes() == np.ascontiguousarray(out.T).tobytes()
 
 
 # kernel groups: the dot-product kernels share one reduction, laplacian kernels another
