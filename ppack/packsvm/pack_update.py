@@ -51,9 +51,10 @@ class PackStep:
 
     def __init__(self, rank, state, table, columns, loss_rule, step, max_weight, row_memory=0.0, stats=None,
                  ema_weight=0.0, tol=None):
-        if (state.avg_weight is not None) != table.averaged:  # the step writes average parts where the table has room
-            raise ValueError(f"PackStep: a state {'with' if state.avg_weight is not None else 'without'} averages "
-                             f"needs a table {'with' if state.avg_weight is not None else 'without'} them")
+        averaged = state.avg_weight is not None
+        if averaged != table.averaged:  # an averaged step writes average parts, which the table must have room for
+            raise ValueError(f"PackStep: the state is {'' if averaged else 'not '}averaged, the table "
+                             f"{'is' if table.averaged else 'is not'}: their averages must match")
         self.state, self.table, self.columns, self.stats = state, table, columns, stats
         windows = state.loss_windows
         curve = LossWindows(NEVER, keep=CURVE_POINTS) if state.loss_curve is None else state.loss_curve  # none kept
