@@ -14,7 +14,8 @@
 # kernels (check-fused: PASS or FAIL with the largest difference), the gpu-marked tests,
 # bench/gpu.py sums (the fixed cost of a pack, then 20,000 to 1,000,000 stored rows, fused
 # and unfused, beside 16 CPU ranks), bench/node_scaling.py (the digits, both schedules,
-# placement by count) and bench/gpu.py train --rows 1000000. Each step runs under `timeout` within
+# placement by count), bench/cold_calls.py (small calls after the caches were emptied: the
+# floor under a pack's serial part) and bench/gpu.py train --rows 1000000. Each step runs under `timeout` within
 # what is left of the budget (a step with under 20 s left is skipped); its log is
 # $out/<step>.log, and $out/device.json is rewritten after every step, so a step cut off
 # loses only itself; $out is a new temporary folder, packed into $OUT/device-results.tgz
@@ -188,11 +189,11 @@ export py out stand_in mpi
 if [ -n "$stand_in" ]; then  # tiny sizes: a check of the script, not a measurement
     sums_small=(--stored 2000 --packs 3); sums_all=(--stored 2000 6000 --packs 3 --cpu-ranks 2)
     first_use=(--rows 3000 --packs 20); fused=(--rows 600); train=(--rows 20000 --device cpu --gen-ranks 2)
-    scaling=(--rows 3000 --cores 2 --workloads digits --placements count)
+    scaling=(--rows 3000 --cores 2 --workloads digits --placements count); cold=(--calls 100 --gap-seconds 1)
 else
     sums_small=(--stored 20000 --packs 5); sums_all=(--stored 20000 60000 300000 1000000 --packs 10 --cpu-ranks 16)
     first_use=(); fused=(--rows 20000); train=(--rows 1000000 --gen-ranks 16)
-    scaling=(--workloads digits --placements count --pipeline on,off)
+    scaling=(--workloads digits --placements count --pipeline on,off); cold=(--calls 600 --gap-seconds 2)
 fi
 tests=(-m pytest -m gpu -p no:mpi -p no:cacheprovider -q -rs --continue-on-collection-errors)
 gpu_py=(bench/gpu.py --launcher "$launcher" --data-dir "$data" --work-dir "$work/gpu" --results-dir "$out")
@@ -211,6 +212,7 @@ step gpu-tests 90 "$py" "${tests[@]}" tests
 step sums 120 "$py" "${gpu_py[@]}" sums "${si[@]}" "${sums_all[@]}"
 step node-scaling 240 "$py" bench/node_scaling.py --launcher "$launcher" --data-dir "$data" \
     --work-dir "$work/ns" --results-dir "$out" "${scaling[@]}"
+step cold-calls 40 "$py" bench/cold_calls.py --out "$out/cold_calls.json" "${cold[@]}"
 step train 150 "$py" "${gpu_py[@]}" train "${train[@]}"
 
 echo "## the defects only a GPU shows${stand_in:+ (numpy stand-in: not a GPU result)}:"
