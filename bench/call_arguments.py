@@ -57,7 +57,8 @@ def functions(n):
         """) + "".join(f"    s += run.{a}[0]\n" for a in names) + "    out[0] = s\n"
 
 
-def median_us(call, before=None, calls=300):
+def call_times(call, before=None, calls=300):
+    """Microseconds of each of ``calls`` calls of ``call`` (calls,), each after ``before()`` when given."""
     times = []
     for _ in range(calls):
         if before is not None:
@@ -65,7 +66,11 @@ def median_us(call, before=None, calls=300):
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
-    return float(np.median(times) * 1e6)
+    return np.array(times) * 1e6
+
+
+def median_us(call, before=None, calls=300):
+    return float(np.median(call_times(call, before, calls)))
 
 
 def main():

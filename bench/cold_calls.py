@@ -27,6 +27,8 @@ import numpy as np
 from ppack.data.sampler import make_sampler
 from ppack.jit import njit
 
+from call_arguments import call_times  # bench/, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -58,19 +60,6 @@ def steps():
             ("numba call, 8 arrays", lambda: _touch(*arrays))]
 
 
-def time_calls(step, calls, stream):
-    """Microseconds of ``calls`` calls of ``step``, each after reading ``stream`` (or nothing)."""
-    step()  # compiled or warmed once
-    seconds = []
-    for _ in range(calls):
-        if stream is not None:
-            stream.sum()
-        start = time.perf_counter()
-        step()
-        seconds.append(time.perf_counter() - start)
-    return np.array(seconds) * 1e6
-
-
 def gaps(seconds):
     """Counts of clock-read gaps over 50 and 200 us in a busy loop of ``seconds``, and the time lost in them."""
     over50 = over200 = 0
@@ -97,7 +86,8 @@ def main():
     stream = np.ones(int(args.stream_mb * 2 ** 20) // 8) if args.stream_mb > 0 else None
     rows = []
     for name, step in steps():
-        us = time_calls(step, args.calls, stream)
+        step()  # compiled or warmed once
+        us = call_times(step, None if stream is None else stream.sum, args.calls)
         median = float(np.median(us))
         slow = us > 5 * median
         rows.append({"step": name, "median_us": median, "mean_us": float(us.mean()),
