@@ -267,3 +267,54 @@ def test_copy_rows_of_strided_and_contiguous_shards_match_numpy():
         expected[held, :37] = X[ids[held] - 10]
         np.testing.assert_array_equal(out, expected)
         np.testing.assert_array_equal(out_labels, np.where(held, labels[np.clip(ids - 10, 0, 49)], 0.0))
+
+
+def same_block(a, b):
+    """Two RowBlocks hold the same bytes: rows (or CSR arrays), columns, labels, weights, norms."""
+    def arrays(block):
+        rows = block.csr if block.csr is not None else (block.dense, block.columns())
+        return [block.y, block.weight, *rows, *((block.known_norms[1],) if block.known_norms else ())]
+
+    def same(x, y):
+        return (x is None and y is None) or (x is not None and y is not None and x.dtype == y.dtype
+                                             and x.shape == y.shape and x.tobytes() == y.tobytes())
+
+    first, second = arrays(a), arrays(b)
+    return (a.n_features == b.n_features and (a.known_norms is None) == (b.known_norms is None)
+            and len(first) == len(second) and all(map(same, first, second)))
+
+
+@pytest.mark.parametrize("norms_l1", [None, False, True])
+@pytest.mark.parametrize("sparse, stored, scale, dtype", STORED)
+def test_one_rank_takes_its_rows_straight_from_the_shard(sparse, stored, scale, dtype, norms_l1):
+    """On one rank ``deliver`` converts the rows straight from the shard, without collective
+    1's buffer: the same bits as through it (rows, columns, labels, weights, norms; padded to a
+    wider model for dense rows), and the sum it did not need counted with the buffer's bytes."""
+    from ppack.data.delivery import Delivery
+
+    X, y, w = stored_rows(stored, sparse)
+    shard = stored_shard(MPI.COMM_SELF, X, y, w, scale, dtype)
+    ids = np.random.default_rng(55).integers(0, X.shape[0], size=41)
+    for width, weights, labels in ((None, shard.w, shard.y), (X.shape[1] + 3, None, None)):
+        delivery = Delivery(shard, labels, width, weights, norms_l1=norms_l1)
+        buffered, direct = Collectives(MPI.COMM_SELF), Collectives(MPI.COMM_SELF)
+        through = delivery.through_buffer(buffered, ids)
+        block = delivery.deliver(direct, ids)
+        assert same_block(block, through)
+        assert direct.calls == buffered.calls == Counter(sum=1) and direct.last_bytes == buffered.last_bytes
+        assert delivery.can_read_shard == (stored != np.float16)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_rows_a_one_rank_shard_lacks_arrive_as_zeros(sparse):
+    """Ids outside the shard (a caller's mistake on one rank) give zero rows and labels, as
+    through the buffer, and nothing is read outside the shard's arrays."""
+    from ppack.data.delivery import Delivery
+
+    X, y, w = stored_rows(np.float64, sparse)
+    shard = stored_shard(MPI.COMM_SELF, X, y, w, 1.0, np.float64)
+    ids = np.array([3, -1, X.shape[0], 5, 10 ** 9])
+    delivery = Delivery(shard, shard.y, weights=shard.w, norms_l1=False)
+    block = delivery.deliver(Collectives(MPI.COMM_SELF), ids)
+    assert same_block(block, delivery.through_buffer(Collectives(MPI.COMM_SELF), ids))
+    np.testing.assert_array_equal(block.y, [y[3], 0.0, 0.0, y[5], 0.0])

@@ -10,7 +10,9 @@ nothing of size n_features is sent for sparse data. Sections, r rows, L the long
 ``labels (r) [weights (r)] values (r, d)`` for dense rows, ``labels (r) [weights (r)]
 counts (r) indices (r, L) values (r, L)`` for sparse ones, laid out by decreasing item
 size so that every section is aligned. Compact rows are scaled by ``value_scale`` after
-the sum. Used by the kernel trainer's packs, its predictions and linear Pegasos.
+the sum. One rank, which holds every row, takes them straight from its shard instead, with
+the same bits (``Delivery.from_shard``: no buffer, no copy, no sum). Used by the kernel
+trainer's packs, its predictions and linear Pegasos.
 """
 import functools
 import math
@@ -85,6 +87,73 @@ def _label_and_weight(labels, weights, row, k, out_labels, out_weights):
         out_labels[k] = labels[row] if row >= 0 and labels.shape[0] > 0 else 0.0
     if out_weights.shape[0] > 0:
         out_weights[k] = weights[row] if row >= 0 and weights.shape[0] > 0 else 0.0
+
+
+@njit(cache=True)
+def _gather_rows(X, ids, start, labels, weights, scale, out, l1, norms, columns, out_labels, out_weights):
+    """One rank's pack straight from its shard, which holds every row: dense rows ``ids`` of X
+    (n, d) into out (r, >= d) and columns (>= d, r) with their norms (r,) (or empty: none),
+    labels and weights, the same bits as ``_copy_rows`` into collective 1's buffer then
+    ``_scaled`` out of it (a row the shard lacks arrives as zeros there too)."""
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < X.shape[0]:
+            prefetch_row(X[row])
+            prefetch_row(labels[row:row + 1])
+            prefetch_row(weights[row:row + 1])
+    sums = np.empty(8)
+    for k in range(ids.shape[0]):
+        row, row_out = ids[k] - start, out[k]
+        held = 0 <= row < X.shape[0]
+        if held:
+            for f in range(X.shape[1]):
+                row_out[f] = np.float64(X[row, f]) * scale
+        for f in range(X.shape[1] if held else 0, out.shape[1]):
+            row_out[f] = 0.0 * scale  # as a zero of the buffer converts
+        if norms.shape[0] > 0:
+            norms[k] = dense_row_norm(row_out, l1, sums)
+        _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
+    for f in range(columns.shape[0]):
+        for k in range(columns.shape[1]):
+            columns[f, k] = out[k, f]
+
+
+@njit(cache=True)
+def _gather_csr(indptr, indices, values, ids, start, labels, weights, scale, out_indptr, out_indices, out_values,
+                l1, norms, out_labels, out_weights):
+    """``_gather_rows`` for the CSR rows of a shard: rows ``ids`` into out_indptr (r + 1,),
+    out_indices and out_values (room for every nonzero), the same bits as ``_pad_rows`` then
+    ``_unpad_rows``. Returns the number of nonzeros."""
+    n_rows = indptr.shape[0] - 1
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < n_rows:
+            prefetch_row(indptr[row:row + 2])
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < n_rows:
+            prefetch_row(indices[indptr[row]:indptr[row + 1]])
+            prefetch_row(values[indptr[row]:indptr[row + 1]])
+            prefetch_row(labels[row:row + 1])
+            prefetch_row(weights[row:row + 1])
+    r = ids.shape[0]
+    out_indptr[0] = 0
+    for k in range(r):
+        row = ids[k] - start
+        held = 0 <= row < n_rows
+        a, b = (indptr[row], indptr[row + 1]) if held else (0, 0)
+        at = out_indptr[k]
+        out_indptr[k + 1] = at + (b - a)
+        for j in range(b - a):
+            out_indices[at + j] = np.int32(indices[a + j])
+            out_values[at + j] = np.float64(values[a + j]) * scale
+        _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
+    total = out_indptr[r]
+    if norms.shape[0] > 0:
+        computed = csr_row_norms(out_indptr, out_values[:total], l1)
+        for k in range(r):
+            norms[k] = computed[k]
+    return total
 
 
 @njit(cache=True)
@@ -168,8 +237,8 @@ def deliver_rows(collectives, shard, labels, ids, n_features=None, weights=None,
 class Delivery:
     """``deliver_rows`` of one shard, labels, weights and width, for many calls (a run's
     packs): the buffer, its sections and the copy kernels' arguments are worked out once per
-    number of rows, so that a pack's delivery is three calls (copy, sum, convert). ``start``
-    starts one without blocking, in a buffer of its own."""
+    number of rows, so that a pack's delivery is three calls (copy, sum, convert), or on one
+    rank one (``from_shard``). ``start`` starts one without blocking, in a buffer of its own."""
 
     def __init__(self, shard, labels, n_features=None, weights=None, dtype=None, norms_l1=None):
         self.shard, self.labels, self.weights, self.norms_l1 = shard, labels, weights, norms_l1
@@ -177,14 +246,62 @@ class Delivery:
         if not shard.sparse and shard.n_features > self.n_features:
             raise ValueError(f"deliver_rows: the shard's {shard.n_features} features do not fit {self.n_features}")
         self.dtype = shard.dtype if dtype is None else np.dtype(dtype)
+        self.can_read_shard = shard.sparse or shard.X.dtype != np.float16  # ``from_shard`` takes these rows
         self._layouts = {}  # (r, in flight) -> _Layout
+        self._buffer_bytes = {}  # r -> collective 1's bytes
 
     def deliver(self, collectives, ids):
-        """Collective: the rows ``ids`` as a RowBlock (``deliver_rows``)."""
+        """Collective: the rows ``ids`` as a RowBlock (``deliver_rows``). One rank takes them
+        straight from its shard (``from_shard``), with the same bits, and counts the sum it did not
+        need (``Collectives.counted_sum``); several send them through collective 1's buffer."""
+        if collectives.size == 1 and self.can_read_shard:
+            block = self.from_shard(ids)
+            collectives.counted_sum(self._bytes(len(ids)))
+            return block
+        return self.through_buffer(collectives, ids)
+
+    def through_buffer(self, collectives, ids):
+        """Collective: ``deliver`` through collective 1's buffer, whatever the number of ranks:
+        this rank's rows copied into it, one sum, the rows converted out of it."""
         layout = self._layout(len(ids), False)
         layout.fill(ids)
         collectives.sum(layout.buf)  # each byte is written by one rank at most: the sum is exact
         return layout.unpack()
+
+    def from_shard(self, ids):
+        """The rows ``ids`` of a shard that holds them all, as ``through_buffer`` delivers them
+        (``can_read_shard``: not float16 rows, which numba does not take)."""
+        shard, r, dtype, norms_l1 = self.shard, len(ids), self.dtype, self.norms_l1
+        labels = _NONE if self.labels is None else self.labels
+        weights = _NONE if self.weights is None else self.weights
+        y, weight = np.empty(r), (np.empty(r) if self.weights is not None else None)
+        out_weights = _NONE if weight is None else weight
+        norms = np.empty(r if norms_l1 is not None else 0)
+        if shard.sparse:
+            X = shard.X
+            capacity = r * shard.max_row_nnz
+            indptr, indices, values = np.empty(r + 1, dtype=np.int64), np.empty(capacity, dtype=np.int32), \
+                np.empty(capacity, dtype=dtype)
+            total = _gather_csr(X.indptr, X.indices, X.data, ids, shard.start, labels, weights, shard.value_scale,
+                                indptr, indices, values, bool(norms_l1), norms, y, out_weights)
+            block = RowBlock(self.n_features, y, csr=(indptr, indices[:total], values[:total]), weight=weight)
+        else:
+            rows, columns = np.empty((r, self.n_features), dtype=dtype), np.empty((self.n_features, r), dtype=dtype)
+            _gather_rows(shard.X, ids, shard.start, labels, weights, shard.value_scale, rows, bool(norms_l1), norms,
+                         columns, y, out_weights)
+            block = RowBlock(self.n_features, y, dense=rows, weight=weight, columns=columns)
+        if norms_l1 is not None:
+            block.known_norms = (bool(norms_l1), norms)
+        return block
+
+    def _bytes(self, r):
+        """Collective 1's bytes for r rows (``buffer_bytes``), kept per r."""
+        nbytes = self._buffer_bytes.get(r)
+        if nbytes is None:
+            shard = self.shard
+            nbytes = self._buffer_bytes[r] = buffer_bytes(r, self.n_features, shard.max_row_nnz, shard.sparse,
+                                                          shard.X.dtype, self.weights is not None)
+        return nbytes
 
     def start(self, collectives, ids):
         """``deliver`` started without blocking (one ``Collectives.start_sum``) in this

@@ -37,18 +37,29 @@ class Collectives:
     def sum(self, buf):
         """Sum the contiguous array ``buf`` over all ranks, in place (one Allreduce). Integer
         sums are exact: a byte buffer (uint8) in which each byte is nonzero on one rank at most
-        arrives as written, whatever the bytes encode."""
+        arrives as written, whatever the bytes encode. Over one rank the sum is ``buf`` itself:
+        no MPI call is made, and the sum is counted all the same (``counted_sum``)."""
         start = MPI.Wtime()
-        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        if self.size > 1:
+            self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         self._timed("sum", start, buf.nbytes)
         return buf
+
+    def counted_sum(self, nbytes):
+        """Count a sum over one rank of a buffer of ``nbytes`` that the caller never made
+        (``Delivery`` takes a one-rank pack's rows straight from the shard): as ``sum``
+        counts one, taking no time. One rank only."""
+        if self.size != 1:
+            raise ValueError(f"counted_sum: a sum over {self.size} ranks must be made, not counted")
+        self._timed("sum", MPI.Wtime(), int(nbytes))
 
     def start_sum(self, buf):
         """Start summing ``buf`` over all ranks in place (one Iallreduce, counted as a "sum"):
         returns the MPI request, to be passed to ``test`` and ``wait``. ``buf`` must not be
-        read or written until ``wait`` returns."""
+        read or written until ``wait`` returns. Over one rank nothing is started (the request
+        is MPI's null request, done already)."""
         start = MPI.Wtime()
-        request = self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        request = self.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM) if self.size > 1 else MPI.Request()
         self._timed("sum", start, buf.nbytes)
         return request
 

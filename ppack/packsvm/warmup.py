@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..data.delivery import deliver_rows
+from ..data.delivery import Delivery, deliver_rows
 from ..data.sampler import make_sampler
 from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
@@ -133,7 +133,7 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
     collectives = Collectives(MPI.COMM_SELF)
     ids = make_sampler("epochs", _ROWS, 0).take(_ROWS)  # the epoch permutation
     ids.sort()
-    block = deliver_rows(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)  # _pad_rows for sparse data
+    block = _deliver_both_ways(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)
     # averaged, as the step below is (its entries' average parts must have room)
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype), averaged=True)
     compute = table.compute
@@ -172,7 +172,7 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
     replica_digest(state)  # a run's first digest, and the one checked before a checkpoint or the model
     all_equal(np.zeros(2))  # the replicas' agreement check
     # prediction: a block padded to the model's width, summed against the table
-    block = deliver_rows(collectives, shard, shard.y, ids, shard.n_features)
+    block = _deliver_both_ways(collectives, shard, shard.y, ids, shard.n_features)
     norms = compute.row_norms(block)
     if sums:
         compute.partial_sums(table.coef, block, norms, np.zeros((1, r)))
@@ -181,7 +181,16 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
         rows = sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape) if sparse \
             else X.astype(stored)
         compact = replace(shard, X=rows, value_scale=0.5)
-        deliver_rows(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
+        _deliver_both_ways(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
+
+
+def _deliver_both_ways(collectives, shard, labels, ids, n_features=None, dtype=None, norms_l1=None):
+    """The rows ``ids`` delivered as several ranks take them (through collective 1's buffer;
+    ``_pad_rows`` for sparse rows) and as one rank does (straight from the shard): a run takes
+    the one its number of ranks asks for. Returns the block."""
+    delivery = Delivery(shard, labels, n_features, dtype=dtype, norms_l1=norms_l1)
+    delivery.through_buffer(collectives, ids)
+    return delivery.deliver(collectives, ids)
 
 
 def run_group_kernels(groups, dtype, sparse):
