@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ..data.delivery import Delivery, deliver_rows
+from ..data.delivery import Delivery
 from ..data.sampler import make_sampler
 from ..data.shard import Shard
 from ..kernels.compute import KernelCompute
@@ -65,26 +65,30 @@ def warm_kernels(comm, spec, dtype, sparse, stored=None, groups=None):
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     error = None
     try:
-        parts, rank, size = _parts(spec, dtype, sparse, stored, groups), node.Get_rank(), node.Get_size()
+        one_rank = comm.Get_size() == 1  # the run's delivery takes its rows straight from the shard
+        parts, rank, size = _parts(spec, dtype, sparse, stored, groups, one_rank), node.Get_rank(), node.Get_size()
         if size > 1:  # the parts side by side, then everything loaded from the cache
             for part in parts[rank::size]:
                 error = error or _guarded(part)
             polite_barrier(node)
-        error = error or _guarded(lambda: [part() for part in _parts(spec, dtype, sparse, stored, groups, True)])
+        error = error or _guarded(lambda: [part() for part in _parts(spec, dtype, sparse, stored, groups, one_rank,
+                                                                      True)])
     finally:
         node.Free()
     agree(comm, error)
     return comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def _parts(spec, dtype, sparse, stored, groups, whole=False):
+def _parts(spec, dtype, sparse, stored, groups, one_rank, whole=False):
     """The warm-up's parts that compile apart (the kernel sums; the rest of a pack, its
     delivery and a prediction; a grid's kernel groups), or with ``whole`` the whole warm-up
-    as one part and the groups as another, as callables."""
-    parts = [lambda: _run_kernels(spec, dtype, sparse, stored)] if whole else \
-        [lambda: _run_sums(spec, dtype, sparse), lambda: _run_kernels(spec, dtype, sparse, stored, sums=False)]
+    as one part and the groups as another, as callables; ``one_rank``: the run's rows are
+    delivered as one rank takes them (``_deliver``)."""
+    parts = [lambda: _run_kernels(spec, dtype, sparse, stored, one_rank)] if whole else \
+        [lambda: _run_sums(spec, dtype, sparse, one_rank),
+         lambda: _run_kernels(spec, dtype, sparse, stored, one_rank, sums=False)]
     if groups is not None:
-        parts.append(lambda: run_group_kernels(groups, dtype, sparse))
+        parts.append(lambda: run_group_kernels(groups, dtype, sparse, one_rank))
     return parts
 
 
@@ -105,13 +109,14 @@ def _tiny_shard(dtype, sparse):
     return Shard.from_arrays(sp.csr_matrix(X) if sparse else X, y)
 
 
-def _run_sums(spec, dtype, sparse, groups=None):
+def _run_sums(spec, dtype, sparse, one_rank=True, groups=None):
     """The kernel sums of a pack (whole, between tiles, few rows) and its pair kernels, on a
-    table of the tiny problem's rows, through training's code paths; with ``groups`` (a grid
-    pass's ``KernelGroups``, spec their first), the grouped cores."""
+    table of the tiny problem's rows, through training's code paths (the rows delivered as
+    ``_deliver`` delivers them); with ``groups`` (a grid pass's ``KernelGroups``, spec their
+    first), the grouped cores."""
     shard = _tiny_shard(dtype, sparse)
     ids = np.arange(_ROWS, dtype=np.int64)
-    block = deliver_rows(Collectives(MPI.COMM_SELF), shard, shard.y, ids, norms_l1=spec.uses_l1)
+    block = _deliver(Collectives(MPI.COMM_SELF), one_rank, shard, shard.y, ids, norms_l1=spec.uses_l1)
     compute = KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype, groups=groups)
     compute.store(shard.X)
     norms = compute.row_norms(block)
@@ -126,14 +131,15 @@ def _run_sums(spec, dtype, sparse, groups=None):
                          np.zeros(len(left) if groups is None else (len(groups.specs), len(left))))
 
 
-def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
+def _run_kernels(spec, dtype, sparse, stored=None, one_rank=True, sums=True):
     """One tiny pack and one prediction, on this rank alone, through training's code paths
-    (without ``sums``, the kernel sums and pair kernels left out: ``_run_sums``' part)."""
+    (without ``sums``, the kernel sums and pair kernels left out: ``_run_sums``' part), their
+    rows delivered as one rank or as several take them (``one_rank``, ``_deliver``)."""
     shard = _tiny_shard(dtype, sparse)
     collectives = Collectives(MPI.COMM_SELF)
     ids = make_sampler("epochs", _ROWS, 0).take(_ROWS)  # the epoch permutation
     ids.sort()
-    block = _deliver_both_ways(collectives, shard, shard.y, ids, norms_l1=spec.uses_l1)
+    block = _deliver(collectives, one_rank, shard, shard.y, ids, norms_l1=spec.uses_l1)
     # averaged, as the step below is (its entries' average parts must have room)
     table = SupportVectorTable(KernelCompute(spec, shard.n_features, shard.sparse, shard.dtype), averaged=True)
     compute = table.compute
@@ -172,7 +178,7 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
     replica_digest(state)  # a run's first digest, and the one checked before a checkpoint or the model
     all_equal(np.zeros(2))  # the replicas' agreement check
     # prediction: a block padded to the model's width, summed against the table
-    block = _deliver_both_ways(collectives, shard, shard.y, ids, shard.n_features)
+    block = _deliver(collectives, one_rank, shard, shard.y, ids, shard.n_features)
     norms = compute.row_norms(block)
     if sums:
         compute.partial_sums(table.coef, block, norms, np.zeros((1, r)))
@@ -181,19 +187,19 @@ def _run_kernels(spec, dtype, sparse, stored=None, sums=True):
         rows = sp.csr_matrix((X.data.astype(stored), X.indices, X.indptr), shape=X.shape) if sparse \
             else X.astype(stored)
         compact = replace(shard, X=rows, value_scale=0.5)
-        _deliver_both_ways(collectives, compact, compact.y, ids, compact.n_features, dtype=dtype)
+        _deliver(collectives, one_rank, compact, compact.y, ids, compact.n_features, dtype=dtype)
 
 
-def _deliver_both_ways(collectives, shard, labels, ids, n_features=None, dtype=None, norms_l1=None):
-    """The rows ``ids`` delivered as several ranks take them (through collective 1's buffer;
-    ``_pad_rows`` for sparse rows) and as one rank does (straight from the shard): a run takes
-    the one its number of ranks asks for. Returns the block."""
+def _deliver(collectives, one_rank, shard, labels, ids, n_features=None, dtype=None, norms_l1=None):
+    """The rows ``ids`` of ``shard`` (this rank holds them all), delivered as a run of one rank
+    takes them (``one_rank``: straight from the shard) or as a run of several does (through
+    collective 1's buffer; ``_pad_rows`` for sparse rows): the kernels the run will call."""
     delivery = Delivery(shard, labels, n_features, dtype=dtype, norms_l1=norms_l1)
-    delivery.through_buffer(collectives, ids)
-    return delivery.deliver(collectives, ids)
+    return delivery.deliver(collectives, ids) if one_rank else delivery.through_buffer(collectives, ids)
 
 
-def run_group_kernels(groups, dtype, sparse):
+def run_group_kernels(groups, dtype, sparse, one_rank=True):
     """The grouped partial sums (GEMM, between tiles, few rows) and per-group pair kernels of a
-    grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem."""
-    _run_sums(groups.specs[0], dtype, sparse, groups)
+    grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem
+    (its rows delivered as ``_run_sums`` delivers them)."""
+    _run_sums(groups.specs[0], dtype, sparse, one_rank, groups)
