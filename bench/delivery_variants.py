@@ -1,20 +1,22 @@
-"""A pack's delivery on one rank, as built and as it could be, timed with the caches emptied.
+"""A pack's delivery on one rank, through collective 1's buffer and straight from the shard,
+timed with the caches emptied.
 
     .venv/bin/python bench/delivery_variants.py --data /tmp/serial-part/digits240k.h5
 
-The delivery (``data.delivery.Delivery``) copies a pack's rows from the shard into collective
-1's buffer, sums the buffer over the ranks, then converts the rows to the kernel's float type
-with their norms and their columns (the transposed rows the kernel sums and pair kernels
-read). This times, for dense rows, 100 rows drawn at random per call:
+The delivery (``data.delivery.Delivery``) of a run on several ranks copies a pack's rows from
+the shard into collective 1's buffer, sums the buffer over the ranks, then converts the rows
+to the kernel's float type with their norms and their columns (the transposed rows the kernel
+sums and pair kernels read); one rank takes them straight from its shard instead. This times,
+on one rank, for dense rows, 100 rows drawn at random per call:
 
-- ``as built``: ``Delivery.deliver`` on one rank (the copy, a one-rank Allreduce, the conversion);
-- ``one rank, no buffer``: the rows gathered from the shard and converted in one compiled
-  pass, with their norms and columns: what a one-rank run could skip;
+- ``through the buffer``: ``Delivery.through_buffer`` (the copy and the conversion; a sum over
+  one rank makes no MPI call);
+- ``from the shard``: ``Delivery.from_shard``, as a one-rank run delivers (one compiled pass);
 - ``no columns``: the same without the columns: what the columns cost.
 
 Each is timed ``--calls`` times after ``--stream-mb`` of memory was read (as a pack's kernel
 sums read the stored rows), then as many times warm, for ``--rounds`` rounds, alternating.
-The variants are checked to give the same bits as the delivery first. Results go to
+The variants are checked to give the same bits first. Results go to
 bench/results/delivery_variants.json (or ``--out``).
 """
 import argparse
@@ -25,12 +27,9 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from ppack.data.delivery import Delivery
+from ppack.data.delivery import Delivery, _gather_rows
 from ppack.data.shard import load_shard
-from ppack.jit import njit
 from ppack.kernels.block import RowBlock
-from ppack.kernels.norms import dense_row_norm
-from ppack.kernels.prefetch import prefetch_row
 from ppack.mpi.collectives import Collectives
 
 from call_arguments import call_times  # bench/, beside this script
@@ -39,46 +38,24 @@ ROOT = Path(__file__).resolve().parents[1]
 R = 100
 
 
-@njit(cache=True)
-def _gather_scaled(X, ids, start, labels, scale, out, norms, columns, out_labels):
-    """Rows ``ids`` of the shard X (n, d) as the delivery converts them, straight from the
-    shard: out (r, >= d) = float64(X) * scale rounded to out's type, zeros past d; norms (r,)
-    their squared L2 norms; columns (>= d, r) out's transpose, or (0, 0): none."""
-    for k in range(ids.shape[0]):
-        prefetch_row(X[ids[k] - start])
-    sums = np.empty(8)
-    for k in range(ids.shape[0]):
-        row, row_out = X[ids[k] - start], out[k]
-        for f in range(X.shape[1]):
-            row_out[f] = np.float64(row[f]) * scale
-        for f in range(X.shape[1], out.shape[1]):
-            row_out[f] = 0.0
-        norms[k] = dense_row_norm(row_out, False, sums)
-        out_labels[k] = labels[ids[k] - start]
-    for f in range(columns.shape[0]):
-        for k in range(columns.shape[1]):
-            columns[f, k] = out[k, f]
-
-
 def variants(shard, dtype):
     """(name, a function of the ids returning a RowBlock with known norms) for each variant."""
     delivery = Delivery(shard, shard.y, norms_l1=False, dtype=dtype)
     collectives = Collectives(MPI.COMM_SELF)
     width = shard.n_features
-    no_columns = np.empty((0, 0), dtype=dtype)
+    no_weights, no_columns = np.empty(0), np.empty((0, 0), dtype=dtype)
 
-    def gathered(ids, with_columns):
-        y, norms = np.empty(len(ids)), np.empty(len(ids))
-        rows = np.empty((len(ids), width), dtype=dtype)
-        columns = np.empty((width, len(ids)), dtype=dtype) if with_columns else no_columns
-        _gather_scaled(shard.X, ids, shard.start, shard.y, shard.value_scale, rows, norms, columns, y)
-        block = RowBlock(width, y, dense=rows, columns=columns if with_columns else None)
+    def without_columns(ids):  # from_shard's kernel with no room for the columns
+        y, norms, rows = np.empty(len(ids)), np.empty(len(ids)), np.empty((len(ids), width), dtype=dtype)
+        _gather_rows(shard.X, ids, shard.start, shard.y, no_weights, shard.value_scale, rows, False, norms,
+                     no_columns, y, no_weights)
+        block = RowBlock(width, y, dense=rows)
         block.known_norms = (False, norms)
         return block
 
-    return [("as built", lambda ids: delivery.deliver(collectives, ids)),
-            ("one rank, no buffer", lambda ids: gathered(ids, True)),
-            ("no columns", lambda ids: gathered(ids, False))]
+    return [("through the buffer", lambda ids: delivery.through_buffer(collectives, ids)),
+            ("from the shard", delivery.from_shard),
+            ("no columns", without_columns)]
 
 
 def check_same(built, other, name):

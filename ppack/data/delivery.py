@@ -92,9 +92,9 @@ def _label_and_weight(labels, weights, row, k, out_labels, out_weights):
 @njit(cache=True)
 def _gather_rows(X, ids, start, labels, weights, scale, out, l1, norms, columns, out_labels, out_weights):
     """One rank's pack straight from its shard, which holds every row: dense rows ``ids`` of X
-    (n, d) into out (r, >= d) and columns (>= d, r) with their norms (r,) (or empty: none),
-    labels and weights, the same bits as ``_copy_rows`` into collective 1's buffer then
-    ``_scaled`` out of it (a row the shard lacks arrives as zeros there too)."""
+    (n, d) into out (r, >= d) and columns (>= d, r; or (0, 0): none) with their norms (r,) (or
+    empty: none), labels and weights, the same bits as ``_copy_rows`` into collective 1's
+    buffer then ``_scaled`` out of it (a row the shard lacks arrives as zeros there too)."""
     for k in range(ids.shape[0]):
         row = ids[k] - start
         if 0 <= row < X.shape[0]:
