@@ -33,17 +33,7 @@ def _pad_rows(indptr, indices, values, ids, start, labels, weights, nnz, idx, va
     The rows' bounds, then their entries, labels and weights, are asked for before the copy
     (``prefetch_row``), so that the random rows' loads overlap."""
     n_rows = indptr.shape[0] - 1
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < n_rows:
-            prefetch_row(indptr[row:row + 2])
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < n_rows:
-            prefetch_row(indices[indptr[row]:indptr[row + 1]])
-            prefetch_row(values[indptr[row]:indptr[row + 1]])
-            prefetch_row(labels[row:row + 1])
-            prefetch_row(weights[row:row + 1])
+    _ask_for_csr_rows(indptr, indices, values, ids, start, labels, weights)
     for k in range(ids.shape[0]):
         row = ids[k] - start
         held = 0 <= row < n_rows
@@ -63,12 +53,7 @@ def _copy_rows(X, ids, start, labels, weights, out, out_labels, out_weights):
     """``_pad_rows`` for dense rows X (n, d) into out (r, >= d); every held row's lines (and
     its label's and weight's) are asked for first (``prefetch_row``), so that their loads
     overlap."""
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < X.shape[0]:
-            prefetch_row(X[row])
-            prefetch_row(labels[row:row + 1])
-            prefetch_row(weights[row:row + 1])
+    _ask_for_rows(X, ids, start, labels, weights)
     for k in range(ids.shape[0]):
         row = ids[k] - start
         held = 0 <= row < X.shape[0]
@@ -78,6 +63,35 @@ def _copy_rows(X, ids, start, labels, weights, out, out_labels, out_weights):
         for f in range(X.shape[1] if held else 0, out.shape[1]):
             out[k, f] = 0
         _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
+
+
+@njit(inline="always")
+def _ask_for_rows(X, ids, start, labels, weights):
+    """Ask for the lines of the dense rows ``ids`` this shard holds (its first row is global row
+    ``start``), and their labels' and weights', before any is copied (``prefetch_row``)."""
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < X.shape[0]:
+            prefetch_row(X[row])
+            prefetch_row(labels[row:row + 1])
+            prefetch_row(weights[row:row + 1])
+
+
+@njit(inline="always")
+def _ask_for_csr_rows(indptr, indices, values, ids, start, labels, weights):
+    """``_ask_for_rows`` for CSR rows: their bounds first, then their entries, labels and weights."""
+    n_rows = indptr.shape[0] - 1
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < n_rows:
+            prefetch_row(indptr[row:row + 2])
+    for k in range(ids.shape[0]):
+        row = ids[k] - start
+        if 0 <= row < n_rows:
+            prefetch_row(indices[indptr[row]:indptr[row + 1]])
+            prefetch_row(values[indptr[row]:indptr[row + 1]])
+            prefetch_row(labels[row:row + 1])
+            prefetch_row(weights[row:row + 1])
 
 
 @njit(inline="always")
@@ -95,12 +109,7 @@ def _gather_rows(X, ids, start, labels, weights, scale, out, l1, norms, columns,
     (n, d) into out (r, >= d) and columns (>= d, r; or (0, 0): none) with their norms (r,) (or
     empty: none), labels and weights, the same bits as ``_copy_rows`` into collective 1's
     buffer then ``_scaled`` out of it (a row the shard lacks arrives as zeros there too)."""
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < X.shape[0]:
-            prefetch_row(X[row])
-            prefetch_row(labels[row:row + 1])
-            prefetch_row(weights[row:row + 1])
+    _ask_for_rows(X, ids, start, labels, weights)
     sums = np.empty(8)
     for k in range(ids.shape[0]):
         row, row_out = ids[k] - start, out[k]
@@ -125,17 +134,7 @@ def _gather_csr(indptr, indices, values, ids, start, labels, weights, scale, out
     out_indices and out_values (room for every nonzero), the same bits as ``_pad_rows`` then
     ``_unpad_rows``. Returns the number of nonzeros."""
     n_rows = indptr.shape[0] - 1
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < n_rows:
-            prefetch_row(indptr[row:row + 2])
-    for k in range(ids.shape[0]):
-        row = ids[k] - start
-        if 0 <= row < n_rows:
-            prefetch_row(indices[indptr[row]:indptr[row + 1]])
-            prefetch_row(values[indptr[row]:indptr[row + 1]])
-            prefetch_row(labels[row:row + 1])
-            prefetch_row(weights[row:row + 1])
+    _ask_for_csr_rows(indptr, indices, values, ids, start, labels, weights)
     r = ids.shape[0]
     out_indptr[0] = 0
     for k in range(r):
