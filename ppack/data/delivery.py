@@ -95,6 +95,21 @@ def _ask_for_csr_rows(indptr, indices, values, ids, start, labels, weights):
 
 
 @njit(inline="always")
+def _scaled_row(row, scale, row_out):
+    """row_out[:len(row)] = float64(row) * scale, rounded once to row_out's type."""
+    for f in range(row.shape[0]):
+        row_out[f] = np.float64(row[f]) * scale
+
+
+@njit(inline="always")
+def _columns_of(out, columns):
+    """columns (>= d, r) = out's transpose (out (r, d)), written after its rows; (0, 0): none."""
+    for f in range(columns.shape[0]):
+        for k in range(columns.shape[1]):
+            columns[f, k] = out[k, f]
+
+
+@njit(inline="always")
 def _label_and_weight(labels, weights, row, k, out_labels, out_weights):
     """Row ``row``'s label and weight into slot k, zeros for row -1 (not held here)."""
     if out_labels.shape[0] > 0:
@@ -115,16 +130,13 @@ def _gather_rows(X, ids, start, labels, weights, scale, out, l1, norms, columns,
         row, row_out = ids[k] - start, out[k]
         held = 0 <= row < X.shape[0]
         if held:
-            for f in range(X.shape[1]):
-                row_out[f] = np.float64(X[row, f]) * scale
+            _scaled_row(X[row], scale, row_out)
         for f in range(X.shape[1] if held else 0, out.shape[1]):
             row_out[f] = 0.0 * scale  # as a zero of the buffer converts
         if norms.shape[0] > 0:
             norms[k] = dense_row_norm(row_out, l1, sums)
         _label_and_weight(labels, weights, row if held else -1, k, out_labels, out_weights)
-    for f in range(columns.shape[0]):
-        for k in range(columns.shape[1]):
-            columns[f, k] = out[k, f]
+    _columns_of(out, columns)
 
 
 @njit(cache=True)
@@ -246,6 +258,9 @@ class Delivery:
             raise ValueError(f"deliver_rows: the shard's {shard.n_features} features do not fit {self.n_features}")
         self.dtype = shard.dtype if dtype is None else np.dtype(dtype)
         self.can_read_shard = shard.sparse or shard.X.dtype != np.float16  # ``from_shard`` takes these rows
+        # the copy kernels' labels and weights: an empty array for none
+        self.labels_in = _NONE if labels is None else labels
+        self.weights_in = _NONE if weights is None else weights
         self._layouts = {}  # (r, in flight) -> _Layout
         self._buffer_bytes = {}  # r -> collective 1's bytes
 
@@ -271,8 +286,7 @@ class Delivery:
         """The rows ``ids`` of a shard that holds them all, as ``through_buffer`` delivers them
         (``can_read_shard``: not float16 rows, which numba does not take)."""
         shard, r, dtype, norms_l1 = self.shard, len(ids), self.dtype, self.norms_l1
-        labels = _NONE if self.labels is None else self.labels
-        weights = _NONE if self.weights is None else self.weights
+        labels, weights = self.labels_in, self.weights_in
         y, weight = np.empty(r), (np.empty(r) if self.weights is not None else None)
         out_weights = _NONE if weight is None else weight
         norms = np.empty(r if norms_l1 is not None else 0)
@@ -331,8 +345,8 @@ class _Layout:
         self.n_features, self.dtype, self.scale = delivery.n_features, delivery.dtype, shard.value_scale
         self.norms_l1 = delivery.norms_l1
         values = part["values"]
-        labels = _NONE if delivery.labels is None else delivery.labels
-        weights, out_weights = (_NONE, _NONE) if delivery.weights is None else (delivery.weights, part["weights"])
+        labels, weights = delivery.labels_in, delivery.weights_in
+        out_weights = _NONE if delivery.weights is None else part["weights"]
         if shard.sparse:
             self.copy = _pad_rows
             self.before_ids = (shard.X.indptr, shard.X.indices, shard.X.data)
@@ -406,11 +420,8 @@ def _scaled(values, scale, out, l1, norms, columns):
     (d, r) out's transpose, written after its rows."""
     sums = np.empty(8)
     for k in range(values.shape[0]):
-        row, row_out = values[k], out[k]
-        for f in range(values.shape[1]):
-            row_out[f] = np.float64(row[f]) * scale
+        row_out = out[k]
+        _scaled_row(values[k], scale, row_out)
         if norms.shape[0] > 0:
             norms[k] = dense_row_norm(row_out, l1, sums)
-    for f in range(columns.shape[0]):
-        for k in range(columns.shape[1]):
-            columns[f, k] = out[k, f]
+    _columns_of(out, columns)
