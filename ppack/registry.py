@@ -60,6 +60,7 @@ KERNEL_TABLE = (
 )
 KERNELS = tuple(k.name for k in KERNEL_TABLE)
 KERNEL_FACTS = {k.name: k for k in KERNEL_TABLE}
+OPTIMIZERS = ("sgd", "dual", "auto")  # the kernel trainer's C-SVC optimizers (packsvm.loop, packsvm.dual)
 SAMPLINGS = ("epochs", "uniform")  # the kernel trainer's row streams (data.sampler)
 PIPELINES = ("auto", "on", "off")  # the kernel trainer's pack schedule (packsvm.loop): auto is on above one rank
 PLACEMENTS = ("count", "cost")  # where the kernel trainer puts new support vectors (packsvm.table.place_new)
@@ -286,9 +287,16 @@ PACKSVM_PARAMS = {
                     "many until the convergence diagnostic is satisfied and the predictions settle, at most 128"),
     "iterations": Param(count(none=True), None, "T, the number of SGD iterations (instead of --epochs)"),
     "pack": Param(count(), 100, "r, iterations per pack: two Allreduce calls per pack (default 100)"),
+    "optimizer": Param(Rule("choice", choices=OPTIMIZERS), "sgd",
+                       "sgd (default): P-packSVM's primal SGD, averaged; dual: dual coordinate descent on the same "
+                       "packs (LIBLINEAR's, with a kernel row), which stops by its KKT gap and certifies its "
+                       "duality gap, --epochs its cap; auto: the dual where the SGD's bound 1 / (sigma T) = C / "
+                       "epochs is loose (C above the epochs), else the SGD"),
     "tol": Param(positive(none=True), None,
-                 "stop before T when the mean hinge loss of the last --tol-window sampled rows changes by at "
-                 "most this fraction from the window before (default: run T iterations)"),
+                 "sgd: stop before T when the mean hinge loss of the last --tol-window sampled rows changes by at "
+                 "most this fraction from the window before (default: run T iterations); dual: stop when the "
+                 "projected gradients' spread over an epoch (the KKT gap, LIBLINEAR's) is at most this "
+                 "(default 0.1)"),
     "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
     "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
     "probability": Param(BOOL, False,
@@ -359,11 +367,13 @@ SVM_TYPE_PARAMS = {
 # estimator has no such parameter.
 NOT_FOR_SVM_TYPE = {
     "c_svc": {"epsilon": "only epsilon_svr has a tube", "nu": "only one_class has nu"},
-    "epsilon_svr": {"class_weight": "regression has no classes", "nu": "only one_class has nu",
+    "epsilon_svr": {"optimizer": "epsilon_svr trains with the SGD only (its dual step is not built yet)",
+                    "class_weight": "regression has no classes", "nu": "only one_class has nu",
                     "probability": "Platt's sigmoids turn class decision values into probabilities",
                     "calibration": "it chooses the rows of --probability's sigmoids",
                     "bias": "epsilon_svr has its own unregularised offset rho"},
-    "one_class": {"C": "one_class's regularisation is 1 / (nu n_samples): give --nu",
+    "one_class": {"optimizer": "one_class's dual has an equality constraint: it trains with the SGD only",
+                  "C": "one_class's regularisation is 1 / (nu n_samples): give --nu",
                   "sigma": "one_class's regularisation is sigma = nu: give --nu",
                   "class_weight": "one_class ignores labels", "epsilon": "only epsilon_svr has a tube",
                   "probability": "Platt's sigmoids need class labels",

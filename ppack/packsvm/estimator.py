@@ -21,6 +21,9 @@ from ..mpi.comm import chunk, on_rank0, run_collectively
 from ..progress import pack_callback
 from ..registry import DTYPES, PACKSVM_PARAMS, VERBOSE, register_model_type
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
+from .columns import Columns
+from .dual import fit as dual_fit
+from .dual.solver import DualSolver
 from .loop import Checkpointing, PackedSolver
 from .predict import distributed_decisions
 from .averaging import averaged_coefficients, averaged_offset
@@ -118,6 +121,7 @@ class PackSVC(BaseSVC):
         validation_every: int | None = _D["validation_every"],
         patience: int = _D["patience"],
         calibration: str = _D["calibration"],
+        optimizer: str = _D["optimizer"],
         random_state: int | None = None,
         comm: MPI.Comm | None = None,
         work_bytes: int = DEFAULT_WORK_BYTES,
@@ -152,6 +156,7 @@ class PackSVC(BaseSVC):
         self.validation_every = validation_every
         self.patience = patience
         self.calibration = calibration
+        self.optimizer = optimizer
         self.comm = comm
         self.work_bytes = work_bytes
         self.progress = progress
@@ -249,6 +254,11 @@ class PackSVC(BaseSVC):
         m = shard.n_samples - (0 if self.held_out_ is None else self.held_out_["rows"])  # the rows trained on
         self.sigma_ = self._sigma(m)
         self.C_ = 1.0 / (m * self.sigma_)
+        self.optimizer_ = dual_fit.chosen_optimizer(getattr(self, "optimizer", "sgd"), self.C_, self.epochs)
+        if self.optimizer_ == "dual":
+            dual_fit.refuse_sgd_options(self, checkpoint)
+            return self._fit_dual(comm, shard, labels, weights, n_columns, validation, seed, m, should_stop,
+                                  stop_after_packs, on_kernels_ready, kernel_scale)
         auto = convergence.is_auto(self.epochs, self.iterations)  # stages of 0.5, 1, 2, 4, ... epochs
         if auto:
             T = convergence.auto_iterations(m)
@@ -324,6 +334,38 @@ class PackSVC(BaseSVC):
         self._warn(comm, self.convergence_warning, info["convergence"]["advice"])
         return self
 
+    def _fit_dual(self, comm, shard, labels, weights, n_columns, validation, seed, m, should_stop, stop_after_packs,
+                  on_kernels_ready, kernel_scale):
+        """Collective: ``fit`` by the dual coordinate optimizer (``dual.solver``): its epochs a cap,
+        its tolerance the KKT gap, ``training_["convergence"]`` its report."""
+        epochs = dual_fit.epoch_cap(self.epochs, self.iterations, m)
+        self.loss_ = self._loss(comm, shard, labels, weights)
+        console = self._console()
+        solver = DualSolver(comm, self.spec_, np.full(n_columns, self.C_), Columns.plain(n_columns, self.sigma_,
+                                                                                        self.loss_),
+                            epochs, self.pack, seed, dual_fit.DEFAULT_TOL if self.tol is None else self.tol,
+                            work_bytes=self.work_bytes, should_stop=should_stop,
+                            holdout=None if self.held_out_ is None else self.held_out_["holdout"],
+                            progress=None if not self.verbose else lambda f: console(
+                                f"epoch {f['epoch']}: KKT gap {f['kkt_gap']:.3g}, {f['rows_drawn']} rows drawn, "
+                                f"{f['support_vectors']} support vectors"))
+        compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse, shard.X.dtype)
+        if on_kernels_ready is not None:
+            on_kernels_ready(compile_seconds)
+        self.resumed_from_ = None
+        self.table_, state, stats, self.stopped_ = solver.run(shard, labels, weights, stop_after_packs)
+        self._dual_report = solver.report
+        self._finish(comm, shard, state, stats, weights, validation, seed, epochs * m, compile_seconds)
+        info = self.training_
+        info["kernel_scale"] = kernel_scale[0]
+        self.n_iter_ = solver.report["epochs"]
+        self.dual_coef_ = self.table_.coef.T.copy()
+        console(f"trained in {info['seconds']['total']:.2f} s: {self.n_iter_} epochs of at most {epochs}, "
+                f"{self.n_support_} support vectors" + ("; converged (tol)" if self.converged_ else "")
+                + ("; stopped" if self.stopped_ else ""))
+        self._warn(comm, self.convergence_warning, info["convergence"]["advice"])
+        return self
+
     def _held_out_rows(self, comm, shard, seed):
         """Collective: the ``Validation`` (or None) and the rows held out of training (or None): a
         dict of ``holdout`` ((fraction, seed) for the sampler), ``rows`` and ``for`` ("validation",
@@ -376,7 +418,8 @@ class PackSVC(BaseSVC):
         state's scale, norm and rho), for a run that trains on (epochs="auto"), or None."""
         m, d = shard.n_samples, shard.n_features
         replaced = None
-        if self.average and not self.stopped_:  # the model is the averaged iterate (averaging.py)
+        dual = getattr(self, "optimizer_", "sgd") == "dual"
+        if self.average and not dual and not self.stopped_:  # the model is the averaged iterate (averaging.py)
             replaced = self.table_.coef.copy(), state.scale, state.norm, state.rho
             self.table_.coef[:] = averaged_coefficients(self.table_, state)
             state.scale = np.ones_like(state.scale)
@@ -394,7 +437,8 @@ class PackSVC(BaseSVC):
             "projections": stats.projections, "converged": stats.converged,
             "allreduce_calls": stats.allreduce_calls, "dtype": self.dtype_,
             "float32_error_bound": self.float32_error_bound_, "sampling": self.sampling,
-            "step": float(self.step), "average": bool(self.average),
+            "optimizer": "dual" if dual else "sgd",
+            "step": None if dual else float(self.step), "average": bool(self.average) and not dual,
             "hinge_moving_average": stats.hinge_moving_average, "data": shard.path,
             "held_out": None if self.held_out_ is None else {k: self.held_out_[k] for k in ("rows", "for")},
             "seconds": {k: comm.allreduce(v, op=MPI.MAX) for k, v in stats.seconds.items()},
@@ -479,6 +523,12 @@ class PackSVC(BaseSVC):
         """``converged_`` and ``training_["convergence"]``: the figures of ``convergence.py`` and its
         verdict (``advice``, None when converged). A run stopped by its own test (``tol``), by
         validation or on request is not judged."""
+        if getattr(self, "optimizer_", "sgd") == "dual":
+            diagnosis = dict(self._dual_report)
+            diagnosis["advice"] = None if self.stopped_ else dual_fit.advice(diagnosis)
+            self.converged_ = diagnosis["converged"]
+            self.training_["convergence"] = diagnosis
+            return
         diagnosis = convergence.figures(self.SVM_TYPE, self.sigma_, state.iteration, state.loss_windows,
                                         self.training_.get("objective"), state.loss_curve)
         judged = not self._ended_early(stats, validation)

@@ -1,0 +1,291 @@
+"""The dual coordinate optimizer on P-packSVM's packing: r coordinate steps in two Allreduce calls.
+
+Per pack (``DualSolver.run``): collective 1 delivers the pack's r rows (drawn alike on every
+rank, ``draws.DualDraws``); each rank computes, against its own support vectors, the rows'
+partial margins and its share of the pair kernels, and writes the coefficient (alpha y) of
+each drawn row it holds; collective 2 sums them with the "I hold key k" flags, the ranks'
+digests and the stop vote. Every rank then replays the r coordinate steps alike
+(``coordinate.coordinate_steps``) and merges the pack into the table as the SGD does
+(``table.merge_pack``: coefficients added in place, new keys placed by count).
+
+Why the alphas travel in collective 2 instead of living on every rank: a replicated alpha
+costs n x K float64 on every rank (650 MB at 8.1M rows and ten classes), the very memory
+ppack exists to spread; the holder's coefficient already is alpha y, and sending it costs
+r x K float64 a pack, as much as the margins (a few percent of the pair kernels' r (r + 1) / 2
+at one column, double the margins' share for a grid's many columns).
+
+Epochs, shrinking and stopping follow LIBLINEAR's dual coordinate descent: after each epoch a
+column whose projected gradients' spread (the KKT gap, PG max - PG min over its active
+rows) is at most ``tol`` either stops (its active set held every row) or takes every row
+back for one more check. The run ends when every column has stopped or after ``max_epochs``.
+A full pass then certifies each column's relative duality gap (``certify``).
+"""
+import math
+
+import numpy as np
+from mpi4py import MPI
+
+from ...data.delivery import Delivery
+from ...errors import PPackError
+from ...kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
+from ...kernels.threads import single_threaded_blas
+from ...mpi.collectives import Collectives
+from ..loop import PackedSolver, pair_arguments
+from ..pack_update import all_equal
+from ..predict import block_rows
+from ..state import PHASES, SolverState, SolverStats, replica_digest
+from ..table import SupportVectorTable
+from .coordinate import (EPOCH_FIGURES, FROZEN, HINGE, PG_MAX, PG_MIN, VISITED, certificate_sums,
+                         coordinate_steps, relative_gap)
+from .draws import DualDraws
+
+_NO_AVERAGE, _NO_FOLD = np.empty((0, 0)), np.empty((0, 2))
+
+
+class DualBuffer:
+    """Collective 2 of a dual pack of r rows, K columns, G kernel groups and p ranks, views of
+    one zeroed float64 array ``data``: ``predictions`` (K, r) partial margins, ``pairs`` (G r (r +
+    1) / 2) with ``group_pairs`` (G, ...) (none when ``pairs`` is False: the certificate's
+    pass), ``alphas`` (K, r) the holders' coefficients, ``owner_flags`` (r) rank + 1 of the
+    holder, ``digests`` (p) one slot per rank, and the stop vote."""
+
+    def __init__(self, columns, r, ranks, groups=1, pairs=True):
+        self.r = r
+        tri = groups * (r * (r + 1) // 2) if pairs else 0
+        self.data = np.zeros(2 * columns * r + tri + r + ranks + 1)
+        n_pred = columns * r
+        self.predictions = self.data[:n_pred].reshape(columns, r)
+        self.pairs = self.data[n_pred:n_pred + tri]
+        self.group_pairs = self.pairs.reshape(groups, tri // groups)
+        start = n_pred + tri
+        self.alphas = self.data[start:start + n_pred].reshape(columns, r)
+        self.owner_flags = self.data[start + n_pred:start + n_pred + r]
+        self.digests = self.data[start + n_pred + r:start + n_pred + r + ranks]
+        self.pair_arguments = None
+
+    @property
+    def stop(self):
+        return self.data[-1] > 0
+
+    def vote(self, stop):
+        self.data[-1] = 1.0 if stop else 0.0
+
+
+class DualSolver:
+    """Trains the C-SVC dual on a ``Shard``; every rank calls ``run`` together.
+
+    comm: the communicator; spec: a ``KernelSpec`` (positive semi-definite: its diagonal is
+    the step's curvature); cost (K,): each column's C; columns: the run's ``columns.Columns``
+    (classes, folds, kernel groups); max_epochs: the cap (the stopping test ends the run
+    earlier); pack: r; seed: the draws' seed; tol: the KKT gap each column stops at;
+    shrinking: LIBLINEAR's; holdout: (fraction, seed) of rows never drawn, or None;
+    progress(figures) is called on rank 0 after each epoch with the epoch's report; should_stop
+    as the SGD's (every rank stops after the current pack).
+    """
+
+    def __init__(self, comm, spec, cost, columns, max_epochs, pack=100, seed=0, tol=0.1, shrinking=True,
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, holdout=None):
+        if not spec.facts.psd:
+            raise PPackError(f"optimizer dual: the {spec.name} kernel is not positive semi-definite, so the dual's "
+                             f"coordinate step has no curvature to divide by; use optimizer sgd")
+        self.comm, self.spec, self.columns = comm, spec, columns
+        self.cost = np.ascontiguousarray(cost, dtype=np.float64)
+        self.n_columns = columns.n_columns
+        self.max_epochs = max_epochs
+        self.pack, self.seed, self.tol, self.shrinking = int(pack), seed, float(tol), bool(shrinking)
+        self.work_bytes, self.progress = work_bytes, progress
+        self.should_stop = should_stop or (lambda: False)
+        self.holdout = holdout
+        self.device_seconds = 0.0
+
+    def run(self, shard, labels, weights=None, stop_after_packs=None):
+        """Train; returns ``(table, state, stats, stopped)`` as ``loop.PackedSolver.run``: the table's
+        coefficients are alpha y (scale 1, rho 0), ``state.norm`` is alpha' Q alpha per column and
+        ``state.iteration`` counts the coordinate steps drawn. ``self.report`` then holds the run's
+        convergence figures (``convergence_report``)."""
+        with single_threaded_blas():
+            return self._run(shard, labels, weights, stop_after_packs)
+
+    def _run(self, shard, labels, weights, stop_after_packs):
+        comm, Q = self.comm, self.n_columns
+        rank, size = comm.Get_rank(), comm.Get_size()
+        table = SupportVectorTable(KernelCompute(self.spec, shard.n_features, shard.sparse, shard.dtype,
+                                                 self.work_bytes, self.columns.kernel_groups()), Q)
+        state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
+                            rho=np.zeros(Q), rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
+        stats = SolverStats()
+        seconds = stats.seconds
+        for phase in PHASES:
+            seconds.setdefault(phase, 0.0)
+        start = MPI.Wtime()
+        collectives = Collectives(comm)
+        delivery = Delivery(shard, labels, weights=weights, norms_l1=self.spec.uses_l1)
+        draws = DualDraws(shard.n_samples, Q, self.seed, self.holdout)
+        compute = table.compute
+        columns = self.columns
+        alpha_sum = np.zeros(Q)
+        figures = np.zeros((Q, EPOCH_FIGURES))
+        pg_old = np.empty((Q, 2))
+        pg_old[:, 0], pg_old[:, 1] = math.inf, -math.inf
+        converged = np.zeros(Q, dtype=bool)
+        fresh = np.ones(Q, dtype=bool)  # the column's active set held every row when this epoch began
+        history = {"kkt_gap": [], "rows_drawn": [], "duality_gap_estimate": []}
+        digest = replica_digest(state)
+        buffers, work = {}, {}
+        packs_this_run, stopped = 0, False
+        ones = np.ones(self.pack)
+        while draws.epoch < self.max_epochs and not converged.all() and not stopped:
+            drawn = draws.begin_epoch()
+            history["rows_drawn"].append(drawn)
+            figures[:, :FROZEN] = 0.0
+            figures[:, PG_MAX], figures[:, PG_MIN] = -math.inf, math.inf
+            while True:
+                ids = draws.next_pack(self.pack)
+                if ids is None:
+                    break
+                r = len(ids)
+                buf = buffers.get(r)
+                if buf is None:
+                    buf = buffers[r] = DualBuffer(Q, r, size, columns.n_groups)
+                    buf.pair_arguments = pair_arguments(buf, rank, size)
+                    work[r] = (np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, r), dtype=np.uint8))
+                else:
+                    buf.data[:] = 0.0
+                delta, stepped, margin, active = work[r]
+                t0 = MPI.Wtime()
+                block = delivery.deliver(collectives, ids)  # collective 1
+                self._count(stats, collectives, "collective1")
+                t1 = MPI.Wtime()
+                seconds["delivery"] += t1 - t0 - collectives.last_seconds
+                norms = compute.row_norms(block)
+                compute.prepare(block)
+                table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)
+                self._holder_alphas(table, ids, buf.alphas)
+                t2 = MPI.Wtime()
+                seconds["norms"] += t2 - t1
+                compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
+                t3 = MPI.Wtime()
+                left, right, mine = buf.pair_arguments
+                compute.pair_kernels(block, norms, left, right, mine)
+                t4 = MPI.Wtime()
+                seconds["partial_sums"] += t3 - t2
+                seconds["pair_kernels"] += t4 - t3
+                seconds["kernel_sums"] += t4 - t1
+                buf.digests[rank] = digest
+                packs_this_run += 1
+                buf.vote(self.should_stop() or packs_this_run == stop_after_packs)
+                collectives.sum(buf.data)  # collective 2
+                self._count(stats, collectives, "collective2")
+                t5 = MPI.Wtime()
+                if not all_equal(buf.digests):
+                    PackedSolver._check_agreement(buf.digests, state.iteration, stats.packs)
+                active[:] = draws.active[ids].T
+                weight = ones[:r] if block.weight is None else block.weight
+                coordinate_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight, columns.column_class,
+                                 columns.column_fold, columns.row_folds(ids, np.empty(r, dtype=np.int64)),
+                                 columns.column_group, self.cost, pg_old, active, state.norm, alpha_sum, figures,
+                                 delta, stepped, margin)
+                draws.active[ids] = active.T
+                table.apply_pack(ids, buf.owner_flags, delta, stepped, _NO_AVERAGE, _NO_FOLD, rank, state.occupancy,
+                                 block, norms)
+                state.iteration += r
+                stats.packs += 1
+                digest = replica_digest(state, delta, figures)
+                seconds["sequential_updates"] += MPI.Wtime() - t5
+                if buf.stop:
+                    stopped = True
+                    break
+            if stopped:
+                break
+            kkt = np.where(figures[:, VISITED] > 0, figures[:, PG_MAX] - figures[:, PG_MIN], 0.0)
+            kkt[converged] = 0.0
+            primal = 0.5 * state.norm + figures[:, HINGE] + figures[:, FROZEN]
+            estimate = [relative_gap(p, d) for p, d in zip(primal, alpha_sum - 0.5 * state.norm)]
+            history["kkt_gap"].append(float(kkt.max()))
+            history["duality_gap_estimate"].append(float(max(estimate)))
+            for c in range(Q):
+                if converged[c]:
+                    continue
+                if kkt[c] <= self.tol:
+                    if fresh[c]:
+                        converged[c] = True
+                        draws.freeze(c)
+                    else:  # every row back for one more epoch before it may stop
+                        draws.restore(c)
+                        pg_old[c] = math.inf, -math.inf
+                        figures[c, FROZEN] = 0.0
+                        fresh[c] = True
+                elif self.shrinking:
+                    pg_old[c, 0] = figures[c, PG_MAX] if figures[c, PG_MAX] > 0 else math.inf
+                    pg_old[c, 1] = figures[c, PG_MIN] if figures[c, PG_MIN] < 0 else -math.inf
+                    fresh[c] = fresh[c] and bool(np.isinf(pg_old[c]).all())
+            if self.progress is not None and rank == 0:
+                self.progress({"epoch": draws.epoch, "kkt_gap": history["kkt_gap"][-1], "rows_drawn": drawn,
+                               "duality_gap_estimate": history["duality_gap_estimate"][-1],
+                               "support_vectors": int(state.occupancy.sum())})
+        seconds["total"] = MPI.Wtime() - start
+        stats.converged = bool(converged.all())
+        certificate = None
+        if not stopped:
+            certify_start = MPI.Wtime()
+            certificate = self.certify(collectives, delivery, table, shard, draws)
+            seconds["total"] += MPI.Wtime() - certify_start
+            seconds["certificate"] = MPI.Wtime() - certify_start
+        stats.allreduce_calls = collectives.calls["sum"]
+        self._figures, self._asum = figures.copy(), alpha_sum.copy()
+        self.report = convergence_report(self.tol, draws.epoch, converged, history, certificate)
+        return table, state, stats, stopped
+
+    @staticmethod
+    def _count(stats, collectives, name):
+        for phase in ("communication", "in_" + name):
+            stats.seconds[phase] += collectives.last_seconds
+        stats.bytes[name] += collectives.last_bytes
+
+    @staticmethod
+    def _holder_alphas(table, ids, out):
+        """out (K, r): the coefficients of the rows ``ids`` this rank holds (alpha y), 0 elsewhere."""
+        slots = table.key_slots.lookup(ids)
+        held = slots >= 0
+        if held.any():
+            out[:, held] = table.coef[slots[held]].T
+
+    def certify(self, collectives, delivery, table, shard, draws):
+        """Collective: one pass over every eligible row, in blocks: each column's primal P = 1/2
+        alpha' Q alpha + sum C_i max(0, 1 - y f), dual D = sum(alpha) - 1/2 alpha' Q alpha, their
+        relative gap and the KKT gap over every row. Returns a dict of (K,) lists."""
+        Q, rank, size = self.n_columns, self.comm.Get_rank(), self.comm.Get_size()
+        compute, columns = table.compute, self.columns
+        rows = block_rows(shard.n_features)
+        sums = np.zeros((Q, 5))
+        sums[:, 3], sums[:, 4] = -math.inf, math.inf
+        eligible = np.flatnonzero(draws.eligible).astype(np.int64)
+        for b0 in range(0, len(eligible), rows):
+            ids = eligible[b0:b0 + rows]
+            buf = DualBuffer(Q, len(ids), size, columns.n_groups, pairs=False)
+            block = delivery.deliver(collectives, ids)
+            compute.partial_sums(table.coef, block, compute.row_norms(block), buf.predictions, mirrored=True)
+            self._holder_alphas(table, ids, buf.alphas)
+            collectives.sum(buf.data)
+            weight = np.ones(len(ids)) if block.weight is None else block.weight
+            certificate_sums(buf.predictions, buf.alphas, block.y, weight, columns.column_class, columns.column_fold,
+                             columns.row_folds(ids, np.empty(len(ids), dtype=np.int64)), self.cost, sums)
+        w2 = sums[:, 1]
+        primal, dual = 0.5 * w2 + sums[:, 2], sums[:, 0] - 0.5 * w2
+        return {"primal": primal.tolist(), "dual": dual.tolist(),
+                "relative_duality_gap": [relative_gap(p, d) for p, d in zip(primal, dual)],
+                "kkt_gap": np.where(np.isfinite(sums[:, 3]), sums[:, 3] - sums[:, 4], 0.0).tolist()}
+
+
+def convergence_report(tol, epochs, converged, history, certificate):
+    """The dual's ``training_["convergence"]``: the stopping test's figures and the certificate's."""
+    report = {"optimizer": "dual", "tol": tol, "epochs": int(epochs), "converged": bool(converged.all()),
+              "columns_converged": int(converged.sum()),
+              "kkt_gap": history["kkt_gap"][-1] if history["kkt_gap"] else None,
+              "duality_gap_estimate": history["duality_gap_estimate"][-1] if history["duality_gap_estimate"] else None,
+              "relative_duality_gap": None, "primal": None, "dual": None, "history": history}
+    if certificate is not None:
+        report["relative_duality_gap"] = float(max(certificate["relative_duality_gap"]))
+        report["primal"], report["dual"] = certificate["primal"], certificate["dual"]
+        report["certified_kkt_gap"] = float(max(certificate["kkt_gap"]))
+    return report
