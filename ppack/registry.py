@@ -294,9 +294,9 @@ PACKSVM_PARAMS = {
                        "epochs is loose (C above the epochs), else the SGD"),
     "tol": Param(positive(none=True), None,
                  "sgd: stop before T when the mean hinge loss of the last --tol-window sampled rows changes by at "
-                 "most this fraction from the window before (default: run T iterations); dual: stop when the "
-                 "projected gradients' spread over an epoch (the KKT gap, LIBLINEAR's) is at most this "
-                 "(default 0.1)"),
+                 "most this fraction from the window before; dual: stop when the projected gradients' spread "
+                 "over an epoch (the KKT gap, LIBLINEAR's) is at most this (default: sgd runs T iterations, "
+                 "dual stops at 0.1)"),
     "tol_window": Param(count(), 1000, "rows per window of --tol (default 1000)"),
     "seed": Param(SEED, 0, "seed of the shared sampling stream (default 0)"),
     "probability": Param(BOOL, False,
