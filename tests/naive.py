@@ -678,3 +678,25 @@ def bilinear_resample(images, fields, side=28):
                             total += wy * wx * images[b, yy, xx]
                 out[b, i, j] = total
     return np.clip(np.rint(out), 0, 255).astype(np.uint8).reshape(len(images), side * side)
+
+
+def dual_steps_one_at_a_time(K, y, alpha, bounds, order):
+    """Dual coordinate steps on the rows ``order`` in turn, from scratch (the full kernel matrix K)."""
+    alpha = alpha.copy()
+    for i in order:
+        G = y[i] * (K[i] @ (alpha * y)) - 1.0
+        pg = min(G, 0.0) if alpha[i] <= 0 else (max(G, 0.0) if alpha[i] >= bounds[i] else G)
+        if abs(pg) > 1e-12:
+            alpha[i] = min(max(alpha[i] - G / K[i, i], 0.0), bounds[i])
+    return alpha
+
+
+def box_dual_reference(K, y, bounds):
+    """The dual's optimum by L-BFGS-B on the box: alpha (n,)."""
+    from scipy.optimize import minimize
+
+    Q = K * np.outer(y, y)
+    res = minimize(lambda a: (0.5 * a @ Q @ a - a.sum(), Q @ a - 1.0), np.zeros(len(y)), jac=True,
+                   method="L-BFGS-B", bounds=list(zip(np.zeros(len(y)), bounds)),
+                   options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11})
+    return res.x

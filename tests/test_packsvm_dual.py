@@ -6,29 +6,17 @@ import warnings
 import numpy as np
 import pytest
 from mpi4py import MPI
-from scipy.optimize import minimize
 
 from ppack import PackSVC
 from ppack.errors import PPackError
 from ppack.packsvm.dual.coordinate import EPOCH_FIGURES, coordinate_steps, relative_gap
 
 from helpers import fails_with, make_multiclass, make_problem
-from naive import kernel_matrix
+from naive import box_dual_reference, dual_steps_one_at_a_time, kernel_matrix
 
 WORLD = MPI.COMM_WORLD
 DUAL = {"kernel": "rbf", "gamma": 0.2, "C": 1.0, "optimizer": "dual", "epochs": 1000, "tol": 1e-4, "dtype": "float64",
         "seed": 3}
-
-
-def one_at_a_time(K, y, alpha, bounds, order):
-    """Dual coordinate steps on the rows ``order`` in turn, from scratch (the full kernel matrix K)."""
-    alpha = alpha.copy()
-    for i in order:
-        G = y[i] * (K[i] @ (alpha * y)) - 1.0
-        pg = min(G, 0.0) if alpha[i] <= 0 else (max(G, 0.0) if alpha[i] >= bounds[i] else G)
-        if abs(pg) > 1e-12:
-            alpha[i] = min(max(alpha[i] - G / K[i, i], 0.0), bounds[i])
-    return alpha
 
 
 def packed_steps(K, y, alpha, bounds, ids):
@@ -48,15 +36,6 @@ def packed_steps(K, y, alpha, bounds, ids):
     out[ids] += delta[0] * y[ids]
     np.testing.assert_array_equal(stepped[0], (delta[0] != 0).astype(float))
     return out
-
-
-def box_dual_reference(K, y, bounds):
-    """The dual's optimum by L-BFGS-B on the box: alpha (n,)."""
-    Q = K * np.outer(y, y)
-    res = minimize(lambda a: (0.5 * a @ Q @ a - a.sum(), Q @ a - 1.0), np.zeros(len(y)), jac=True,
-                   method="L-BFGS-B", bounds=list(zip(np.zeros(len(y)), bounds)),
-                   options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11})
-    return res.x
 
 
 def objectives(K, y, alpha, bounds):
@@ -84,7 +63,7 @@ def test_a_pack_of_steps_equals_the_steps_one_at_a_time(r):
     alpha = np.where(rng.random(60) < 0.5, 0.0, rng.uniform(0, 1, 60) * bounds)
     alpha[:5] = bounds[:5]  # some start at the upper bound
     ids = rng.permutation(60)[:r]
-    np.testing.assert_allclose(packed_steps(K, y, alpha, bounds, ids), one_at_a_time(K, y, alpha, bounds, ids),
+    np.testing.assert_allclose(packed_steps(K, y, alpha, bounds, ids), dual_steps_one_at_a_time(K, y, alpha, bounds, ids),
                                rtol=0, atol=1e-12)
 
 
