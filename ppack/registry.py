@@ -291,7 +291,7 @@ PACKSVM_PARAMS = {
                        "sgd (default): P-packSVM's primal SGD, averaged; dual: dual coordinate descent on the same "
                        "packs (LIBLINEAR's, with a kernel row), which stops by its KKT gap and certifies its "
                        "duality gap, --epochs its cap; auto: the dual where the SGD's bound 1 / (sigma T) = C / "
-                       "epochs is loose (C above the epochs), else the SGD"),
+                       "epochs is above 10, else the SGD"),
     "tol": Param(positive(none=True), None,
                  "sgd: stop before T when the mean hinge loss of the last --tol-window sampled rows changes by at "
                  "most this fraction from the window before; dual: stop when the projected gradients' spread "

@@ -219,10 +219,11 @@ def test_probabilities_and_the_calibration_slice_work_with_the_dual():
 
 
 def test_auto_picks_by_the_sgd_bound():
-    """optimizer="auto": the dual where C / epochs > 1, the SGD elsewhere."""
+    """optimizer="auto": the dual where C / epochs > 10, the SGD elsewhere."""
     X, y = make_problem(200, 5, seed=17)
-    assert PackSVC(optimizer="auto", C=0.5, epochs=1, dtype="float64").fit(X, y).optimizer_ == "sgd"
-    assert PackSVC(optimizer="auto", C=10.0, epochs=2, dtype="float64").fit(X, y).optimizer_ == "dual"
+    assert PackSVC(optimizer="auto", C=10.0, epochs=1, dtype="float64").fit(X, y).optimizer_ == "sgd"
+    with pytest.warns(Warning, match="cap of 2 epochs"):
+        assert PackSVC(optimizer="auto", C=50.0, epochs=2, dtype="float64").fit(X, y).optimizer_ == "dual"
 
 
 @pytest.mark.mpi(min_size=2)
