@@ -16,7 +16,7 @@ from naive import box_dual_reference, dual_steps_one_at_a_time, kernel_matrix
 
 WORLD = MPI.COMM_WORLD
 DUAL = {"kernel": "rbf", "gamma": 0.2, "C": 1.0, "optimizer": "dual", "epochs": 1000, "tol": 1e-4, "dtype": "float64",
-        "seed": 3}
+        "seed": 3, "comm": MPI.COMM_SELF}
 
 
 def packed_steps(K, y, alpha, bounds, ids):
@@ -221,9 +221,9 @@ def test_probabilities_and_the_calibration_slice_work_with_the_dual():
 def test_auto_picks_by_the_sgd_bound():
     """optimizer="auto": the dual where C / epochs > 10, the SGD elsewhere."""
     X, y = make_problem(200, 5, seed=17)
-    assert PackSVC(optimizer="auto", C=10.0, epochs=1, dtype="float64").fit(X, y).optimizer_ == "sgd"
+    assert PackSVC(optimizer="auto", C=10.0, epochs=1, dtype="float64", comm=MPI.COMM_SELF).fit(X, y).optimizer_ == "sgd"
     with pytest.warns(Warning, match="cap of 2 epochs"):
-        assert PackSVC(optimizer="auto", C=50.0, epochs=2, dtype="float64").fit(X, y).optimizer_ == "dual"
+        assert PackSVC(optimizer="auto", C=50.0, epochs=2, dtype="float64", comm=MPI.COMM_SELF).fit(X, y).optimizer_ == "dual"
 
 
 @pytest.mark.mpi(min_size=2)
@@ -232,8 +232,8 @@ def test_the_rank_count_does_not_change_the_optimum():
     support vectors spread over the ranks."""
     X, y = make_problem(300, 5, seed=18)
     params = {**DUAL, "tol": 1e-6, "epochs": 3000}
-    many = PackSVC(comm=WORLD, **params).fit(X, y)
-    one = PackSVC(comm=MPI.COMM_SELF, **params).fit(X, y)
+    many = PackSVC(**{**params, "comm": WORLD}).fit(X, y)
+    one = PackSVC(**params).fit(X, y)
     coef = np.zeros(300)
     coef[many.table_.keys] = many.table_.coef[:, 0]
     coef = WORLD.allreduce(coef)
