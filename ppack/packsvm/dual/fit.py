@@ -15,7 +15,7 @@ DEFAULT_TOL = 0.1
 # C / epochs = 1 (a9a and ijcnn1, C = 1) the SGD reached LIBSVM's accuracy first
 AUTO_BOUND = 10.0
 
-# the SGD's options without a meaning for the dual: {name: (the value that leaves it unused, why)}
+# the SGD's options without a meaning for the dual, refused at any value but their default: {name: why}
 SGD_ONLY = {
     "step": "the dual's step is exact on each coordinate",
     "average": "the dual's iterate is the model (--no-average has nothing to turn off)",
@@ -38,10 +38,9 @@ def chosen_optimizer(optimizer, C, epochs):
     return "dual" if C / epochs > AUTO_BOUND else "sgd"
 
 
-def refuse_sgd_options(estimator, checkpoint=None, explicit=True):
+def refuse_sgd_options(estimator, checkpoint=None):
     """Raise PPackError, in one line, for an SGD-only option given to a dual fit (its value
-    other than the default; "auto" pipelines pass, as off). ``explicit``: the user asked for
-    the dual (with "auto" the SGD's defaults are left as they are)."""
+    other than the default; "auto" pipelines pass, as off), or a checkpoint."""
     for name, why in SGD_ONLY.items():
         value, default = getattr(estimator, name, None), PACKSVM_PARAMS[name].default
         if value == default or (name == "pipeline" and value == "auto"):

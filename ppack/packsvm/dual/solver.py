@@ -30,7 +30,7 @@ from ...errors import PPackError
 from ...kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ...kernels.threads import single_threaded_blas
 from ...mpi.collectives import Collectives
-from ..loop import PackedSolver, pair_arguments
+from ..loop import PackedSolver, count_collective1, pair_arguments
 from ..pack_update import all_equal
 from ..predict import block_rows
 from ..state import PHASES, SolverState, SolverStats, replica_digest
@@ -148,19 +148,19 @@ class DualSolver:
                 if buf is None:
                     buf = buffers[r] = DualBuffer(Q, r, size, columns.n_groups)
                     buf.pair_arguments = pair_arguments(buf, rank, size)
-                    work[r] = (np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, r), dtype=np.uint8))
+                    work[r] = (np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, r)), np.empty((Q, r), dtype=np.uint8),
+                               np.empty(r, dtype=np.int64))
                 else:
                     buf.data[:] = 0.0
-                delta, stepped, margin, active = work[r]
+                delta, stepped, margin, active, folds = work[r]
                 t0 = MPI.Wtime()
                 block = delivery.deliver(collectives, ids)  # collective 1
-                self._count(stats, collectives, "collective1")
+                count_collective1(stats, collectives)
                 t1 = MPI.Wtime()
                 seconds["delivery"] += t1 - t0 - collectives.last_seconds
                 norms = compute.row_norms(block)
                 compute.prepare(block)
-                table.key_slots.flag_held(ids, rank + 1, buf.owner_flags)
-                self._holder_alphas(table, ids, buf.alphas)
+                self._holder_entries(table, ids, rank, buf)
                 t2 = MPI.Wtime()
                 seconds["norms"] += t2 - t1
                 compute.partial_sums(table.coef, block, norms, buf.predictions, mirrored=True)
@@ -175,14 +175,16 @@ class DualSolver:
                 packs_this_run += 1
                 buf.vote(self.should_stop() or packs_this_run == stop_after_packs)
                 collectives.sum(buf.data)  # collective 2
-                self._count(stats, collectives, "collective2")
+                for phase in ("communication", "in_collective2"):
+                    seconds[phase] += collectives.last_seconds
+                stats.bytes["collective2"] += collectives.last_bytes
                 t5 = MPI.Wtime()
                 if not all_equal(buf.digests):
                     PackedSolver._check_agreement(buf.digests, state.iteration, stats.packs)
                 active[:] = draws.active[ids].T
                 weight = ones[:r] if block.weight is None else block.weight
                 coordinate_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight, columns.column_class,
-                                 columns.column_fold, columns.row_folds(ids, np.empty(r, dtype=np.int64)),
+                                 columns.column_fold, columns.row_folds(ids, folds),
                                  columns.column_group, self.cost, pg_old, active, state.norm, alpha_sum, figures,
                                  delta, stepped, margin)
                 draws.active[ids] = active.T
@@ -203,22 +205,7 @@ class DualSolver:
             estimate = [relative_gap(p, d) for p, d in zip(primal, alpha_sum - 0.5 * state.norm)]
             history["kkt_gap"].append(float(kkt.max()))
             history["duality_gap_estimate"].append(float(max(estimate)))
-            for c in range(Q):
-                if converged[c]:
-                    continue
-                if kkt[c] <= self.tol:
-                    if fresh[c]:
-                        converged[c] = True
-                        draws.freeze(c)
-                    else:  # every row back for one more epoch before it may stop
-                        draws.restore(c)
-                        pg_old[c] = math.inf, -math.inf
-                        figures[c, FROZEN] = 0.0
-                        fresh[c] = True
-                elif self.shrinking:
-                    pg_old[c, 0] = figures[c, PG_MAX] if figures[c, PG_MAX] > 0 else math.inf
-                    pg_old[c, 1] = figures[c, PG_MIN] if figures[c, PG_MIN] < 0 else -math.inf
-                    fresh[c] = fresh[c] and bool(np.isinf(pg_old[c]).all())
+            self._stopping_test(kkt, figures, pg_old, converged, fresh, draws)
             if self.progress is not None and rank == 0:
                 self.progress({"epoch": draws.epoch, "kkt_gap": history["kkt_gap"][-1], "rows_drawn": drawn,
                                "duality_gap_estimate": history["duality_gap_estimate"][-1],
@@ -232,23 +219,37 @@ class DualSolver:
             seconds["total"] += MPI.Wtime() - certify_start
             seconds["certificate"] = MPI.Wtime() - certify_start
         stats.allreduce_calls = collectives.calls["sum"]
-        self._figures, self._asum = figures.copy(), alpha_sum.copy()
         self.report = convergence_report(self.tol, draws.epoch, converged, history, certificate)
         return table, state, stats, stopped
 
     @staticmethod
-    def _count(stats, collectives, name):
-        for phase in ("communication", "in_" + name):
-            stats.seconds[phase] += collectives.last_seconds
-        stats.bytes[name] += collectives.last_bytes
-
-    @staticmethod
-    def _holder_alphas(table, ids, out):
-        """out (K, r): the coefficients of the rows ``ids`` this rank holds (alpha y), 0 elsewhere."""
+    def _holder_entries(table, ids, rank, buf):
+        """Into ``buf``: the coefficients of the rows ``ids`` this rank holds (alpha y) and their
+        owner flags (rank + 1), 0 elsewhere; one lookup of the keys for both."""
         slots = table.key_slots.lookup(ids)
         held = slots >= 0
         if held.any():
-            out[:, held] = table.coef[slots[held]].T
+            buf.alphas[:, held] = table.coef[slots[held]].T
+            buf.owner_flags[held] = rank + 1
+
+    def _stopping_test(self, kkt, figures, pg_old, converged, fresh, draws):
+        """After an epoch, per column (LIBLINEAR's test): at most ``tol`` over an epoch that began
+        with every row (``fresh``), it stops; at most ``tol`` on a shrunk set, every row comes
+        back; otherwise the epoch's PG extremes are the next shrinking thresholds ``pg_old``."""
+        for c in np.flatnonzero(~converged):
+            if kkt[c] <= self.tol:
+                if fresh[c]:
+                    converged[c] = True
+                    draws.freeze(c)
+                else:  # every row back for one more epoch before it may stop
+                    draws.restore(c)
+                    pg_old[c] = math.inf, -math.inf
+                    figures[c, FROZEN] = 0.0
+                    fresh[c] = True
+            elif self.shrinking:
+                pg_old[c, 0] = figures[c, PG_MAX] if figures[c, PG_MAX] > 0 else math.inf
+                pg_old[c, 1] = figures[c, PG_MIN] if figures[c, PG_MIN] < 0 else -math.inf
+                fresh[c] = fresh[c] and bool(np.isinf(pg_old[c]).all())
 
     def certify(self, collectives, delivery, table, shard, draws):
         """Collective: one pass over every eligible row, in blocks: each column's primal P = 1/2
@@ -265,7 +266,7 @@ class DualSolver:
             buf = DualBuffer(Q, len(ids), size, columns.n_groups, pairs=False)
             block = delivery.deliver(collectives, ids)
             compute.partial_sums(table.coef, block, compute.row_norms(block), buf.predictions, mirrored=True)
-            self._holder_alphas(table, ids, buf.alphas)
+            self._holder_entries(table, ids, rank, buf)
             collectives.sum(buf.data)
             weight = np.ones(len(ids)) if block.weight is None else block.weight
             certificate_sums(buf.predictions, buf.alphas, block.y, weight, columns.column_class, columns.column_fold,
