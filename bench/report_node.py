@@ -59,7 +59,7 @@ def run(quick, figures, data_dir):
     lines = ["### 10. A 16-core node and one GPU", "",
              f"*Measured on the GPU node ({stored['device']}) on {stored['date']} by `bench/device.sh` and the runs "
              "beside it, not by this run: the node is lent only now and then, and this part re-renders its "
-             "stored figures (`bench/results/device_h200.json`; `bench/README.md` has every table).*", "",
+             "stored figures (`bench/results/device_h200.json`; `bench/gpu.py` and `bench/node_scaling.py` made them).*", "",
              "Ten digits on 240,000 mnist8m-style rows (gamma 0.02, sigma 1e-6, T = m/2, float32, one thread per "
              "rank, placement by count, one run each; us per pack, median rank):", "",
              "| p | --pipeline | total s | speed-up | partial sums us | waiting us | collectives' own us "

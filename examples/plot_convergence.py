@@ -68,7 +68,7 @@ print(f"the test targets' standard deviation: {y_test.std():.1f}")
 # dashes). The warning errs on the careful side: it keeps warning at 20 and 50 epochs, whose
 # errors already match LIBSVM's, because sigma T = epochs / C is still below 0.01, and at
 # C = 100 it may warn where the loss of the last sampled rows was still falling. It is a
-# guide, not a proof: on the calibration table in ``bench/README.md`` it caught 50 of the 62
+# guide, not a proof: on the calibration table of ``bench/convergence.py`` it caught 50 of the 62
 # runs that were 20% (or 2 points) worse than a 20 times longer run, and it stayed silent on
 # 48 of the 53 that were within 5% (half a point).
 fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
@@ -100,7 +100,7 @@ plt.show()
 # 50-epoch model already tests better than LIBSVM's. The loss of a large-C problem keeps
 # falling long after its predictions are good, and on noisy data it can settle while the test
 # error still improves, so the curve is reported for you to read, not judged
-# (``bench/README.md``, "The loss curve against the calibration table").
+# (``bench/convergence.py``).
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
 for E, color in zip((5, 20, 50), ("tab:orange", "tab:purple", "tab:brown")):
     curve = curves[10000.0, E]

@@ -49,7 +49,7 @@ print(f"measured on {recorded['date']}: {recorded['device']}")
 # coefficient columns) on the GPU, with the fused pass (the default) and the earlier unfused
 # one, the whole pack as training runs it on the GPU, and the same sums on the node's CPU
 # cores as ranks each holding their share of the stored rows (the slowest rank's median).
-# The rows are float32 (``bench/README.md``, "On an H200", says how each figure was taken).
+# The rows are float32 (``bench/gpu.py`` says how each figure was taken).
 sums = recorded["gpu_sums"]
 print(f"{sums['device']}: d = {sums['d']} features, r = {sums['r']} rows a pack, K = {sums['K']} columns")
 print(f"{'stored rows':>12} {'GPU fused us':>13} {'GPU unfused us':>15} {'whole pack us':>14} "

@@ -40,8 +40,7 @@ def figures(svm_type, sigma, iterations, windows, objective, curve=None):
             "window_means": means, "loss_curve": points, "late_fall": late_fall, "loss_ratio": ratio}
 
 
-# The verdict's thresholds, calibrated on bench/convergence.py's table (bench/README, "The
-# convergence diagnostic"): below MIN_SIGMA_T, or with the loss still falling by more than
+# The verdict's thresholds, calibrated on bench/convergence.py's table (bench/results/convergence.json): below MIN_SIGMA_T, or with the loss still falling by more than
 # MAX_LOSS_FALL between the last two windows, or with the model's sampled loss above
 # MAX_LOSS_RATIO times the zero model's (epsilon-SVR: above the constant model's, whose
 # loss is in the targets' units; a hinge loss 3 times the zero model's still classified
