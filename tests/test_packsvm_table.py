@@ -35,6 +35,33 @@ def test_table_lookup_growth_and_bulk_insert():
     assert len(table) == 300 and table.compute.stored.n == 300  # a refused insertion stores no rows
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dropping_zero_entries_keeps_the_others_rows_keys_and_order(sparse):
+    """Entries whose coefficients are 0 in every column leave; the rest keep their rows, norms and
+    lookups, in order, and new entries go after them."""
+    X, _ = make_problem(40, 5, sparse=sparse, seed=8)
+    table = SupportVectorTable(KernelCompute(KernelSpec("rbf"), 5, sparse, np.float64), 2)
+    coef = np.random.default_rng(1).normal(size=(40, 2))
+    coef[::3] = 0.0
+    coef[1, 0] = 0.0  # zero in one column only: stays
+    table.insert_many(np.arange(100, 140), coef, X)
+    assert table.drop_zeros() == 14
+    kept = np.any(coef != 0, axis=1)
+    np.testing.assert_array_equal(table.keys, np.arange(100, 140)[kept])
+    np.testing.assert_array_equal(table.coef, coef[kept])
+    expected = X[kept].toarray() if sparse else X[kept]
+    if sparse:
+        indptr, indices, values = table.features
+        rows = sp.csr_matrix((values, indices, indptr), shape=(26, 5)).toarray()
+    else:
+        rows = table.features
+    np.testing.assert_array_equal(rows, expected)
+    np.testing.assert_allclose(table.norms, (expected ** 2).sum(axis=1))
+    assert table.slots_of(np.array([100, 101, 102, 103])).tolist() == [-1, 0, 1, -1]
+    table.insert_many([500], [[1.0, 2.0]], X[:1])
+    assert table.slots_of(np.array([500])).tolist() == [26] and table.drop_zeros() == 0
+
+
 @pytest.mark.parametrize("occupancy", [[0], [3, 1, 1, 4], [2, 2, 2], [0, 5, 0, 9, 1]])
 @pytest.mark.parametrize("measured", [False, True])
 def test_new_entries_go_one_by_one_to_the_least_occupied_rank(occupancy, measured):

@@ -103,6 +103,21 @@ class StoredRows:
         self._norms[self.n:self.n + k] = norms
         self.n += k
 
+    def keep(self, kept):
+        """Keep only the rows ``kept`` (bool (n,)), in order, in place."""
+        rows = np.flatnonzero(kept)
+        k = len(rows)
+        if self.sparse:
+            starts, ends = self._indptr[rows], self._indptr[rows + 1]
+            take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) if k else np.empty(0, np.int64)
+            self._indices[:len(take)] = self._indices[take]
+            self._values[:len(take)] = self._values[take]
+            self._indptr[1:k + 1] = np.cumsum(ends - starts)
+        else:
+            self._features[:k] = self._features[rows]
+        self._norms[:k] = self._norms[rows]
+        self.n = k
+
     def _grow(self, n_rows, extra_nnz):
         cap = len(self._norms)
         if n_rows > cap:

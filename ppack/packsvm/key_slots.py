@@ -46,6 +46,11 @@ class KeySlots:
         if 2 * (self.n + extra) > len(self.keys):
             self._rehash(self.n + extra)
 
+    def remap(self, keys):
+        """The map afresh: ``keys`` (int64 array, no repeats) at slots 0, 1, ... (after a table drops entries)."""
+        self.__init__(max(64, len(keys)))
+        self.add(np.ascontiguousarray(keys, dtype=np.int64), 0)
+
     def _rehash(self, n_keys):
         live = self.keys != EMPTY
         keys, slots = self.keys[live], self.slots[live]

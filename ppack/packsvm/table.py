@@ -2,7 +2,8 @@
 
 Entries are (key = global row id, coefficient beta); their feature vectors and norms are
 the stored rows of the table's ``kernels.compute.KernelCompute``, in the same order.
-``key_slots.KeySlots`` maps key -> slot (a numba hash map). Entries are never removed. The model is ``w =
+``key_slots.KeySlots`` maps key -> slot (a numba hash map). The SGD never removes entries; the dual
+drops those whose coefficients all returned to 0 (``drop_zeros``). The model is ``w =
 scale * sum_j beta_j phi(x_j)`` over the entries of all shards.
 """
 import math
@@ -169,6 +170,23 @@ class SupportVectorTable:
         self.n += k
         self.key_slots.n += k
         self.compute.stored.n += k
+
+    def drop_zeros(self):
+        """Remove the entries whose coefficients are 0 in every column (their rows, keys and map
+        slots), keeping the others' order; returns how many were removed. Not for averaged
+        tables, whose entries keep averages after their coefficient returns to 0."""
+        if self.averaged:
+            raise ValueError("drop_zeros: an averaged table's entries keep their averages")
+        kept = np.any(self.coef != 0.0, axis=1)
+        removed = self.n - int(np.count_nonzero(kept))
+        if removed:
+            k = self.n - removed
+            self._keys[:k] = self.keys[kept]
+            self._coef[:k] = self.coef[kept]
+            self.compute.stored.keep(kept)
+            self.n = k
+            self.key_slots.remap(self.keys)
+        return removed
 
     def _reserve(self, extra):
         """Room for ``extra`` more entries in the entry arrays and the key map."""

@@ -199,6 +199,8 @@ class DualSolver:
                     break
             if stopped:
                 break
+            table.drop_zeros()  # support vectors back at alpha = 0 in every column leave the table
+            state.occupancy[:] = comm.allgather(table.n) if size > 1 else table.n
             kkt = np.where(figures[:, VISITED] > 0, figures[:, PG_MAX] - figures[:, PG_MIN], 0.0)
             kkt[converged] = 0.0
             primal = 0.5 * state.norm + figures[:, HINGE] + figures[:, FROZEN]
