@@ -5,6 +5,7 @@ Run from the repository root (data from ../shared/data by default):
     .venv/bin/python bench/dual.py                          # usps, a9a, ijcnn1 at their settings
     .venv/bin/python bench/dual.py --sets usps --seeds 0,1,2 --epochs 1,2,3,5
     .venv/bin/python bench/dual.py --sets mnist2 --epochs 100 --optimizers dual --tol 0.01   # a certified optimum
+    .venv/bin/python bench/dual.py --sets usps --rows 3000 --C 100 --epochs 200 --optimizers dual   # large C
 
 Each ppack run is its own `mpiexec -n RANKS` process (default 2 ranks) that trains with
 `PackSVC` and reports its training seconds (``training_["seconds"]["total"]``, the dual's
@@ -61,6 +62,22 @@ def load(name, data_dir):
     return X, y, Xt, yt
 
 
+def subsample(X, y, Xt, yt, rows):
+    """The first ``rows`` of a seeded permutation of the training rows (all of them for None)."""
+    if rows is None or rows >= X.shape[0]:
+        return X, y, Xt, yt
+    keep = np.sort(np.random.default_rng(0).permutation(X.shape[0])[:rows])
+    return X[keep], y[keep], Xt, yt
+
+
+def settings(args):
+    """The set's C and gamma, C replaced by ``--C`` when given."""
+    setting = dict(SETS[args.set])
+    if args.C is not None:
+        setting["C"] = args.C
+    return setting
+
+
 def worker(args):
     """One ppack fit on every rank of this mpiexec; rank 0 prints its figures as JSON."""
     from mpi4py import MPI
@@ -68,8 +85,8 @@ def worker(args):
     from ppack import PackSVC
 
     comm = MPI.COMM_WORLD
-    X, y, Xt, yt = load(args.set, args.data)
-    setting = SETS[args.set]
+    X, y, Xt, yt = subsample(*load(args.set, args.data), args.rows)
+    setting = settings(args)
     params = dict(C=setting["C"], gamma=setting["gamma"], optimizer=args.optimizer, epochs=args.epoch,
                   seed=args.seed, comm=comm)
     if args.tol is not None:
@@ -98,7 +115,8 @@ def worker(args):
 def run_ppack(args, name, optimizer, epoch, seed):
     command = [str(ROOT / ".venv/bin/mpiexec"), "-n", str(args.ranks), sys.executable, __file__, "--worker",
                "--set", name, "--optimizer", optimizer, "--epoch", str(epoch), "--seed", str(seed),
-               "--data", str(args.data)] + ([] if args.tol is None else ["--tol", str(args.tol)])
+               "--data", str(args.data)] + ([] if args.tol is None else ["--tol", str(args.tol)]) + \
+        ([] if args.rows is None else ["--rows", str(args.rows)]) + ([] if args.C is None else ["--C", str(args.C)])
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -142,6 +160,8 @@ def main():
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--tol", type=float, default=None)
     parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--rows", type=int, default=None, help="train on a seeded subsample of this many rows")
+    parser.add_argument("--C", type=float, default=None, help="C in place of each set's own")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "dual.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -154,10 +174,11 @@ def main():
         return worker(args)
     results = {"date": time.strftime("%Y-%m-%d"), "ranks": args.ranks, "sets": {}}
     for name in args.sets.split(","):
-        setting = SETS[name]
-        entry = results["sets"][name] = {"C": setting["C"], "gamma": setting["gamma"], "ppack": []}
+        args.set = name
+        setting = settings(args)
+        entry = results["sets"][name] = {"C": setting["C"], "gamma": setting["gamma"], "rows": args.rows, "ppack": []}
         if not args.skip_peers:
-            X, y, Xt, yt = load(name, args.data)
+            X, y, Xt, yt = subsample(*load(name, args.data), args.rows)
             entry["libsvm"] = libsvm_peer(X, y, Xt, yt, setting["C"], setting["gamma"])
             print(name, "libsvm", entry["libsvm"], flush=True)
             entry["onedal"] = onedal_peer(X, y, Xt, yt, setting["C"], setting["gamma"])

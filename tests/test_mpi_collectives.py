@@ -175,6 +175,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 2, "bcast": 1},  # each rank's entries in a refit
     #   column; seconds of the score pass, of the progressive scores' gather; a checkpoint's existence
     "ppack/packsvm/loop.py": {"allgather": 1},  # each rank's replica digest
+    "ppack/packsvm/dual/solver.py": {"allgather": 1},  # each rank's entries after an epoch's zeros left
     "ppack/packsvm/objective.py": {"bcast": 1},  # the objective's few numbers
     "ppack/packsvm/probability.py": {"allgather": 2},  # each rank's count of chosen rows
     "ppack/packsvm/rank_report.py": {"allgather": 2},  # each rank's phase seconds, collector runs and jitter

@@ -254,7 +254,8 @@ class PackSVC(BaseSVC):
         m = shard.n_samples - (0 if self.held_out_ is None else self.held_out_["rows"])  # the rows trained on
         self.sigma_ = self._sigma(m)
         self.C_ = 1.0 / (m * self.sigma_)
-        self.optimizer_ = dual_fit.chosen_optimizer(getattr(self, "optimizer", "sgd"), self.C_, self.epochs)
+        self.optimizer_ = dual_fit.chosen_optimizer(getattr(self, "optimizer", "sgd"), self.C_,
+                                                    self.epochs if self.iterations is None else self.iterations / m)
         if self.optimizer_ == "dual":
             dual_fit.refuse_sgd_options(self, checkpoint)
             return self._fit_dual(comm, shard, labels, weights, n_columns, validation, seed, m, should_stop,
