@@ -149,3 +149,21 @@ def test_tune_stopped_by_sigterm_resumes_to_the_same_scores(mpi_tmp_path, monkey
     assert [row["splits"] for row in resumed["grid"]] == [row["splits"] for row in full["grid"]]
     fails_with(capsys, base + ["--resume"], "--checkpoint-every and --resume need --checkpoint PATH")
     polite_barrier(WORLD)
+
+
+def test_tune_under_the_dual_refits_the_separate_dual_fit(mpi_tmp_path):
+    """`tune --optimizer dual`: each grid point judged by its columns' KKT gaps, the best one's
+    model the separate `train --optimizer dual` at convergence."""
+    d = mpi_tmp_path
+    X, y = make_problem(120, 6, seed=3)
+    write_libsvm(d / "train.txt", X, y, comm=WORLD)
+    dual = ["--optimizer", "dual", "--epochs", "1000", "--tol", "1e-5", "--dtype", "float64", "--seed", "4"]
+    main(["tune", "--data", str(d / "train.txt"), "--C", "0.5,4", "--gamma", "0.2", "--folds", "2",
+          "--model", str(d / "best.h5"), "--results", str(d / "cv.json"), *dual])
+    results = json.loads((d / "cv.json").read_text())
+    assert all(row["converged"] is True for row in results["grid"])
+    main(["train", "--data", str(d / "train.txt"), "--C", str(results["best"]["C"]), "--gamma", "0.2",
+          "--model", str(d / "separate.h5"), *dual])
+    tuned, separate = load_model(d / "best.h5", comm=WORLD), load_model(d / "separate.h5", comm=WORLD)
+    np.testing.assert_allclose(tuned.decision_function(X), separate.decision_function(X), rtol=0, atol=1e-5)
+    polite_barrier(WORLD)

@@ -56,6 +56,8 @@ from .averaging import averaged_offset
 from .checkpoint import check_checkpoint_file, read_checkpoint, run_identity
 from .column_stops import ColumnStops
 from .columns import Columns
+from .dual import fit as dual_fit
+from .dual.solver import DualSolver
 from .estimator import resolve_gamma
 from .loop import Checkpointing, PackedSolver
 from .losses import one_class_radius2, one_class_rule
@@ -175,6 +177,7 @@ class GridFit:
         self.seconds = {"train": stats.seconds["total"], "score": 0.0}
         self.scores = "pass"
         self.stops = stops
+        self.dual = None  # a dual pass's ``DualSolver`` (its columns' convergence)
         if table.averaged:
             self.avg_weight = np.full(table.n_columns, state.avg_weight)
             if stops is not None:
@@ -187,6 +190,8 @@ class GridFit:
         converged; the others are judged on their sigma T and the pass's loss windows (shared
         by every column; no per-column objective is taken)."""
         K, F = self.K, self.n_folds
+        if self.dual is not None:  # the dual's own test, column by column
+            return bool(self.dual.column_converged[column_of(K, F, g, 0):column_of(K, F, g + 1, 0)].all())
         for f in range(F + 1):
             first = column_of(K, F, g, f)
             if self.stops is not None and self.stops.stopped(first):
@@ -319,8 +324,15 @@ class GridFit:
         model.loss_ = self.losses[first]
         model.stopped_ = False
         model.resumed_from_ = None
+        model.optimizer_ = "sgd" if self.dual is None else "dual"
+        if self.dual is not None:  # its columns' own convergence report, as a dual fit has it
+            model._dual_report = self.dual.report_of(np.arange(first, first + K))
+            stats.converged = model._dual_report["converged"]
         model._finish(comm, self.shard, sub_state, stats, self.weights, None, self.seed, self.T,
                       self.compile_seconds)
+        if self.dual is not None:
+            model.n_iter_ = model._dual_report["epochs"]
+            model.dual_coef_ = sub.coef.T.copy()
         if track is not None:
             model.training_["validation"] = self.validation.report(track)
         model.training_["grid"] = {"columns": table.n_columns, "grid_points": len(self.Cs), "folds": F,
@@ -424,6 +436,12 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
     S, F = len(specs), int(n_folds)
     G = S * len(Cs)  # grid points: (kernel setting, C), the settings outermost
     Q = K * G * (F + 1)
+    # one optimizer for the pass: auto judges the grid's largest C
+    dual = not one_class and dual_fit.chosen_optimizer(
+        getattr(est, "optimizer", "sgd"), max(Cs),
+        est.epochs if est.iterations is None else est.iterations / shard.n_samples) == "dual"
+    if dual:
+        run_collectively(comm, dual_fit.refuse_sgd_options, est, checkpoint)
     # tol and validation: each grid point and fold's K columns stop together, as their separate fit
     stops = None if est.tol is None and est.validation is None else ColumnStops(np.arange(Q) // K, est.tol,
                                                                                  est.tol_window)
@@ -434,11 +452,14 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                                       np.ones(Q, dtype=np.bool_))
         est.held_out_ = {"holdout": validation.holdout, "rows": len(validation.ids), "for": "validation"}
     m = shard.n_samples - (0 if validation is None else len(validation.ids))  # the rows trained on
-    if convergence.is_auto(est.epochs, est.iterations):
+    if dual:  # its epochs a cap; its table may come to hold every row
+        T = dual_fit.epoch_cap(est.epochs, est.iterations, m) * m
+    elif convergence.is_auto(est.epochs, est.iterations):
         raise PPackError(f"{given('epochs', 'auto')}: a grid pass trains every grid point for the same number of "
                          "iterations; give a number of epochs (auto is for one model's fit or train)")
-    T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
-    memory = grid_memory(shard, Q, est.average, T, comm.Get_size(), memory_limit, Collectives(comm))
+    else:
+        T = int(est.iterations) if est.iterations is not None else max(1, int(round(est.epochs * m)))
+    memory = grid_memory(shard, Q, est.average and not dual, T, comm.Get_size(), memory_limit, Collectives(comm))
     if console is not None:
         settings_x = f"{S} kernel settings x " if S > 1 else ""
         console(f"grid of {settings_x}{len(Cs)} C values x {F} folds + the refit: {memory.line()}")
@@ -467,6 +488,9 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
                       rho_high=[loss.rho_high for loss in losses])
     if validation is not None:
         validation.active = columns.active  # the columns it stops
+    if dual:
+        return _train_dual_grid(est, comm, shard, labels, weights, specs, settings, Cs, point_Cs, sigma, losses,
+                                columns, folds, F, T, seed, memory, scores, should_stop, stop_after_packs)
     record = None
     if scores == "progressive":  # the columns holding fold f out, in (g, k) order
         held_columns = [[column_of(K, F, g, f, k) for g in range(G) for k in range(K)] for f in range(F)]
@@ -507,6 +531,30 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
         fit.score_pass()
     else:
         fit.progressive_scores(record)
+    return fit
+
+
+def _train_dual_grid(est, comm, shard, labels, weights, specs, settings, Cs, point_Cs, sigma, losses, columns, folds,
+                     F, T, seed, memory, scores, should_stop, stop_after_packs):
+    """Collective: ``train_grid``'s pass by the dual optimizer (``dual.solver``): column q's C is
+    1 / (m sigma_q), fold f's rows have no dual variable in fold f's columns, each column stops
+    by its own KKT gap; returns the scored ``GridFit`` (``dual`` its solver)."""
+    if scores != "pass":
+        raise PPackError(f"scores={scores!r}: the dual optimizer's grid is scored by a pass (its rows' margins "
+                         "during training are not a held-out model's tests); use scores='pass'", collective=True)
+    m = shard.n_samples
+    solver = DualSolver(comm, specs[0], 1.0 / (m * sigma), columns, T // m, est.pack, seed,
+                        dual_fit.DEFAULT_TOL if est.tol is None else est.tol, work_bytes=est.work_bytes,
+                        should_stop=should_stop)
+    compile_seconds = warm_kernels(comm, specs[0], shard.dtype, shard.sparse, shard.X.dtype,
+                                   groups=columns.kernel_groups())
+    table, state, stats, stopped = solver.run(shard, labels, weights, stop_after_packs)
+    fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
+                  F, folds, shard, weights, table, state, stats, sigma, losses, T, seed, compile_seconds, memory,
+                  stopped=stopped)
+    fit.dual = solver
+    if not stopped:
+        fit.score_pass()
     return fit
 
 

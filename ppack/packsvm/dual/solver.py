@@ -85,9 +85,10 @@ class DualSolver:
 
     def __init__(self, comm, spec, cost, columns, max_epochs, pack=100, seed=0, tol=0.1, shrinking=True,
                  work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, holdout=None):
-        if not spec.facts.psd:
-            raise PPackError(f"optimizer dual: the {spec.name} kernel is not positive semi-definite, so the dual's "
-                             f"coordinate step has no curvature to divide by; use optimizer sgd")
+        for kernel in (spec,) if columns.kernels is None else columns.kernels:
+            if not kernel.facts.psd:
+                raise PPackError(f"optimizer dual: the {kernel.name} kernel is not positive semi-definite, so the "
+                                 f"dual's coordinate step has no curvature to divide by; use optimizer sgd")
         self.comm, self.spec, self.columns = comm, spec, columns
         self.cost = np.ascontiguousarray(cost, dtype=np.float64)
         self.n_columns = columns.n_columns
@@ -102,7 +103,8 @@ class DualSolver:
         """Train; returns ``(table, state, stats, stopped)`` as ``loop.PackedSolver.run``: the table's
         coefficients are alpha y (scale 1, rho 0), ``state.norm`` is alpha' Q alpha per column and
         ``state.iteration`` counts the coordinate steps drawn. ``self.report`` then holds the run's
-        convergence figures (``convergence_report``)."""
+        convergence figures over every column, ``report_of(columns)`` those of some, and
+        ``column_converged`` (K,) which columns met ``tol``."""
         with single_threaded_blas():
             return self._run(shard, labels, weights, stop_after_packs)
 
@@ -129,6 +131,7 @@ class DualSolver:
         pg_old[:, 0], pg_old[:, 1] = math.inf, -math.inf
         converged = np.zeros(Q, dtype=bool)
         fresh = np.ones(Q, dtype=bool)  # the column's active set held every row when this epoch began
+        # per epoch: rows drawn, and each column's KKT gap and estimated relative duality gap (K,)
         history = {"kkt_gap": [], "rows_drawn": [], "duality_gap_estimate": []}
         digest = replica_digest(state)
         buffers, work = {}, {}
@@ -205,12 +208,12 @@ class DualSolver:
             kkt[converged] = 0.0
             primal = 0.5 * state.norm + figures[:, HINGE] + figures[:, FROZEN]
             estimate = [relative_gap(p, d) for p, d in zip(primal, alpha_sum - 0.5 * state.norm)]
-            history["kkt_gap"].append(float(kkt.max()))
-            history["duality_gap_estimate"].append(float(max(estimate)))
+            history["kkt_gap"].append(kkt)
+            history["duality_gap_estimate"].append(np.array(estimate))
             self._stopping_test(kkt, figures, pg_old, converged, fresh, draws)
             if self.progress is not None and rank == 0:
-                self.progress({"epoch": draws.epoch, "kkt_gap": history["kkt_gap"][-1], "rows_drawn": drawn,
-                               "duality_gap_estimate": history["duality_gap_estimate"][-1],
+                self.progress({"epoch": draws.epoch, "kkt_gap": float(kkt.max()), "rows_drawn": drawn,
+                               "duality_gap_estimate": float(max(estimate)),
                                "support_vectors": int(state.occupancy.sum())})
         seconds["total"] = MPI.Wtime() - start
         stats.converged = bool(converged.all())
@@ -221,8 +224,16 @@ class DualSolver:
             seconds["total"] += MPI.Wtime() - certify_start
             seconds["certificate"] = MPI.Wtime() - certify_start
         stats.allreduce_calls = collectives.calls["sum"]
-        self.report = convergence_report(self.tol, draws.epoch, converged, history, certificate)
+        self.column_converged = converged
+        self._figures = (draws.epoch, history, certificate)
+        self.report = self.report_of(np.arange(Q))
         return table, state, stats, stopped
+
+    def report_of(self, columns):
+        """The convergence report (``convergence_report``) of the columns ``columns`` (indices) of
+        the run just made: a grid point's refit column, or every column."""
+        epochs, history, certificate = self._figures
+        return convergence_report(self.tol, epochs, self.column_converged[columns], history, certificate, columns)
 
     @staticmethod
     def _holder_entries(table, ids, rank, buf):
@@ -280,15 +291,24 @@ class DualSolver:
                 "kkt_gap": np.where(np.isfinite(sums[:, 3]), sums[:, 3] - sums[:, 4], 0.0).tolist()}
 
 
-def convergence_report(tol, epochs, converged, history, certificate):
-    """The dual's ``training_["convergence"]``: the stopping test's figures and the certificate's."""
+def convergence_report(tol, epochs, converged, history, certificate, columns):
+    """The dual's ``training_["convergence"]`` over the columns ``columns`` (indices; ``converged``
+    theirs): the stopping test's figures and the certificate's, each the largest over them
+    (``primal`` and ``dual`` per column); ``history`` per epoch."""
+    def largest(values):
+        return float(np.max(np.asarray(values)[columns]))
+
+    kkt, estimate = history["kkt_gap"], history["duality_gap_estimate"]
     report = {"optimizer": "dual", "tol": tol, "epochs": int(epochs), "converged": bool(converged.all()),
               "columns_converged": int(converged.sum()),
-              "kkt_gap": history["kkt_gap"][-1] if history["kkt_gap"] else None,
-              "duality_gap_estimate": history["duality_gap_estimate"][-1] if history["duality_gap_estimate"] else None,
-              "relative_duality_gap": None, "primal": None, "dual": None, "history": history}
+              "kkt_gap": largest(kkt[-1]) if kkt else None,
+              "duality_gap_estimate": largest(estimate[-1]) if estimate else None,
+              "relative_duality_gap": None, "primal": None, "dual": None,
+              "history": {"rows_drawn": list(history["rows_drawn"]), "kkt_gap": [largest(k) for k in kkt],
+                          "duality_gap_estimate": [largest(e) for e in estimate]}}
     if certificate is not None:
-        report["relative_duality_gap"] = float(max(certificate["relative_duality_gap"]))
-        report["primal"], report["dual"] = certificate["primal"], certificate["dual"]
-        report["certified_kkt_gap"] = float(max(certificate["kkt_gap"]))
+        report["relative_duality_gap"] = largest(certificate["relative_duality_gap"])
+        report["primal"] = [certificate["primal"][c] for c in columns]
+        report["dual"] = [certificate["dual"][c] for c in columns]
+        report["certified_kkt_gap"] = largest(certificate["kkt_gap"])
     return report
