@@ -172,3 +172,27 @@ def test_plan_of_a_grid_pass_counts_its_columns_and_calibrates_the_grid(mpi_tmp_
     polite_barrier(WORLD)
     fails_with(capsys, base + ["--folds", "3", "--from-run", str(d / "run.json")],
                "--from-run: a train run's rates are one model's; a grid pass is planned from a calibration run")
+
+
+def test_plan_of_the_dual_counts_every_row_its_draws_and_its_larger_collective(mpi_tmp_path, capsys):
+    """Under the dual the table may hold every row (at most its cap of epochs, each drawing
+    every row), every rank holds the draws' active sets, and collective 2 carries the
+    holders' alphas: the bytes ``pack_bytes`` counts are the ``DualBuffer``'s."""
+    import numpy as np
+
+    from ppack.packsvm.comm_model import pack_bytes
+    from ppack.packsvm.dual.solver import DualBuffer
+
+    X, y = make_problem(2000, 30, seed=39)
+    d = mpi_tmp_path
+    write_libsvm(d / "train.txt", X, y)
+    main(["plan", "--data", str(d / "train.txt"), "--ranks", "4", "--mem-per-rank", "100", "--optimizer", "dual",
+          "--epochs", "auto", "--pack", "50"])
+    out = capsys.readouterr().out
+    if WORLD.Get_rank() == 0:
+        assert "the dual optimizer, at most 100 epochs" in out and "(up to 500 per rank)" in out
+        assert "dual's draws" in out and "an upper bound, its cap of 100 epochs" in out
+    for columns, r, ranks in [(1, 50, 4), (10, 100, 3)]:
+        assert pack_bytes(r, 30, 30, False, columns, ranks, dual=True)[1] == DualBuffer(columns, r, ranks).data.nbytes
+    assert np.all(pack_bytes(50, 30, 30, False, 1, 4)[1] < pack_bytes(50, 30, 30, False, 1, 4, dual=True)[1])
+    polite_barrier(WORLD)

@@ -91,12 +91,16 @@ def allreduce_seconds(nbytes, ranks, latency, seconds_per_byte):
     return min(algorithm_seconds(a, nbytes, ranks, latency, seconds_per_byte) for a in ALGORITHMS)
 
 
-def pack_bytes(r, d, longest, sparse, columns, ranks, value_bytes=8):
+def pack_bytes(r, d, longest, sparse, columns, ranks, value_bytes=8, dual=False):
     """Bytes of a pack's two Allreduce buffers, as ``loop.PackedSolver`` builds them: collective
     1 (``data.delivery``) the r drawn rows' float64 labels and their values as stored,
     ``value_bytes`` each (sparse rows as int32 nonzero counts, then int32 indices and values
-    padded to the longest row); collective 2 the float64 ``PackBuffer`` (``columns`` = K problems)."""
+    padded to the longest row); collective 2 the float64 ``PackBuffer`` (``columns`` = K problems),
+    or with ``dual`` the dual's ``dual.solver.DualBuffer`` (margins and the holders' alphas per
+    column, the pair kernels, owner flags, digests and the stop vote)."""
     rows = r * (4 + longest * (4 + value_bytes)) if sparse else r * d * value_bytes
+    if dual:
+        return 8 * r + rows, 8 * (2 * columns * r + r * (r + 1) // 2 + r + ranks + 1)
     return 8 * r + rows, 8 * PackBuffer.length(columns, r, ranks)
 
 

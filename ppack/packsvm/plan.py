@@ -70,6 +70,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 
 import h5py
@@ -86,6 +87,7 @@ from ..kernels.precision import read_dtype
 from ..registry import PACKSVM_PARAMS
 from .comm_model import INFINIBAND_EDR, best_algorithm, pack_bytes, pack_seconds
 from .convergence import is_auto
+from .dual import fit as dual_fit
 from .estimator import PackSVC
 from .grid import AVERAGED_COLUMN_BYTES, COLUMN_BYTES
 
@@ -273,35 +275,45 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
         raise PPackError(f"--ranks: must be >= 1, got {ranks}")
     if rows is not None and rows < 1:
         raise PPackError(f"--rows: must be >= 1, got {rows}")
-    if is_auto(params["epochs"], params["iterations"]):
-        raise PPackError(f"{given('epochs', 'auto')}: the run's length is decided while it trains (1 epoch, then "
-                         "twice as many while it stops short); plan a number of epochs (1: the first stage)")
     dtype = read_dtype(params["dtype"])  # "auto" resolves when training starts: plan for float64
     item = np.dtype(dtype).itemsize
     n, d, per_row, sparse, longest, held, K = _header(str(path), dtype)
     scaled = rows is not None
     if scaled:
         n = int(rows)
+    C = params["C"] if params["C"] is not None else 1.0 if params["sigma"] is None else 1.0 / (n * params["sigma"])
+    largest_C = C if grid is None else max(grid["C"])
+    dual = dual_fit.chosen_optimizer(params["optimizer"], largest_C, params["epochs"] if params["iterations"] is None
+                                     else params["iterations"] / n) == "dual"
+    if is_auto(params["epochs"], params["iterations"]) and not dual:
+        raise PPackError(f"{given('epochs', 'auto')}: the run's length is decided while it trains (1 epoch, then "
+                         "twice as many while it stops short); plan a number of epochs (1: the first stage)")
     columns = 1 if K <= 2 else K
     if grid is not None:
         points = len(grid["C"]) * len(grid.get("kernels") or [{}])
         columns *= points * (int(grid["folds"]) + 1)
-    T = int(params["iterations"]) if params["iterations"] is not None else max(1, int(round(params["epochs"] * n)))
+    if dual:  # at most its cap of epochs, every row drawn in each
+        T = dual_fit.epoch_cap(params["epochs"], params["iterations"], n) * n
+    else:
+        T = int(params["iterations"]) if params["iterations"] is not None else max(1, int(round(params["epochs"] * n)))
     r = int(params["pack"])
     rows = math.ceil(n / ranks)
     row_bytes = per_row * (item + 4) + 8 if sparse else d * item  # as the table holds a row
     shard = rows * ((per_row * (held + 4) + 8 if sparse else d * held) + 8)
     entries = math.ceil(min(T, n) / ranks)
-    column_bytes = columns * (AVERAGED_COLUMN_BYTES if params["average"] else COLUMN_BYTES)
+    column_bytes = columns * (AVERAGED_COLUMN_BYTES if params["average"] and not dual else COLUMN_BYTES)
     table = entries * (2 * (row_bytes + 16 + column_bytes) + DICT_BYTES_PER_ENTRY)
     xt = d * r * 8 if sparse else 0
     work = min(DEFAULT_WORK_BYTES, xt) + r * (2 * longest + 2) * 8 * 2 + r * r * 8 * 2 + r * columns * 8 * 4
+    # the dual's replicated draws: each row's active flag per column, its eligibility, an epoch's order twice
+    shared = n * (columns + 1 + 2 * 8) if dual else 0
     process = _process_bytes(from_run)
-    total = shard + table + work + (process or 0)
+    total = shard + table + work + shared + (process or 0)
     lines = [f"data {path}{' scaled' if scaled else ''}: {n} rows, {d} features, "
              f"{'csr' if sparse else 'dense'}, "
              f"{per_row:.1f} stored values per row, {K} classes"
-             f"{' (one-vs-rest in one pass)' if K > 2 else ''}; T = {T}, r = {r}, {ranks} ranks",
+             f"{' (one-vs-rest in one pass)' if K > 2 else ''}; "
+             + (f"the dual optimizer, at most {T // n} epochs" if dual else f"T = {T}") + f", r = {r}, {ranks} ranks",
              *([] if grid is None else [
                  f"grid pass: {points} grid points x ({grid['folds']} folds + the refit) = {columns} columns, "
                  f"{column_bytes} bytes per stored row for them"]),
@@ -309,7 +321,8 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
              f"{' (--dtype auto may choose float32: half the rows)' if params['dtype'] == 'auto' else ''}):",
              f"  data shard        {_size(shard)}  ({rows} rows)",
              f"  support vectors   {_size(table)}  (up to {entries} per rank)",
-             f"  pack work arrays  {_size(work)}"]
+             f"  pack work arrays  {_size(work)}",
+             *([f"  dual's draws      {_size(shared)}  (every row's active set, on every rank)"] if dual else [])]
     if process is not None:
         lines.append(f"  the process       {_size(process)}  (Python, numpy, numba, MPI, buffers: measured in the run)")
     lines.append(f"  total             {_size(total)}" + ("" if process is not None else
@@ -337,13 +350,19 @@ def make_plan(path: str | os.PathLike, ranks: int, params: dict, mem_per_rank: f
         rates = _calibrate(path, params, n, T, r)
     else:
         return Plan(lines, warnings)
-    buffers = pack_bytes(r, d, longest, sparse, columns, ranks, held)
+    buffers = pack_bytes(r, d, longest, sparse, columns, ranks, held, dual)
     profile = None if node_profile is None else NodeProfile.from_dict(node_profile)
-    pipelined = params["pipeline"] == "on" or (params["pipeline"] == "auto" and ranks > 1)
-    time_lines, seconds = _time_lines(rates, n, T, r, ranks, allreduce_latency, bandwidth, buffers, profile,
+    pipelined = not dual and (params["pipeline"] == "on" or (params["pipeline"] == "auto" and ranks > 1))
+    # the dual's table grows over its first epoch as measured and then holds about as many rows
+    # (its support vectors come and go); the SGD's grows as measured up to every row
+    table_rows = min(rates.growth * n, n) if dual else n
+    time_lines, seconds = _time_lines(rates, table_rows, T, r, ranks, allreduce_latency, bandwidth, buffers, profile,
                                       pipelined)
+    if dual:
+        time_lines.append(f"  the dual: an upper bound, its cap of {T // n} epochs with every row drawn in each; its "
+                          "stopping test (--tol) and shrinking end most runs sooner")
     if score_rate is not None:  # each row against the stored rows of its fold's columns, split over the ranks
-        stored = min(rates.growth * T, n)
+        stored = min(rates.growth * T, table_rows)
         score = score_rate * n * stored / ranks
         time_lines.append(f"  score pass: {_seconds(score)} ({n} rows against about {stored:.0f} stored rows, "
                           f"{score_rate * 1e9:.2f} ns each, over {ranks} ranks); the pass in all "
@@ -403,11 +422,14 @@ def _calibrate(path, params, n, T, r):
     """``Rates`` from a short single-process run on this machine."""
     X, y, m, sample = _calibration_sample(path, params, n, T, r)
     calibration = PackSVC(**sample)
-    calibration.fit(X, y)  # the first fit may compile; time a second one
-    start = time.perf_counter()
-    calibration.fit(X, y)
-    seconds = time.perf_counter() - start
+    with warnings.catch_warnings():  # a timing run: whether it converged is no one's concern
+        warnings.simplefilter("ignore", calibration.convergence_warning)
+        calibration.fit(X, y)  # the first fit may compile; time a second one
+        start = time.perf_counter()
+        calibration.fit(X, y)
     info = calibration.training_
+    # the dual's certificate is one pass at the end, not part of any pack
+    seconds = time.perf_counter() - start - info["seconds"].get("certificate", 0.0)
     return _measured_rates(info["seconds"]["kernel_sums"], seconds, info["packs"], calibration.n_support_,
                            info["iterations"], m, r,
                            f"calibrated on {m} rows, {info['iterations']} iterations, one process on this machine")
