@@ -186,6 +186,26 @@ class CudaFormulas:
         self._launch("set_rows", values.size, (coef, np.int64(coef.shape[1]), slots, np.int64(len(slots)), values))
 
 
+def numpy_kernel_values(spec, z, na, nb):
+    """``kernel_value`` of the CUDA source on arrays, without the offset: the values of the
+    pairs whose reductions are z (float64: dot products, or L1 distances for laplacian) and
+    whose squared norms are na and nb (broadcasting with z; read by rbf only)."""
+    gamma, coef0 = spec.gamma, spec.coef0
+    if spec.name == "rbf":
+        return np.exp(-gamma * np.maximum(na + nb - 2.0 * z, 0.0))
+    if spec.name == "laplacian":
+        return np.exp(-gamma * z)
+    if spec.name == "poly":
+        base = gamma * z + coef0
+        z = base.copy()
+        for _ in range(spec.degree - 1):
+            z *= base
+        return z
+    if spec.name == "sigmoid":
+        return np.tanh(gamma * z + coef0)
+    return z
+
+
 class NumpyFormulas:
     """``CudaFormulas``' twins in numpy, operation for operation (the numpy stand-in's)."""
 
@@ -194,20 +214,7 @@ class NumpyFormulas:
 
     def _formula(self, z, na, nb):
         """``kernel_value`` of the CUDA source on arrays: z float64, na and nb broadcasting with it."""
-        spec = self.spec
-        gamma, coef0 = spec.gamma, spec.coef0
-        if spec.name == "rbf":
-            z = np.exp(-gamma * np.maximum(na + nb - 2.0 * z, 0.0))
-        elif spec.name == "laplacian":
-            z = np.exp(-gamma * z)
-        elif spec.name == "poly":
-            base = gamma * z + coef0
-            z = base.copy()
-            for _ in range(spec.degree - 1):
-                z *= base
-        elif spec.name == "sigmoid":
-            z = np.tanh(gamma * z + coef0)
-        return z + spec.offset
+        return numpy_kernel_values(self.spec, z, na, nb) + self.spec.offset
 
     def values(self, dots, norms_a, norms_b, out):
         self.queue.launched()

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.delivery import Delivery
+from ..kernels.device_formulas import numpy_kernel_values
 from ..mpi.collectives import Collectives
 
 SAMPLE_ROWS = 256  # rows sampled, spread evenly over the data set
@@ -82,18 +83,18 @@ def pair_values(rows, spec):
         dense = _dense(rows)
         n = dense.shape[0]
         distances = np.concatenate([np.abs(dense[i + 1:] - dense[i]).sum(axis=1) for i in range(n - 1)])
-        return np.exp(-spec.gamma * distances), distances, n
+        return numpy_kernel_values(spec, distances, 0.0, 0.0), distances, n
     n = rows.shape[0]
-    upper = np.triu_indices(n, 1)
+    left, right = np.triu_indices(n, 1)
     gram = rows @ rows.T
     gram = gram.toarray() if sp.issparse(gram) else np.asarray(gram)
+    products = gram[left, right]
     if spec.name == "rbf":
         norms = np.diag(gram)
-        squared = np.maximum(norms[:, None] + norms[None, :] - 2.0 * gram, 0.0)[upper]
-        return np.exp(-spec.gamma * squared), squared, n
+        values = numpy_kernel_values(spec, products, norms[left], norms[right])
+        return values, np.maximum(norms[left] + norms[right] - 2.0 * products, 0.0), n
     if spec.name == "sigmoid":
-        products = gram[upper]
-        return np.tanh(spec.gamma * products + spec.coef0), np.abs(products), n
+        return numpy_kernel_values(spec, products, 0.0, 0.0), np.abs(products), n
     raise ValueError(f"kernel {spec.name!r} is not judged (feature_scale.JUDGED)")
 
 
