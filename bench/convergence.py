@@ -28,6 +28,10 @@ split of the training rows would show). Each is tried beside the present verdict
 warns, or when the figure is above t") at every threshold t the cells give; results go to
 bench/results/convergence_halfway.json (``--halfway --report-only``: the rates again).
 
+``--dual`` trains the saved table's classifier cells with ``optimizer="dual"`` (the cell's
+epochs its cap) and counts the cells whose ``converged_`` is true among the short, close and
+between ones; results go to bench/results/convergence_dual.json.
+
 ``--auto`` trains each (set, C) pair of the saved table with ``epochs="auto"`` and with 1 epoch
 (the default), side by side, and counts the pairs each leaves short, close or between against
 the reference of the pair's longest cell, with their seconds (each fit's wall time, the
@@ -125,13 +129,15 @@ def score(regression, predicted, yt):
     return float(np.mean(predicted == yt))
 
 
-def fitted(regression, X, y, C, gamma, epochs):
-    """A ppack fit (one process, every core, seed 0) and the warnings it gave."""
+def fitted(regression, X, y, C, gamma, epochs, optimizer=None):
+    """A ppack fit (one process, every core, seed 0; ``optimizer`` for a classifier, None: the
+    default) and the warnings it gave."""
     from mpi4py import MPI
 
     from ppack import PackSVC, PackSVR
 
-    model = (PackSVR if regression else PackSVC)(C=C, gamma=gamma, epochs=epochs, seed=0, comm=MPI.COMM_SELF)
+    chosen = {} if optimizer is None else {"optimizer": optimizer}
+    model = (PackSVR if regression else PackSVC)(C=C, gamma=gamma, epochs=epochs, seed=0, comm=MPI.COMM_SELF, **chosen)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X, y)
@@ -368,6 +374,62 @@ def report_auto(pairs):
     return summary
 
 
+def dual_table(args):
+    """``--dual``: the saved table's classifier cells trained by ``optimizer="dual"`` at the cell's
+    epochs (its cap), each judged by ``converged_`` (the KKT test) against the cell's reference:
+    how many short cells it calls converged (goal 0), and how many close ones (goal at least
+    half). Results go to bench/results/convergence_dual.json."""
+    out = Path(args.out).with_name("convergence_dual.json")
+    if args.report_only:
+        report_dual(json.loads(out.read_text())["cells"])
+        return
+    saved = [c for c in json.loads(Path(args.out).read_text())["cells"] if not c["regression"]]
+    cells = []
+    for name in args.sets.split(","):
+        table = [c for c in saved if c["set"] == name]
+        if not table:
+            continue
+        X, y, Xt, yt = load(name, args.data_dir, args.rows, args.test_rows)
+        fitted(False, X, y, 1.0, table[0]["gamma"], 1, "dual")  # the numba kernels compiled or loaded first
+        for cell in table:
+            model, caught = fitted(False, X, y, cell["C"], cell["gamma"], cell["epochs"], "dual")
+            report = model.training_["convergence"]
+            dual = {"score": score(False, model.predict(Xt), yt), "seconds": model.training_["seconds"]["total"],
+                    "converged": bool(model.converged_), "epochs": report["epochs"], "kkt_gap": report["kkt_gap"],
+                    "relative_duality_gap": report["relative_duality_gap"],
+                    "warned": any("converge" in str(w.message) for w in caught)}
+            entry = {k: cell[k] for k in ("set", "regression", "rows", "gamma", "C", "epochs", "reference")}
+            entry["ppack"], entry["sgd_score"] = dual, cell["ppack"]["score"]
+            cells.append(entry)
+            print(f"{name} C={cell['C']:g} epochs={cell['epochs']:g} {classify(entry)}: {dual}", flush=True)
+    rates = report_dual(cells)
+    out.write_text(json.dumps({"args": recorded(args), "cells": cells, "rates": rates}, indent=1))
+
+
+def report_dual(cells):
+    """The dual table's rates: ``converged_`` on the short cells (goal none) and the close ones."""
+    counts = {kind: [0, 0] for kind in ("short", "close", "between")}  # [converged, cells]
+    for cell in cells:
+        kind = classify(cell)
+        counts[kind][0] += cell["ppack"]["converged"]
+        counts[kind][1] += 1
+    rates = {f"{kind}_converged": done for kind, (done, _) in counts.items()}
+    rates.update({f"{kind}_cells": n for kind, (_, n) in counts.items()})
+    # optimizer="auto"'s rule weighed on the table: the dual against the table's SGD run at each C / epochs
+    for bound, cells_at in (("C/epochs <= 10", [c for c in cells if c["C"] / c["epochs"] <= 10]),
+                            ("C/epochs > 10", [c for c in cells if c["C"] / c["epochs"] > 10])):
+        gains = [c["ppack"]["score"] - c["sgd_score"] for c in cells_at]
+        better, worse = sum(g > 0.003 for g in gains), sum(g < -0.003 for g in gains)
+        rates[bound] = {"cells": len(gains), "dual_better": better, "dual_worse": worse,
+                        "median_gain": float(np.median(gains)) if gains else None}
+        print(f"{bound}: the dual more than 0.3 points better on {better}, worse on {worse} of {len(gains)} cells "
+              f"(median gain {rates[bound]['median_gain']})")
+    print(f"\nconverged on {counts['short'][0]} of {counts['short'][1]} short cells (goal 0), on "
+          f"{counts['close'][0]} of {counts['close'][1]} close cells (goal at least half), on "
+          f"{counts['between'][0]} of {counts['between'][1]} between")
+    return rates
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", default=",".join(SETS))
@@ -385,8 +447,13 @@ def main():
     parser.add_argument("--stage-change", metavar="CLASSES,RMS",
                         help="--auto: settle a stage at these changes since the one before (default: "
                              "packsvm.convergence.MAX_STAGE_CHANGE's)")
+    parser.add_argument("--dual", action="store_true",
+                        help="the saved table's classifier cells under optimizer dual (see above)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
+    if args.dual:
+        dual_table(args)
+        return
     if args.halfway:
         halfway(args)
         return

@@ -160,6 +160,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--tol", type=float, default=None)
     parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--peers", default="libsvm,onedal", help="which peers run (without --skip-peers)")
     parser.add_argument("--rows", type=int, default=None, help="train on a seeded subsample of this many rows")
     parser.add_argument("--C", type=float, default=None, help="C in place of each set's own")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
@@ -179,10 +180,14 @@ def main():
         entry = results["sets"][name] = {"C": setting["C"], "gamma": setting["gamma"], "rows": args.rows, "ppack": []}
         if not args.skip_peers:
             X, y, Xt, yt = subsample(*load(name, args.data), args.rows)
-            entry["libsvm"] = libsvm_peer(X, y, Xt, yt, setting["C"], setting["gamma"])
-            print(name, "libsvm", entry["libsvm"], flush=True)
-            entry["onedal"] = onedal_peer(X, y, Xt, yt, setting["C"], setting["gamma"])
-            print(name, "onedal", entry["onedal"] or "not installed (pip install scikit-learn-intelex)", flush=True)
+            peers = args.peers.split(",")
+            if "libsvm" in peers:
+                entry["libsvm"] = libsvm_peer(X, y, Xt, yt, setting["C"], setting["gamma"])
+                print(name, "libsvm", entry["libsvm"], flush=True)
+            if "onedal" in peers:
+                entry["onedal"] = onedal_peer(X, y, Xt, yt, setting["C"], setting["gamma"])
+                print(name, "onedal", entry["onedal"] or "not installed (pip install scikit-learn-intelex)",
+                      flush=True)
         for optimizer in args.optimizers.split(","):
             for epoch in (float(e) for e in args.epochs.split(",")):
                 for seed in (int(s) for s in args.seeds.split(",")):

@@ -74,10 +74,12 @@ def test_auto_takes_the_dual_for_a_grid_whose_largest_C_needs_it():
     assert train_grid(PackSVC(comm=SELF, **params), X, y, [1.0, 10.0], folds, 2).dual is None
 
 
-def test_a_dual_grid_refuses_what_it_does_not_do():
+def test_a_dual_grid_refuses_what_it_does_not_do(tmp_path):
     X, y = make_problem(60, 5, seed=1)
     folds = np.arange(len(y)) % 2
     with pytest.raises(PPackError, match="scores='progressive'.*dual"):
         train_grid(PackSVC(comm=SELF, **PARAMS), X, y, Cs, folds, 2, scores="progressive")
     with pytest.raises(PPackError, match="validation=0.2 is an SGD option"):
         train_grid(PackSVC(comm=SELF, validation=0.2, **PARAMS), X, y, Cs, folds, 2)
+    with pytest.raises(PPackError, match="a grid pass under the dual optimizer does not write checkpoints"):
+        train_grid(PackSVC(comm=SELF, **PARAMS), X, y, Cs, folds, 2, checkpoint=tmp_path / "grid.h5")

@@ -201,12 +201,10 @@ def test_sgd_only_options_are_refused(option, value):
         PackSVC(**{**DUAL, option: value}).fit(X, y)
 
 
-def test_the_sigmoid_kernel_and_checkpoints_are_refused(tmp_path):
+def test_the_sigmoid_kernel_is_refused():
     X, y = make_problem(60, 4, seed=15)
     with pytest.raises(PPackError, match="not positive semi-definite"):
         PackSVC(**{**DUAL, "kernel": "sigmoid"}).fit(X, y)
-    with pytest.raises(PPackError, match="does not write checkpoints"):
-        PackSVC(**DUAL).fit(X, y, checkpoint=tmp_path / "c.h5")
 
 
 def test_probabilities_and_the_calibration_slice_work_with_the_dual():

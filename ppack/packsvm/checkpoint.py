@@ -42,14 +42,14 @@ FORMAT_VERSION = 1
 
 def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iterations, n_classes, average=False,
                  sampling="uniform", step=1.0, class_weight=None, row_weights=False, validation=None,
-                 calibration=None, svm_type="c_svc", epsilon=None, grid=None):
+                 calibration=None, svm_type="c_svc", epsilon=None, grid=None, optimizer="sgd"):
     """The training parameters a checkpoint is made with, and that a resume must match (all
     but ``iterations``). A setting at the value earlier versions always used is left out, so
     that their checkpoints still resume: averaging off, uniform sampling, the step c = 1, no
     weights (``class_weight`` the resolved weights' repr, None without), no validation, no
     calibration slice (``calibration``: the hash threshold of its rows, see ``calibration.py``),
-    c_svc (``epsilon`` only for epsilon_svr). ``grid``: a grid pass's columns (``grid.grid_identity``),
-    None for one model."""
+    c_svc (``epsilon`` only for epsilon_svr), the SGD (``optimizer``). ``grid``: a grid pass's
+    columns (``grid.grid_identity``), None for one model."""
     params = {"kernel": spec.name, "gamma": spec.gamma, "degree": spec.degree, "coef0": spec.coef0,
               "offset": spec.offset, "sigma": sigma, "pack": int(pack), "seed": seed, "n_samples": n_samples,
               "n_features": n_features, "dtype": dtype, "iterations": iterations, "n_classes": n_classes}
@@ -71,18 +71,22 @@ def run_identity(spec, sigma, pack, seed, n_samples, n_features, dtype, iteratio
             params["epsilon"] = float(epsilon)
     if grid is not None:
         params["grid"] = grid
+    if optimizer != "sgd":
+        params["optimizer"] = optimizer
     return params
 
 
 def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=None, column_stops=None,
-                     progressive=None, validation=None):
+                     progressive=None, validation=None, dual=None):
     """Collective: write ``path`` atomically, each rank its own table shard (see
     ``collective_write``); returns the ``WriteReport``. ``pending``: a pipelined run's
     ``pipeline.Pending`` (the ids delivered ahead, replicated; each rank's sums of the first
     pack ahead, one row per rank), or None; ``column_stops``: a grid pass's
     ``column_stops.ColumnStops``, or None; ``progressive``: a grid pass's
     ``progressive.ProgressiveRecord`` (each rank writes its shard's rows of it), or None;
-    ``validation``: the run's ``validation.Validation`` (its histories and patience), or None."""
+    ``validation``: the run's ``validation.Validation`` (its histories and patience), or None;
+    ``dual``: the dual optimizer's (``dual.epochs.EpochState.as_dict()``, the draws' active sets
+    (n_samples, K) uint8, replicated), its ``sampler`` then the ``dual.draws.DualDraws``."""
     offsets = shard_offsets(comm, table)
     entries, nonzeros = offsets
     n, nnz, size, rank = int(entries[-1]), int(nonzeros[-1]), comm.Get_size(), comm.Get_rank()
@@ -94,17 +98,21 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
                        scale=_scalars(state.scale), norm=_scalars(state.norm), rho=np.asarray(state.rho, np.float64),
                        rho_sum=np.asarray(state.rho_sum, np.float64), sampler=json.dumps(sampler_state),
                        row_seconds=np.zeros(size) if state.row_seconds is None else state.row_seconds,
-                       loss_windows=json.dumps(state.loss_windows.as_dict()),
-                       loss_curve=json.dumps(state.loss_curve.as_dict()),
                        stats=json.dumps(stats.as_dict()),
                        storage="csr" if table.sparse else "dense", n_features=table.n_features)
         f["sampler_block"] = sampler_block
+        for name in ("loss_windows", "loss_curve"):  # the SGD's (the dual has none)
+            if getattr(state, name) is not None:
+                f.attrs[name] = json.dumps(getattr(state, name).as_dict())
         if state.stage_outputs is not None:  # rank 0's (this runs there)
             f["stage_outputs"] = state.stage_outputs
         if column_stops is not None:
             f.attrs["column_stops"] = json.dumps(column_stops.as_dict())
         if validation is not None:
             f.attrs["validation"] = json.dumps(validation.as_dict())
+        if dual is not None:
+            f.attrs["dual"] = json.dumps(dual[0])
+            f["dual_active"] = dual[1]
         if progressive is not None:  # every row of the data set, in global row order
             f.create_dataset("progressive", shape=(len(progressive.folds), progressive.held.shape[1]),
                              dtype=np.float64)
@@ -149,7 +157,7 @@ def write_checkpoint(comm, path, table, state, stats, sampler, params, pending=N
 
 
 def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFAULT_WORK_BYTES, groups=None,
-                    column_stops=None, active=None, progressive=None, validation=None):
+                    column_stops=None, active=None, progressive=None, validation=None, dual=None):
     """Collective: ``(table, state, stats, sampler, pending)`` of this rank from a checkpoint;
     ``pending``, a ``pipeline.Pending`` for a pipelined run's checkpoint (its sums only when
     the run has the ranks the checkpoint was written by), else None. A grid pass's: ``groups``,
@@ -159,6 +167,8 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
     ``progressive``, its ``ProgressiveRecord`` (or None), whose shard rows are read in place.
     ``validation``: the run's ``validation.Validation`` (or None), its histories and patience
     restored in place when the checkpoint has them (older files: they start afresh).
+    ``dual``: the dual optimizer's ``(draws, epochs)`` (``dual.solver.DualSolver.fresh_state``),
+    restored in place; the returned sampler is then those draws.
 
     ``params`` must match the checkpoint's training parameters except ``iterations`` (a
     run may be continued longer). The --tol windows continue when ``tol_window`` is the
@@ -232,7 +242,16 @@ def read_checkpoint(comm, path, params, spec, dtype, tol_window, work_bytes=DEFA
                                 saved_stats["hinge_moving_average"], saved_stats["seconds"],
                                 gc_collections=saved_stats.get("gc_collections", 0))
             stats.bytes.update(saved_stats.get("bytes", {}))  # absent in older files: counted from here on
-            sampler = sampler_from_state(json.loads(a["sampler"]), f["sampler_block"][()])
+            if dual is not None:
+                draws, epochs = dual
+                try:
+                    draws.resume(json.loads(a["sampler"]), f["sampler_block"][()], f["dual_active"][()])
+                    epochs.restore(json.loads(a["dual"]))
+                except (ValueError, KeyError) as error:
+                    raise InputError(f"attribute 'dual': not this dual run's state ({error})", path) from None
+                sampler = draws
+            else:
+                sampler = sampler_from_state(json.loads(a["sampler"]), f["sampler_block"][()])
             pending = None
             if "pending_sizes" in a:
                 sizes = np.asarray(a["pending_sizes"], dtype=np.int64)
@@ -311,6 +330,10 @@ def _check_header(path, attrs, params):
         return
     saved = json.loads(attrs["params"])
     saved.setdefault("n_classes", 2)  # binary checkpoints written before multiclass did not say
+    was, now = saved.get("optimizer", "sgd"), params.get("optimizer", "sgd")
+    if was != now:  # the two optimizers' states do not convert
+        raise InputError(f"checkpoint was made by optimizer {was!r}, this run has optimizer {now!r}: resume with "
+                         f"--optimizer {was} (or another {given('checkpoint')})", path)
     for name, value in params.items():
         was = saved.get(name)
         if name != "iterations" and was != value:

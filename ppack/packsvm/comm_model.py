@@ -97,10 +97,10 @@ def pack_bytes(r, d, longest, sparse, columns, ranks, value_bytes=8, dual=False)
     ``value_bytes`` each (sparse rows as int32 nonzero counts, then int32 indices and values
     padded to the longest row); collective 2 the float64 ``PackBuffer`` (``columns`` = K problems),
     or with ``dual`` the dual's ``dual.solver.DualBuffer`` (margins and the holders' alphas per
-    column, the pair kernels, owner flags, digests and the stop vote)."""
+    column, the pair kernels, owner flags, digests and the two votes)."""
     rows = r * (4 + longest * (4 + value_bytes)) if sparse else r * d * value_bytes
     if dual:
-        return 8 * r + rows, 8 * (2 * columns * r + r * (r + 1) // 2 + r + ranks + 1)
+        return 8 * r + rows, 8 * (2 * columns * r + r * (r + 1) // 2 + r + ranks + 2)
     return 8 * r + rows, 8 * PackBuffer.length(columns, r, ranks)
 
 

@@ -257,8 +257,9 @@ class PackSVC(BaseSVC):
         self.optimizer_ = dual_fit.chosen_optimizer(getattr(self, "optimizer", "sgd"), self.C_,
                                                     self.epochs if self.iterations is None else self.iterations / m)
         if self.optimizer_ == "dual":
-            dual_fit.refuse_sgd_options(self, checkpoint)
-            return self._fit_dual(comm, shard, labels, weights, n_columns, validation, seed, m, should_stop,
+            dual_fit.refuse_sgd_options(self)
+            return self._fit_dual(comm, shard, labels, weights, n_columns, validation, seed, m, checkpoint,
+                                  checkpoint_every_seconds, checkpoint_every_packs, resume, should_stop,
                                   stop_after_packs, on_kernels_ready, kernel_scale)
         auto = convergence.is_auto(self.epochs, self.iterations)  # stages of 0.5, 1, 2, 4, ... epochs
         if auto:
@@ -276,14 +277,7 @@ class PackSVC(BaseSVC):
                               placement=self.placement, device=self.device, pipeline=self.pipeline,
                               delay=_delay_on(comm, delay),
                               holdout=None if self.held_out_ is None else self.held_out_["holdout"])
-        params = run_identity(self.spec_, self.sigma_, self.pack, seed, shard.n_samples, d, self.dtype_, T, n_classes,
-                              average=self.average, sampling=self.sampling, step=self.step,
-                              class_weight=None if weights is None else repr(self.class_weight_),
-                              row_weights=shard.w is not None,
-                              validation=None if validation is None else self.validation,
-                              calibration=None if self.held_out_ is None or validation is not None
-                              else self.held_out_["holdout"][0],
-                              svm_type=self.SVM_TYPE, epsilon=getattr(self, "epsilon", None))
+        params = self._run_identity(shard, seed, T, n_classes, weights, validation)
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         previous = None
@@ -335,10 +329,23 @@ class PackSVC(BaseSVC):
         self._warn(comm, self.convergence_warning, info["convergence"]["advice"])
         return self
 
-    def _fit_dual(self, comm, shard, labels, weights, n_columns, validation, seed, m, should_stop, stop_after_packs,
-                  on_kernels_ready, kernel_scale):
+    def _run_identity(self, shard, seed, T, n_classes, weights, validation):
+        """The training parameters a checkpoint of this fit is made with (``checkpoint.run_identity``)."""
+        dual = self.optimizer_ == "dual"
+        return run_identity(self.spec_, self.sigma_, self.pack, seed, shard.n_samples, shard.n_features, self.dtype_,
+                            T, n_classes, average=self.average and not dual, sampling=self.sampling, step=self.step,
+                            class_weight=None if weights is None else repr(self.class_weight_),
+                            row_weights=shard.w is not None,
+                            validation=None if validation is None else self.validation,
+                            calibration=None if self.held_out_ is None or validation is not None
+                            else self.held_out_["holdout"][0],
+                            svm_type=self.SVM_TYPE, epsilon=getattr(self, "epsilon", None), optimizer=self.optimizer_)
+
+    def _fit_dual(self, comm, shard, labels, weights, n_columns, validation, seed, m, checkpoint, checkpoint_every_seconds,
+                  checkpoint_every_packs, resume, should_stop, stop_after_packs, on_kernels_ready, kernel_scale):
         """Collective: ``fit`` by the dual coordinate optimizer (``dual.solver``): its epochs a cap,
-        its tolerance the KKT gap, ``training_["convergence"]`` its report."""
+        its tolerance the KKT gap, ``training_["convergence"]`` its report; checkpoints as the SGD's
+        (the draws' active sets and the epoch's figures besides the table)."""
         epochs = dual_fit.epoch_cap(self.epochs, self.iterations, m)
         self.loss_ = self._loss(comm, shard, labels, weights)
         console = self._console()
@@ -350,11 +357,21 @@ class PackSVC(BaseSVC):
                             progress=None if not self.verbose else lambda f: console(
                                 f"epoch {f['epoch']}: KKT gap {f['kkt_gap']:.3g}, {f['rows_drawn']} rows drawn, "
                                 f"{f['support_vectors']} support vectors"))
+        params = self._run_identity(shard, seed, epochs * m, len(self.classes_), weights, validation)
+        checkpointing = None if checkpoint is None else Checkpointing(
+            str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
+        exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
+        previous = None
+        if resume and exists:
+            fresh = solver.fresh_state(shard.n_samples)
+            previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
+                                       self.work_bytes, dual=fresh)[:4] + (fresh[1],)
+        self.resumed_from_ = None if previous is None else previous[1].iteration
         compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse, shard.X.dtype)
         if on_kernels_ready is not None:
             on_kernels_ready(compile_seconds)
-        self.resumed_from_ = None
-        self.table_, state, stats, self.stopped_ = solver.run(shard, labels, weights, stop_after_packs)
+        self.table_, state, stats, self.stopped_ = solver.run(shard, labels, weights, stop_after_packs, checkpointing,
+                                                              previous)
         self._dual_report = solver.report
         self._finish(comm, shard, state, stats, weights, validation, seed, epochs * m, compile_seconds)
         info = self.training_

@@ -49,6 +49,24 @@ class DualDraws:
         self._pos += len(ids)
         return ids
 
+    def state(self):
+        """(dict, ids): the position a checkpoint keeps (epochs begun, place in this epoch, the
+        order's seed) and this epoch's order (int64); the active sets are ``active`` itself."""
+        return {"kind": "dual_draws", "epoch": self.epoch, "pos": self._pos, "n_samples": self.n_samples,
+                "seed": self.order.seed}, self._ids
+
+    def resume(self, state, ids, active):
+        """Stand where ``state`` and ``ids`` (``state()``'s) and ``active`` (a checkpoint's active
+        sets) say; ValueError where they are another run's."""
+        if state.get("kind") != "dual_draws" or state["n_samples"] != self.n_samples or \
+                state["seed"] != self.order.seed or active.shape != self.active.shape:
+            raise ValueError(f"the draws of another run ({state.get('kind')}, {state.get('n_samples')} rows, "
+                             f"active sets {active.shape}); this run has {self.n_samples} rows and "
+                             f"{self.active.shape[1]} columns")
+        self.epoch, self._pos = int(state["epoch"]), int(state["pos"])
+        self._ids = np.asarray(ids, dtype=np.int64)
+        self.active[:] = active
+
     def restore(self, c):
         """Every eligible row back into column c's active set (LIBLINEAR's check before it stops)."""
         self.active[self.eligible, c] = 1

@@ -40,16 +40,17 @@ def chosen_optimizer(optimizer, C, epochs):
 
 def refuse_sgd_options(estimator, checkpoint=None):
     """Raise PPackError, in one line, for an SGD-only option given to a dual fit (its value
-    other than the default; "auto" pipelines pass, as off), or a checkpoint."""
+    other than the default; pipeline "auto" and "off" pass: the dual runs unpipelined), or a checkpoint (a grid pass's:
+    one model's dual fit checkpoints)."""
     for name, why in SGD_ONLY.items():
         value, default = getattr(estimator, name, None), PACKSVM_PARAMS[name].default
-        if value == default or (name == "pipeline" and value == "auto"):
+        if value == default or (name == "pipeline" and value in ("auto", "off")):
             continue
         raise PPackError(f"{name}={value!r} is an SGD option and the optimizer is dual: {why}; leave {name} "
                          f"at {default!r} or use optimizer='sgd'")
     if checkpoint is not None:
-        raise PPackError("checkpoint: the dual optimizer does not write checkpoints yet; train it without "
-                         "--checkpoint, or use optimizer='sgd'")
+        raise PPackError("checkpoint: a grid pass under the dual optimizer does not write checkpoints yet; "
+                         "search without --checkpoint, or use optimizer='sgd'")
 
 
 def epoch_cap(epochs, iterations, m):

@@ -21,6 +21,7 @@ back for one more check. The run ends when every column has stopped or after ``m
 A full pass then certifies each column's relative duality gap (``certify``).
 """
 import math
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -33,11 +34,12 @@ from ...mpi.collectives import Collectives
 from ..loop import PackedSolver, count_collective1, pair_arguments
 from ..pack_update import all_equal
 from ..predict import block_rows
+from ..checkpoint import write_checkpoint
 from ..state import PHASES, SolverState, SolverStats, replica_digest
 from ..table import SupportVectorTable
-from .coordinate import (EPOCH_FIGURES, FROZEN, HINGE, PG_MAX, PG_MIN, VISITED, certificate_sums,
-                         coordinate_steps, relative_gap)
+from .coordinate import certificate_sums, coordinate_steps, relative_gap
 from .draws import DualDraws
+from .epochs import EpochState
 
 _NO_AVERAGE, _NO_FOLD = np.empty((0, 0)), np.empty((0, 2))
 
@@ -47,12 +49,12 @@ class DualBuffer:
     one zeroed float64 array ``data``: ``predictions`` (K, r) partial margins, ``pairs`` (G r (r +
     1) / 2) with ``group_pairs`` (G, ...) (none when ``pairs`` is False: the certificate's
     pass), ``alphas`` (K, r) the holders' coefficients, ``owner_flags`` (r) rank + 1 of the
-    holder, ``digests`` (p) one slot per rank, and the stop vote."""
+    holder, ``digests`` (p) one slot per rank, the checkpoint vote and the stop vote."""
 
     def __init__(self, columns, r, ranks, groups=1, pairs=True):
         self.r = r
         tri = groups * (r * (r + 1) // 2) if pairs else 0
-        self.data = np.zeros(2 * columns * r + tri + r + ranks + 1)
+        self.data = np.zeros(2 * columns * r + tri + r + ranks + 2)
         n_pred = columns * r
         self.predictions = self.data[:n_pred].reshape(columns, r)
         self.pairs = self.data[n_pred:n_pred + tri]
@@ -67,8 +69,13 @@ class DualBuffer:
     def stop(self):
         return self.data[-1] > 0
 
-    def vote(self, stop):
+    @property
+    def checkpoint_due(self):
+        return self.data[-2] > 0
+
+    def vote(self, stop, checkpoint_due=False):
         self.data[-1] = 1.0 if stop else 0.0
+        self.data[-2] = 1.0 if checkpoint_due else 0.0
 
 
 class DualSolver:
@@ -99,49 +106,54 @@ class DualSolver:
         self.holdout = holdout
         self.device_seconds = 0.0
 
-    def run(self, shard, labels, weights=None, stop_after_packs=None):
+    def fresh_state(self, n_samples):
+        """(draws, epochs): a run's ``draws.DualDraws`` and ``epochs.EpochState`` before its first
+        pack, for a checkpoint to restore (``checkpoint.read_checkpoint``'s ``dual``)."""
+        return DualDraws(n_samples, self.n_columns, self.seed, self.holdout), EpochState(self.n_columns)
+
+    def run(self, shard, labels, weights=None, stop_after_packs=None, checkpointing=None, resume=None):
         """Train; returns ``(table, state, stats, stopped)`` as ``loop.PackedSolver.run``: the table's
         coefficients are alpha y (scale 1, rho 0), ``state.norm`` is alpha' Q alpha per column and
         ``state.iteration`` counts the coordinate steps drawn. ``self.report`` then holds the run's
         convergence figures over every column, ``report_of(columns)`` those of some, and
-        ``column_converged`` (K,) which columns met ``tol``."""
+        ``column_converged`` (K,) which columns met ``tol``. checkpointing: a ``loop.Checkpointing``
+        or None; resume: ``(table, state, stats, draws, epochs)`` of a checkpoint (its draws and
+        epochs those of ``fresh_state``, restored), the run going on within the epoch it stopped in."""
         with single_threaded_blas():
-            return self._run(shard, labels, weights, stop_after_packs)
+            return self._run(shard, labels, weights, stop_after_packs, checkpointing, resume)
 
-    def _run(self, shard, labels, weights, stop_after_packs):
+    def _run(self, shard, labels, weights, stop_after_packs, checkpointing, resume):
         comm, Q = self.comm, self.n_columns
         rank, size = comm.Get_rank(), comm.Get_size()
-        table = SupportVectorTable(KernelCompute(self.spec, shard.n_features, shard.sparse, shard.dtype,
-                                                 self.work_bytes, self.columns.kernel_groups()), Q)
-        state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
-                            rho=np.zeros(Q), rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
-        stats = SolverStats()
+        if resume is None:
+            table = SupportVectorTable(KernelCompute(self.spec, shard.n_features, shard.sparse, shard.dtype,
+                                                     self.work_bytes, self.columns.kernel_groups()), Q)
+            state = SolverState(scale=np.ones(Q), norm=np.zeros(Q), occupancy=np.zeros(size, dtype=np.int64),
+                                rho=np.zeros(Q), rho_sum=np.zeros(Q), row_seconds=np.zeros(size))
+            stats = SolverStats()
+            draws, epochs = self.fresh_state(shard.n_samples)
+        else:
+            table, state, stats, draws, epochs = resume
         seconds = stats.seconds
         for phase in PHASES:
             seconds.setdefault(phase, 0.0)
-        start = MPI.Wtime()
+        start, total_before, checkpoint_before = MPI.Wtime(), seconds.get("total", 0.0), seconds["checkpoint"]
+        calls_before = stats.allreduce_calls
         collectives = Collectives(comm)
         delivery = Delivery(shard, labels, weights=weights, norms_l1=self.spec.uses_l1)
-        draws = DualDraws(shard.n_samples, Q, self.seed, self.holdout)
         compute = table.compute
         columns = self.columns
-        alpha_sum = np.zeros(Q)
-        figures = np.zeros((Q, EPOCH_FIGURES))
-        pg_old = np.empty((Q, 2))
-        pg_old[:, 0], pg_old[:, 1] = math.inf, -math.inf
-        converged = np.zeros(Q, dtype=bool)
-        fresh = np.ones(Q, dtype=bool)  # the column's active set held every row when this epoch began
-        # per epoch: rows drawn, and each column's KKT gap and estimated relative duality gap (K,)
-        history = {"kkt_gap": [], "rows_drawn": [], "duality_gap_estimate": []}
+        figures = epochs.figures
         digest = replica_digest(state)
         buffers, work = {}, {}
         packs_this_run, stopped = 0, False
+        last_checkpoint = time.monotonic()
         ones = np.ones(self.pack)
-        while draws.epoch < self.max_epochs and not converged.all() and not stopped:
-            drawn = draws.begin_epoch()
-            history["rows_drawn"].append(drawn)
-            figures[:, :FROZEN] = 0.0
-            figures[:, PG_MAX], figures[:, PG_MIN] = -math.inf, math.inf
+        within = resume is not None  # a resumed run goes on with the epoch its checkpoint stopped in
+        while within or (draws.epoch < self.max_epochs and not epochs.converged.all() and not stopped):
+            if not within:
+                epochs.begin(draws.begin_epoch())
+            within = False
             while True:
                 ids = draws.next_pack(self.pack)
                 if ids is None:
@@ -176,7 +188,10 @@ class DualSolver:
                 seconds["kernel_sums"] += t4 - t1
                 buf.digests[rank] = digest
                 packs_this_run += 1
-                buf.vote(self.should_stop() or packs_this_run == stop_after_packs)
+                # two votes ride along: rank 0's "a checkpoint is due" clock, anyone's stop
+                due = checkpointing is not None and checkpointing.every_seconds is not None and \
+                    time.monotonic() - last_checkpoint >= checkpointing.every_seconds
+                buf.vote(self.should_stop() or packs_this_run == stop_after_packs, rank == 0 and due)
                 collectives.sum(buf.data)  # collective 2
                 for phase in ("communication", "in_collective2"):
                     seconds[phase] += collectives.last_seconds
@@ -188,8 +203,8 @@ class DualSolver:
                 weight = ones[:r] if block.weight is None else block.weight
                 coordinate_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight, columns.column_class,
                                  columns.column_fold, columns.row_folds(ids, folds),
-                                 columns.column_group, self.cost, pg_old, active, state.norm, alpha_sum, figures,
-                                 delta, stepped, margin)
+                                 columns.column_group, self.cost, epochs.pg_old, active, state.norm, epochs.alpha_sum,
+                                 figures, delta, stepped, margin)
                 draws.active[ids] = active.T
                 table.apply_pack(ids, buf.owner_flags, delta, stepped, _NO_AVERAGE, _NO_FOLD, rank, state.occupancy,
                                  block, norms)
@@ -197,35 +212,40 @@ class DualSolver:
                 stats.packs += 1
                 digest = replica_digest(state, delta, figures)
                 seconds["sequential_updates"] += MPI.Wtime() - t5
-                if buf.stop:
-                    stopped = True
+                stopped = buf.stop
+                if checkpointing is not None and (stopped or buf.checkpoint_due or (
+                        checkpointing.every_packs and stats.packs % checkpointing.every_packs == 0)):
+                    seconds["total"] = total_before + MPI.Wtime() - start - (seconds["checkpoint"] - checkpoint_before)
+                    stats.allreduce_calls = calls_before + collectives.calls["sum"]
+                    t6 = MPI.Wtime()
+                    stats.checkpoint_writes.append(write_checkpoint(
+                        comm, checkpointing.path, table, state, stats, draws, checkpointing.params,
+                        dual=(epochs.as_dict(), draws.active)))
+                    seconds["checkpoint"] += MPI.Wtime() - t6
+                    last_checkpoint = time.monotonic()
+                if stopped:
                     break
             if stopped:
                 break
             table.drop_zeros()  # support vectors back at alpha = 0 in every column leave the table
             state.occupancy[:] = comm.allgather(table.n) if size > 1 else table.n
-            kkt = np.where(figures[:, VISITED] > 0, figures[:, PG_MAX] - figures[:, PG_MIN], 0.0)
-            kkt[converged] = 0.0
-            primal = 0.5 * state.norm + figures[:, HINGE] + figures[:, FROZEN]
-            estimate = [relative_gap(p, d) for p, d in zip(primal, alpha_sum - 0.5 * state.norm)]
-            history["kkt_gap"].append(kkt)
-            history["duality_gap_estimate"].append(np.array(estimate))
-            self._stopping_test(kkt, figures, pg_old, converged, fresh, draws)
+            kkt = epochs.end(state.norm, self.tol, self.shrinking, draws)
             if self.progress is not None and rank == 0:
-                self.progress({"epoch": draws.epoch, "kkt_gap": float(kkt.max()), "rows_drawn": drawn,
-                               "duality_gap_estimate": float(max(estimate)),
+                self.progress({"epoch": draws.epoch, "kkt_gap": float(kkt.max()),
+                               "rows_drawn": epochs.history["rows_drawn"][-1],
+                               "duality_gap_estimate": max(epochs.history["duality_gap_estimate"][-1]),
                                "support_vectors": int(state.occupancy.sum())})
-        seconds["total"] = MPI.Wtime() - start
-        stats.converged = bool(converged.all())
+        seconds["total"] = total_before + MPI.Wtime() - start - (seconds["checkpoint"] - checkpoint_before)
+        stats.converged = bool(epochs.converged.all())
         certificate = None
         if not stopped:
             certify_start = MPI.Wtime()
             certificate = self.certify(collectives, delivery, table, shard, draws)
             seconds["total"] += MPI.Wtime() - certify_start
             seconds["certificate"] = MPI.Wtime() - certify_start
-        stats.allreduce_calls = collectives.calls["sum"]
-        self.column_converged = converged
-        self._figures = (draws.epoch, history, certificate)
+        stats.allreduce_calls = calls_before + collectives.calls["sum"]
+        self.column_converged = epochs.converged
+        self._figures = (draws.epoch, epochs.history, certificate)
         self.report = self.report_of(np.arange(Q))
         return table, state, stats, stopped
 
@@ -244,25 +264,6 @@ class DualSolver:
         if held.any():
             buf.alphas[:, held] = table.coef[slots[held]].T
             buf.owner_flags[held] = rank + 1
-
-    def _stopping_test(self, kkt, figures, pg_old, converged, fresh, draws):
-        """After an epoch, per column (LIBLINEAR's test): at most ``tol`` over an epoch that began
-        with every row (``fresh``), it stops; at most ``tol`` on a shrunk set, every row comes
-        back; otherwise the epoch's PG extremes are the next shrinking thresholds ``pg_old``."""
-        for c in np.flatnonzero(~converged):
-            if kkt[c] <= self.tol:
-                if fresh[c]:
-                    converged[c] = True
-                    draws.freeze(c)
-                else:  # every row back for one more epoch before it may stop
-                    draws.restore(c)
-                    pg_old[c] = math.inf, -math.inf
-                    figures[c, FROZEN] = 0.0
-                    fresh[c] = True
-            elif self.shrinking:
-                pg_old[c, 0] = figures[c, PG_MAX] if figures[c, PG_MAX] > 0 else math.inf
-                pg_old[c, 1] = figures[c, PG_MIN] if figures[c, PG_MIN] < 0 else -math.inf
-                fresh[c] = fresh[c] and bool(np.isinf(pg_old[c]).all())
 
     def certify(self, collectives, delivery, table, shard, draws):
         """Collective: one pass over every eligible row, in blocks: each column's primal P = 1/2
