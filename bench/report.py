@@ -7,7 +7,8 @@ Run from the repository root (data from ../shared/data; needs `pip install -e ".
 
     python -m bench.report --only calibration --update   # rerun one part, keep the others
 
-Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
+The first part (the trainers users pick, at cross-validated settings, with oneDAL) is
+bench/suite.py's. Experiments 1 and 2 (the alternatives: Table I analogue, accuracy against time) are in
 report_peers.py, 3 to 5 (packing and ranks, kernel throughput, the communication model)
 in report_scaling.py, 6 (the linear solvers on ten classes beside LIBLINEAR) in
 report_linear.py, 7 (epsilon-SVR and one-class beside LIBSVM) in svr_oneclass.py, 8 (the
@@ -33,11 +34,11 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(BENCH), str(ROOT)]
 # the report's parts, in its order, and their modules
-PARTS = {"peers": "report_peers", "scaling": "report_scaling", "linear": "report_linear", "svr": "svr_oneclass",
+PARTS = {"tuned": "suite", "peers": "report_peers", "scaling": "report_scaling", "linear": "report_linear", "svr": "svr_oneclass",
          "calibration": "report_calibration", "headline": "report_headline", "node": "report_node"}
 MARK = "<!-- part {} -->"
 PACKAGES = ("ppack", "numpy", "scipy", "numba", "mpi4py", "mpich", "h5py", "libsvm-official", "liblinear-official",
-            "scikit-learn", "matplotlib", "threadpoolctl")
+            "scikit-learn", "scikit-learn-intelex", "matplotlib", "threadpoolctl")
 
 
 def machine():
@@ -69,8 +70,9 @@ def machine():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes: every experiment in under 10 minutes")
-    p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: peers (1, 2), scaling (3-5), "
+    p.add_argument("--quick", action="store_true", help="small sizes: every experiment in minutes, not hours")
+    p.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: tuned (the suite), peers (1, 2), "
+                   "scaling (3-5), "
                    "linear (6), svr (7), calibration (8), headline (9), node (10: re-rendered, not rerun)")
     p.add_argument("--update", action="store_true",
                    help="rerun only the --only parts and replace them in the existing report")

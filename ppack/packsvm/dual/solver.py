@@ -19,6 +19,10 @@ column whose projected gradients' spread (the KKT gap, PG max - PG min over its 
 rows) is at most ``tol`` either stops (its active set held every row) or takes every row
 back for one more check. The run ends when every column has stopped or after ``max_epochs``.
 A full pass then certifies each column's relative duality gap (``certify``).
+
+Checkpoints are written between packs, as the SGD's (``checkpoint.write_checkpoint``): the
+table and state, the draws' position and active sets, and the epoch's figures
+(``epochs.EpochState``), so a resumed run goes on within the epoch it stopped in, bit for bit.
 """
 import math
 import time
@@ -31,10 +35,10 @@ from ...errors import PPackError
 from ...kernels.compute import DEFAULT_WORK_BYTES, KernelCompute
 from ...kernels.threads import single_threaded_blas
 from ...mpi.collectives import Collectives
+from ..checkpoint import write_checkpoint
 from ..loop import PackedSolver, count_collective1, pair_arguments
 from ..pack_update import all_equal
 from ..predict import block_rows
-from ..checkpoint import write_checkpoint
 from ..state import PHASES, SolverState, SolverStats, replica_digest
 from ..table import SupportVectorTable
 from .coordinate import certificate_sums, coordinate_steps, relative_gap
