@@ -165,7 +165,7 @@ SMALL_LOWERCASE_CALLS = {
     "ppack/linear/pegasos.py": {"allreduce": 1},  # the largest weight
     "ppack/mpi/comm.py": {"allgather": 1},  # each rank's error (type, message) or None
     "ppack/mpi/nodes.py": {"allreduce": 1},  # the count of node leaders
-    "ppack/packsvm/estimator.py": {"allreduce": 8, "bcast": 3},  # seconds, support-vector counts per
+    "ppack/packsvm/estimator.py": {"allreduce": 8, "bcast": 4},  # seconds, support-vector counts per
     #   class (K,), the model width; a checkpoint's existence, a LIBSVM header, an epochs auto stage's change
     "ppack/packsvm/losses.py": {"allgather": 1, "allreduce": 1},  # each rank's target sum, count, max and
     #   min; the weights' max
