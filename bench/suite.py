@@ -32,6 +32,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -352,9 +353,8 @@ def markdown(results):
 def run(quick, figures, data_dir):
     """The report's part (``bench/report.py``): the suite, its table and how it was run."""
     names = list(QUICK_SETS if quick else SETS)
-    work = ROOT / "bench" / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    results = run_suite(names, Path(data_dir), work, quick, 30.0)
+    with tempfile.TemporaryDirectory() as work:
+        results = run_suite(names, Path(data_dir), Path(work), quick, 30.0)
     settings = json.loads(SETTINGS.read_text())
     tuned = "; ".join(f"{name} C = {settings[name]['C']:g}, gamma = {settings[name]['gamma']:g} "
                       f"(CV {settings[name]['cv_accuracy']:.2%})" for name in names if name in settings)
@@ -381,7 +381,8 @@ def main():
     parser.add_argument("--tune", action="store_true", help="choose the sets' C and gamma again (see above)")
     parser.add_argument("--cap", type=float, default=30.0, help="minutes a trainer may take (default 30)")
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--work-dir", default=str(ROOT / "bench" / "work"), help="where the HDF5 files are made")
+    parser.add_argument("--work-dir", default=None,
+                        help="where the HDF5 files are made and kept for the next run (default: a temporary folder)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
     parser.add_argument("--train", help=argparse.SUPPRESS)
@@ -392,11 +393,12 @@ def main():
     if args.worker:
         return worker(args)
     names = args.sets.split(",") if args.sets else list(QUICK_SETS if args.quick else SETS)
-    data_dir, work = Path(args.data_dir), Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    if args.tune:
-        return tune(names, data_dir, work)
-    results = run_suite(names, data_dir, work, args.quick, args.cap)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(args.work_dir or scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        if args.tune:
+            return tune(names, Path(args.data_dir), work)
+        results = run_suite(names, Path(args.data_dir), work, args.quick, args.cap)
     out = Path(args.out) if args.out else BENCH / "results" / ("suite_quick.json" if args.quick else "suite.json")
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(markdown(results))
