@@ -367,8 +367,7 @@ SVM_TYPE_PARAMS = {
 # estimator has no such parameter.
 NOT_FOR_SVM_TYPE = {
     "c_svc": {"epsilon": "only epsilon_svr has a tube", "nu": "only one_class has nu"},
-    "epsilon_svr": {"optimizer": "epsilon_svr trains with the SGD only (its dual step is not built yet)",
-                    "class_weight": "regression has no classes", "nu": "only one_class has nu",
+    "epsilon_svr": {"class_weight": "regression has no classes", "nu": "only one_class has nu",
                     "probability": "Platt's sigmoids turn class decision values into probabilities",
                     "calibration": "it chooses the rows of --probability's sigmoids",
                     "bias": "epsilon_svr has its own unregularised offset rho"},

@@ -700,3 +700,34 @@ def box_dual_reference(K, y, bounds):
                    method="L-BFGS-B", bounds=list(zip(np.zeros(len(y)), bounds)),
                    options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11})
     return res.x
+
+
+def regression_steps_one_at_a_time(K, y, beta, bounds, epsilon, order):
+    """epsilon-SVR's dual coordinate steps (Newton with the soft threshold, then the box) on the
+    rows ``order`` in turn, from scratch (the full kernel matrix K, targets y): beta (n,)."""
+    beta = beta.copy()
+    for i in order:
+        G = K[i] @ beta - y[i]
+        gp, gn, b = G + epsilon, G - epsilon, beta[i]
+        new = b - gp / K[i, i] if gp < K[i, i] * b else (b - gn / K[i, i] if gn > K[i, i] * b else 0.0)
+        new = min(max(new, -bounds[i]), bounds[i])
+        if abs(new - b) > 1e-12:
+            beta[i] = new
+    return beta
+
+
+def regression_dual_reference(K, y, bounds, epsilon):
+    """epsilon-SVR's dual optimum by L-BFGS-B, beta = a - b with a and b in [0, C_i]: beta (n,)."""
+    from scipy.optimize import minimize
+
+    n = len(y)
+
+    def objective(v):
+        beta = v[:n] - v[n:]
+        g = K @ beta - y
+        return 0.5 * beta @ K @ beta - y @ beta + epsilon * v.sum(), np.concatenate([g + epsilon, -g + epsilon])
+
+    box = list(zip(np.zeros(n), bounds)) * 2
+    res = minimize(objective, np.zeros(2 * n), jac=True, method="L-BFGS-B", bounds=box,
+                   options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11})
+    return res.x[:n] - res.x[n:]

@@ -27,12 +27,14 @@ def regression_rows(n=120, seed=0):
     return X, np.array([float(f"{v:g}") for v in y])  # as LIBSVM text holds them (write_libsvm)
 
 
-def test_epsilon_svr_trains_predicts_and_describes_its_model(mpi_tmp_path):
+@pytest.mark.parametrize("optimizer", ["sgd", "dual"])
+def test_epsilon_svr_trains_predicts_and_describes_its_model(optimizer, mpi_tmp_path):
     d = mpi_tmp_path
     X, y = regression_rows()
     write_libsvm(d / "reg.txt", X, y)
     main(["train", "--svm-type", "epsilon_svr", "--epsilon", "0.2", "--C", "10", "--data", str(d / "reg.txt"),
-          "--test", str(d / "reg.txt"), "--model", str(d / "svr.h5"), "--metrics-json", str(d / "t.json"), *FAST])
+          "--test", str(d / "reg.txt"), "--model", str(d / "svr.h5"), "--metrics-json", str(d / "t.json"), *FAST,
+          "--optimizer", optimizer])
     main(["predict", "--model", str(d / "svr.h5"), "--data", str(d / "reg.txt"), "--output", str(d / "o.npy"),
           "--metrics-json", str(d / "p.json"), "--quiet"])
     if WORLD.Get_rank() == 0:
@@ -45,6 +47,10 @@ def test_epsilon_svr_trains_predicts_and_describes_its_model(mpi_tmp_path):
             assert metrics["test_rmse"] == pytest.approx(rmse, rel=1e-9)
             assert metrics["test_r2"] == pytest.approx(r2, rel=1e-9) and r2 > 0.5
             assert "test_accuracy" not in metrics
+        trained = json.loads((d / "t.json").read_text())
+        assert trained["optimizer"] == optimizer
+        if optimizer == "dual":
+            assert 0.0 <= trained["convergence"]["relative_duality_gap"] < 1.0
         header = read_kernel_header(d / "svr.h5")
         assert header.svm_type == "epsilon_svr" and header.classes.size == 0
         assert header.rho == pytest.approx(-y.mean(), rel=1e-12)

@@ -169,8 +169,8 @@ SMALL_LOWERCASE_CALLS = {
     #   class (K,), the model width; a checkpoint's existence, a LIBSVM header, an epochs auto stage's change
     "ppack/packsvm/losses.py": {"allgather": 1, "allreduce": 1},  # each rank's target sum, count, max and
     #   min; the weights' max
-    "ppack/packsvm/offset_estimator.py": {"allreduce": 2, "bcast": 1},  # the count of rows without a finite
-    #   target, seconds; one-class's rho and objective
+    "ppack/packsvm/offset_estimator.py": {"allreduce": 3, "bcast": 1},  # the count of rows without a finite
+    #   target, seconds; the dual SVR's largest target deviation; one-class's rho and objective
     "ppack/packsvm/feature_scale.py": {"bcast": 1},  # rank 0's kernel-scale figures
     "ppack/packsvm/grid.py": {"allgather": 1, "allreduce": 2, "bcast": 1},  # each rank's entries in a refit
     #   column; seconds of the score pass, of the progressive scores' gather; a checkpoint's existence

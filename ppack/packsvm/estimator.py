@@ -258,7 +258,7 @@ class PackSVC(BaseSVC):
                                                     self.epochs if self.iterations is None else self.iterations / m)
         if self.optimizer_ == "dual":
             dual_fit.refuse_sgd_options(self)
-            return self._fit_dual(comm, shard, labels, weights, n_columns, validation, seed, m, checkpoint,
+            return self._fit_dual(comm, shard, labels, weights, n_classes, n_columns, validation, seed, m, checkpoint,
                                   checkpoint_every_seconds, checkpoint_every_packs, resume, should_stop,
                                   stop_after_packs, on_kernels_ready, kernel_scale)
         auto = convergence.is_auto(self.epochs, self.iterations)  # stages of 0.5, 1, 2, 4, ... epochs
@@ -341,23 +341,25 @@ class PackSVC(BaseSVC):
                             else self.held_out_["holdout"][0],
                             svm_type=self.SVM_TYPE, epsilon=getattr(self, "epsilon", None), optimizer=self.optimizer_)
 
-    def _fit_dual(self, comm, shard, labels, weights, n_columns, validation, seed, m, checkpoint, checkpoint_every_seconds,
+    def _fit_dual(self, comm, shard, labels, weights, n_classes, n_columns, validation, seed, m, checkpoint,
+                  checkpoint_every_seconds,
                   checkpoint_every_packs, resume, should_stop, stop_after_packs, on_kernels_ready, kernel_scale):
         """Collective: ``fit`` by the dual coordinate optimizer (``dual.solver``): its epochs a cap,
         its tolerance the KKT gap, ``training_["convergence"]`` its report; checkpoints as the SGD's
         (the draws' active sets and the epoch's figures besides the table)."""
         epochs = dual_fit.epoch_cap(self.epochs, self.iterations, m)
         self.loss_ = self._loss(comm, shard, labels, weights)
+        labels, regression = self._dual_problem(comm, labels)
         console = self._console()
         solver = DualSolver(comm, self.spec_, np.full(n_columns, self.C_), Columns.plain(n_columns, self.sigma_,
                                                                                         self.loss_),
                             epochs, self.pack, seed, dual_fit.DEFAULT_TOL if self.tol is None else self.tol,
-                            work_bytes=self.work_bytes, should_stop=should_stop,
+                            work_bytes=self.work_bytes, should_stop=should_stop, regression=regression,
                             holdout=None if self.held_out_ is None else self.held_out_["holdout"],
                             progress=None if not self.verbose else lambda f: console(
                                 f"epoch {f['epoch']}: KKT gap {f['kkt_gap']:.3g}, {f['rows_drawn']} rows drawn, "
                                 f"{f['support_vectors']} support vectors"))
-        params = self._run_identity(shard, seed, epochs * m, len(self.classes_), weights, validation)
+        params = self._run_identity(shard, seed, epochs * m, n_classes, weights, validation)
         checkpointing = None if checkpoint is None else Checkpointing(
             str(checkpoint), checkpoint_every_seconds, checkpoint_every_packs, params)
         exists = checkpoint is not None and comm.bcast(on_rank0(comm, check_checkpoint_file, checkpoint, params))
@@ -373,6 +375,7 @@ class PackSVC(BaseSVC):
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, weights, stop_after_packs, checkpointing,
                                                               previous)
         self._dual_report = solver.report
+        state.rho[:] = self.loss_.rho  # epsilon-SVR's -mean(y); C-SVC's 0
         self._finish(comm, shard, state, stats, weights, validation, seed, epochs * m, compile_seconds)
         info = self.training_
         info["kernel_scale"] = kernel_scale[0]
@@ -426,6 +429,11 @@ class PackSVC(BaseSVC):
     def _loss(self, comm, shard, labels, weights):
         """Collective: the replay's ``losses.Loss``: the hinge, radius sqrt(max_weight / sigma)."""
         return hinge_loss(largest_weight(comm, weights))
+
+    def _dual_problem(self, comm, labels):
+        """Collective: the dual's labels and its problem (``DualSolver``'s ``regression``): here the
+        labels as they are and None, the C-SVC dual."""
+        return labels, None
 
     def _finish(self, comm, shard, state, stats, weights, validation, seed, T, compile_seconds, probability=True,
                 kept=None):

@@ -441,7 +441,7 @@ def train_grid(estimator, X, y, Cs, folds, n_folds, sample_weight=None, memory_l
         getattr(est, "optimizer", "sgd"), max(Cs),
         est.epochs if est.iterations is None else est.iterations / shard.n_samples) == "dual"
     if dual:
-        run_collectively(comm, dual_fit.refuse_sgd_options, est, checkpoint)
+        run_collectively(comm, dual_fit.refuse_sgd_options, est, checkpoint, est.SVM_TYPE)
     # tol and validation: each grid point and fold's K columns stop together, as their separate fit
     stops = None if est.tol is None and est.validation is None else ColumnStops(np.arange(Q) // K, est.tol,
                                                                                  est.tol_window)

@@ -17,6 +17,7 @@ from ..kernels.compute import DEFAULT_WORK_BYTES
 from ..mpi.collectives import Collectives
 from ..registry import SVM_TYPE_PARAMS, VERBOSE, svm_type_params
 from .estimator import SVM_TYPE_CLASSES, PackSVC
+from .dual.regression import Regression
 from .losses import largest_weight, one_class_loss, svr_loss
 from .objective import nu_quantile, training_rows
 
@@ -112,6 +113,7 @@ class PackSVR(_OffsetModel):
         validation: float | None = _R["validation"],
         validation_every: int | None = _R["validation_every"],
         patience: int = _R["patience"],
+        optimizer: str = _R["optimizer"],
         random_state: int | None = None,
         comm: MPI.Comm | None = None,
         work_bytes: int = DEFAULT_WORK_BYTES,
@@ -142,6 +144,7 @@ class PackSVR(_OffsetModel):
         self.validation = validation
         self.validation_every = validation_every
         self.patience = patience
+        self.optimizer = optimizer
         self.random_state = random_state
         self.comm = comm
         self.work_bytes = work_bytes
@@ -163,6 +166,13 @@ class PackSVR(_OffsetModel):
 
     def _loss(self, comm, shard, labels, weights):
         return svr_loss(comm, labels, float(self.epsilon), largest_weight(comm, weights))
+
+    def _dual_problem(self, comm, labels):
+        """The dual's targets, centred by their mean (rho = -mean(y), ``self.loss_.rho``), and its
+        ``Regression``: the tube and the largest deviation from the mean (at least 1e-12)."""
+        centred = labels + self.loss_.rho
+        widest = comm.allreduce(float(np.abs(centred).max(initial=0.0)), op=MPI.MAX)
+        return centred, Regression(float(self.epsilon), max(widest, 1e-12))
 
     def row_losses(self, f, y):
         """(1, n) the epsilon-insensitive losses for the raw values f = <w, phi(x)> (1, n) and

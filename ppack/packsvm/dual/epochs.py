@@ -12,10 +12,12 @@ class EpochState:
     this epoch's (``coordinate.coordinate_steps``' ``epoch``); ``pg_old`` (K, 2) the shrinking
     thresholds; ``converged`` (K,) bool, the column has stopped; ``fresh`` (K,) bool, its active
     set held every row when this epoch began. ``history``: per epoch the rows drawn, and each
-    column's KKT gap and estimated relative duality gap (lists of K)."""
+    column's KKT gap and estimated relative duality gap (lists of K). ``unit``: what the KKT
+    gap is measured in (1 for C-SVC; epsilon-SVR's, ``regression.Regression.unit``)."""
 
-    def __init__(self, n_columns):
+    def __init__(self, n_columns, unit=1.0):
         Q = int(n_columns)
+        self.unit = float(unit)
         self.alpha_sum = np.zeros(Q)
         self.figures = np.zeros((Q, EPOCH_FIGURES))
         self.pg_old = np.empty((Q, 2))
@@ -37,7 +39,7 @@ class EpochState:
         shrunk set, every row comes back (``draws.restore``); otherwise, with ``shrinking``, the
         epoch's PG extremes are the next thresholds. Returns the epoch's KKT gaps (K,)."""
         figures = self.figures
-        kkt = np.where(figures[:, VISITED] > 0, figures[:, PG_MAX] - figures[:, PG_MIN], 0.0)
+        kkt = np.where(figures[:, VISITED] > 0, figures[:, PG_MAX] - figures[:, PG_MIN], 0.0) / self.unit
         kkt[self.converged] = 0.0
         primal = 0.5 * w2 + figures[:, HINGE] + figures[:, FROZEN]
         self.history["kkt_gap"].append(kkt.tolist())

@@ -38,16 +38,20 @@ def chosen_optimizer(optimizer, C, epochs):
     return "dual" if C / epochs > AUTO_BOUND else "sgd"
 
 
-def refuse_sgd_options(estimator, checkpoint=None):
+def refuse_sgd_options(estimator, checkpoint=None, grid_of=None):
     """Raise PPackError, in one line, for an SGD-only option given to a dual fit (its value
-    other than the default; pipeline "auto" and "off" pass: the dual runs unpipelined), or a checkpoint (a grid pass's:
-    one model's dual fit checkpoints)."""
+    other than the default; pipeline "auto" and "off" pass: the dual runs unpipelined), or, for
+    a grid pass (``grid_of``: its svm_type), a checkpoint or an epsilon_svr grid (one model's
+    dual fit has both)."""
     for name, why in SGD_ONLY.items():
         value, default = getattr(estimator, name, None), PACKSVM_PARAMS[name].default
         if value == default or (name == "pipeline" and value in ("auto", "off")):
             continue
         raise PPackError(f"{name}={value!r} is an SGD option and the optimizer is dual: {why}; leave {name} "
                          f"at {default!r} or use optimizer='sgd'")
+    if grid_of == "epsilon_svr":
+        raise PPackError("optimizer dual: an epsilon_svr grid pass trains with the SGD only (one epsilon_svr model "
+                         "trains with the dual); search with optimizer='sgd'")
     if checkpoint is not None:
         raise PPackError("checkpoint: a grid pass under the dual optimizer does not write checkpoints yet; "
                          "search without --checkpoint, or use optimizer='sgd'")

@@ -44,6 +44,7 @@ from ..table import SupportVectorTable
 from .coordinate import certificate_sums, coordinate_steps, relative_gap
 from .draws import DualDraws
 from .epochs import EpochState
+from .regression import regression_certificate_sums, regression_steps
 
 _NO_AVERAGE, _NO_FOLD = np.empty((0, 0)), np.empty((0, 2))
 
@@ -83,7 +84,7 @@ class DualBuffer:
 
 
 class DualSolver:
-    """Trains the C-SVC dual on a ``Shard``; every rank calls ``run`` together.
+    """Trains the C-SVC dual (or epsilon-SVR's) on a ``Shard``; every rank calls ``run`` together.
 
     comm: the communicator; spec: a ``KernelSpec`` (positive semi-definite: its diagonal is
     the step's curvature); cost (K,): each column's C; columns: the run's ``columns.Columns``
@@ -91,11 +92,12 @@ class DualSolver:
     earlier); pack: r; seed: the draws' seed; tol: the KKT gap each column stops at;
     shrinking: LIBLINEAR's; holdout: (fraction, seed) of rows never drawn, or None;
     progress(figures) is called on rank 0 after each epoch with the epoch's report; should_stop
-    as the SGD's (every rank stops after the current pack).
+    as the SGD's (every rank stops after the current pack); regression: a
+    ``regression.Regression`` for epsilon-SVR's dual (the labels then centred targets), or None.
     """
 
     def __init__(self, comm, spec, cost, columns, max_epochs, pack=100, seed=0, tol=0.1, shrinking=True,
-                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, holdout=None):
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, holdout=None, regression=None):
         for kernel in (spec,) if columns.kernels is None else columns.kernels:
             if not kernel.facts.psd:
                 raise PPackError(f"optimizer dual: the {kernel.name} kernel is not positive semi-definite, so the "
@@ -108,12 +110,14 @@ class DualSolver:
         self.work_bytes, self.progress = work_bytes, progress
         self.should_stop = should_stop or (lambda: False)
         self.holdout = holdout
+        self.regression = regression
         self.device_seconds = 0.0
 
     def fresh_state(self, n_samples):
         """(draws, epochs): a run's ``draws.DualDraws`` and ``epochs.EpochState`` before its first
         pack, for a checkpoint to restore (``checkpoint.read_checkpoint``'s ``dual``)."""
-        return DualDraws(n_samples, self.n_columns, self.seed, self.holdout), EpochState(self.n_columns)
+        unit = 1.0 if self.regression is None else self.regression.unit
+        return DualDraws(n_samples, self.n_columns, self.seed, self.holdout), EpochState(self.n_columns, unit)
 
     def run(self, shard, labels, weights=None, stop_after_packs=None, checkpointing=None, resume=None):
         """Train; returns ``(table, state, stats, stopped)`` as ``loop.PackedSolver.run``: the table's
@@ -205,10 +209,16 @@ class DualSolver:
                     PackedSolver._check_agreement(buf.digests, state.iteration, stats.packs)
                 active[:] = draws.active[ids].T
                 weight = ones[:r] if block.weight is None else block.weight
-                coordinate_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight, columns.column_class,
-                                 columns.column_fold, columns.row_folds(ids, folds),
-                                 columns.column_group, self.cost, epochs.pg_old, active, state.norm, epochs.alpha_sum,
-                                 figures, delta, stepped, margin)
+                if self.regression is None:
+                    coordinate_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight,
+                                     columns.column_class, columns.column_fold, columns.row_folds(ids, folds),
+                                     columns.column_group, self.cost, epochs.pg_old, active, state.norm,
+                                     epochs.alpha_sum, figures, delta, stepped, margin)
+                else:
+                    regression_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight,
+                                     self.regression.epsilon, columns.column_fold, columns.row_folds(ids, folds),
+                                     columns.column_group, self.cost, epochs.pg_old, active, state.norm,
+                                     epochs.alpha_sum, figures, delta, stepped, margin)
                 draws.active[ids] = active.T
                 table.apply_pack(ids, buf.owner_flags, delta, stepped, _NO_AVERAGE, _NO_FOLD, rank, state.occupancy,
                                  block, norms)
@@ -272,7 +282,9 @@ class DualSolver:
     def certify(self, collectives, delivery, table, shard, draws):
         """Collective: one pass over every eligible row, in blocks: each column's primal P = 1/2
         alpha' Q alpha + sum C_i max(0, 1 - y f), dual D = sum(alpha) - 1/2 alpha' Q alpha, their
-        relative gap and the KKT gap over every row. Returns a dict of (K,) lists."""
+        relative gap and the KKT gap over every row (epsilon-SVR's: P = 1/2 beta' K beta + sum C_i
+        max(0, |y - f| - epsilon), D = sum(y beta) - epsilon sum |beta| - 1/2 beta' K beta).
+        Returns a dict of (K,) lists."""
         Q, rank, size = self.n_columns, self.comm.Get_rank(), self.comm.Get_size()
         compute, columns = table.compute, self.columns
         rows = block_rows(shard.n_features)
@@ -287,13 +299,19 @@ class DualSolver:
             self._holder_entries(table, ids, rank, buf)
             collectives.sum(buf.data)
             weight = np.ones(len(ids)) if block.weight is None else block.weight
-            certificate_sums(buf.predictions, buf.alphas, block.y, weight, columns.column_class, columns.column_fold,
-                             columns.row_folds(ids, np.empty(len(ids), dtype=np.int64)), self.cost, sums)
+            row_folds = columns.row_folds(ids, np.empty(len(ids), dtype=np.int64))
+            if self.regression is None:
+                certificate_sums(buf.predictions, buf.alphas, block.y, weight, columns.column_class,
+                                 columns.column_fold, row_folds, self.cost, sums)
+            else:
+                regression_certificate_sums(buf.predictions, buf.alphas, block.y, weight, self.regression.epsilon,
+                                            columns.column_fold, row_folds, self.cost, sums)
         w2 = sums[:, 1]
         primal, dual = 0.5 * w2 + sums[:, 2], sums[:, 0] - 0.5 * w2
+        unit = 1.0 if self.regression is None else self.regression.unit
         return {"primal": primal.tolist(), "dual": dual.tolist(),
                 "relative_duality_gap": [relative_gap(p, d) for p, d in zip(primal, dual)],
-                "kkt_gap": np.where(np.isfinite(sums[:, 3]), sums[:, 3] - sums[:, 4], 0.0).tolist()}
+                "kkt_gap": (np.where(np.isfinite(sums[:, 3]), sums[:, 3] - sums[:, 4], 0.0) / unit).tolist()}
 
 
 def convergence_report(tol, epochs, converged, history, certificate, columns):
