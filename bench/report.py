@@ -125,13 +125,19 @@ def main():
 
 
 def update(out, figures, parts, data, names):
-    """Replace the named parts of the existing report (or append them) and merge their data."""
+    """Replace the named parts of the existing report (or insert them in ``PARTS``' order) and merge
+    their data."""
     text = out.read_text()
     for name, part in zip(names, parts):
         mark = MARK.format(name)
         if mark in text:
             before, _, rest = text.partition(mark)
             text = before + part + rest.partition(mark)[2]
+            continue
+        later = [MARK.format(n) for n in list(PARTS)[list(PARTS).index(name) + 1:] if MARK.format(n) in text]
+        if later:  # before the first part that follows it in the report's order
+            before, _, rest = text.partition(later[0])
+            text = before + part + "\n\n" + later[0] + rest
         else:
             text = text.rstrip("\n") + "\n\n" + part + "\n"
     out.write_text(text)

@@ -64,6 +64,8 @@ PEERS = ("onedal", "libsvm", "sklearn_svc", "nystroem_liblinear")
 MAX_EPOCHS = 16
 REPEAT_UNDER = 60.0  # seconds: a trainer this quick runs three times
 NYSTROEM_COMPONENTS = 1000
+PEER_NAMES = {"onedal": "oneDAL SVC", "libsvm": "LIBSVM", "sklearn_svc": "scikit-learn SVC",
+              "nystroem_liblinear": f"Nystroem {NYSTROEM_COMPONENTS} + LIBLINEAR"}
 
 
 def cores():
@@ -335,13 +337,11 @@ def cell(run, key, fmt):
 
 def markdown(results):
     """The suite's table (Markdown) from its results."""
-    names = {"onedal": "oneDAL SVC", "libsvm": "LIBSVM", "sklearn_svc": "scikit-learn SVC",
-             "nystroem_liblinear": f"Nystroem {NYSTROEM_COMPONENTS} + LIBLINEAR"}
     lines = ["| set (C, gamma) | trainer | test accuracy | train s | whole process s | peak MiB | support vectors |",
              "|---|---|---|---|---|---|---|"]
     for name, entry in results["sets"].items():
         label = f"{name} ({entry['C']:g}, {entry['gamma']:g})"
-        rows = [(names[p], run) for p, run in entry["peers"].items()]
+        rows = [(PEER_NAMES[p], run) for p, run in entry["peers"].items()]
         rows += [(f"ppack SGD, {run['epochs']} epoch{'s' if run['epochs'] != 1 else ''}", run)
                  for run in entry["ppack"]["sgd"] if "epochs" in run]
         dual = entry["ppack"]["dual"]
@@ -410,7 +410,7 @@ def standing(results):
         dual_cell = "not finished in the cap" if "accuracy" not in dual else (
             f"{dual['epochs']}, {dual['accuracy']:.2%}, {dual['relative_duality_gap']:.3g}, "
             f"{dual['train_seconds']:.2f}{versus(dual)}")
-        lines.append(f"| {name} | {finished[best]['accuracy']:.2%} ({best}) | {entry['target']:.2%} | {sgd_cell} | "
+        lines.append(f"| {name} | {finished[best]['accuracy']:.2%} ({PEER_NAMES[best]}) | {entry['target']:.2%} | {sgd_cell} | "
                      f"{dual_cell} |")
     return "\n".join(lines)
 
