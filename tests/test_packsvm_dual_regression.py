@@ -156,3 +156,18 @@ def test_the_rank_count_does_not_change_the_optimum():
     beta = WORLD.allreduce(beta)
     assert many.converged_ and many.rho_ == pytest.approx(one.rho_, rel=1e-14)
     np.testing.assert_allclose(beta, model_beta(one, 120), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("stop_after", [2, 11])  # mid first epoch, a later one
+def test_a_resumed_run_equals_an_uninterrupted_one(stop_after, tmp_path):
+    """Stopped after some packs and resumed from its checkpoint: the same betas, rho and report, bit for bit."""
+    X, y = make_targets(150, seed=21)
+    params = {**DUAL, "epsilon": 0.2, "tol": 2e-2, "pack": 25, "epochs": 300}
+    full = PackSVR(**params).fit(X, y)
+    assert full.n_iter_ > 2 and min(full.training_["convergence"]["history"]["rows_drawn"]) < 150  # shrinking ran
+    path = tmp_path / "svr.h5"
+    assert PackSVR(**params).fit(X, y, checkpoint=path, stop_after_packs=stop_after).stopped_
+    resumed = PackSVR(**params).fit(X, y, checkpoint=path, resume=True)
+    assert resumed.resumed_from_ is not None and not resumed.stopped_
+    np.testing.assert_array_equal(resumed.predict(X), full.predict(X))
+    assert resumed.training_["convergence"] == full.training_["convergence"] and resumed.rho_ == full.rho_
