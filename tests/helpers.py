@@ -263,3 +263,13 @@ def empty_folder_and_failing_rank_1(mpi_tmp_path, monkeypatch, module, name):
             raise PPackError("disk full on rank 1")
         monkeypatch.setattr(module, name, broken)
     return folder
+
+
+def check_certificate(report, primal, dual):
+    """A dual run's ``training_["convergence"]`` certifies the primal and dual objectives of its
+    model (one column): P and D as computed here, and their relative gap."""
+    from ppack.packsvm.dual.coordinate import relative_gap
+
+    assert report["primal"][0] == pytest.approx(primal, rel=1e-10)
+    assert report["dual"][0] == pytest.approx(dual, rel=1e-10)
+    assert report["relative_duality_gap"] == pytest.approx(relative_gap(primal, dual), rel=1e-8, abs=1e-12)

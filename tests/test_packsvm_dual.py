@@ -9,9 +9,9 @@ from mpi4py import MPI
 
 from ppack import PackSVC
 from ppack.errors import PPackError
-from ppack.packsvm.dual.coordinate import EPOCH_FIGURES, coordinate_steps, relative_gap
+from ppack.packsvm.dual.coordinate import EPOCH_FIGURES, coordinate_steps
 
-from helpers import fails_with, make_multiclass, make_problem
+from helpers import check_certificate, fails_with, make_multiclass, make_problem
 from naive import box_dual_reference, dual_steps_one_at_a_time, kernel_matrix
 
 WORLD = MPI.COMM_WORLD
@@ -102,9 +102,7 @@ def test_it_reaches_the_box_constrained_optimum_of_l_bfgs_b():
     assert abs(P - P_ref) <= 0.01 * P_ref
     assert D == pytest.approx(D_ref, rel=1e-6)
     report = model.training_["convergence"]
-    assert report["primal"][0] == pytest.approx(P, rel=1e-10)
-    assert report["dual"][0] == pytest.approx(D, rel=1e-10)
-    assert report["relative_duality_gap"] == pytest.approx(relative_gap(P, D), rel=1e-8, abs=1e-12)
+    check_certificate(report, P, D)
     assert report["kkt_gap"] <= 1e-4
     assert model.training_["optimizer"] == "dual" and model.n_iter_ == report["epochs"] < 1000
     np.testing.assert_array_equal(model.dual_coef_, model.table_.coef.T)

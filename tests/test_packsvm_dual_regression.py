@@ -8,10 +8,11 @@ from mpi4py import MPI
 
 from ppack import PackSVR
 from ppack.errors import PPackError
-from ppack.packsvm.dual.coordinate import EPOCH_FIGURES, relative_gap
+from ppack.packsvm.dual.coordinate import EPOCH_FIGURES
 from ppack.packsvm.dual.regression import regression_steps
 from ppack.packsvm.grid import train_grid
 
+from helpers import check_certificate
 from naive import kernel_matrix, regression_dual_reference, regression_steps_one_at_a_time
 
 WORLD = MPI.COMM_WORLD
@@ -86,9 +87,7 @@ def test_it_reaches_the_box_constrained_optimum_of_l_bfgs_b():
     assert abs(P - P_ref) <= 0.01 * P_ref
     assert D == pytest.approx(D_ref, rel=1e-6)
     report = model.training_["convergence"]
-    assert report["primal"][0] == pytest.approx(P, rel=1e-10)
-    assert report["dual"][0] == pytest.approx(D, rel=1e-10)
-    assert report["relative_duality_gap"] == pytest.approx(relative_gap(P, D), rel=1e-8, abs=1e-12)
+    check_certificate(report, P, D)
     assert model.rho_ == pytest.approx(-y.mean(), rel=1e-12)
     np.testing.assert_allclose(model.predict(X), K @ ours + y.mean(), rtol=0, atol=1e-9)
     # rows inside the tube have beta 0 and leave the table

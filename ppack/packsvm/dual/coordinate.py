@@ -48,10 +48,9 @@ def coordinate_steps(predictions, pairs, alphas, labels, weight, column_class, c
     K, r = predictions.shape
     for c in range(K):
         code, held, pairs_c = column_class[c], column_fold[c], pairs[column_group[c]]
-        for k in range(r):
-            margin[c, k] = predictions[c, k]
-            delta[c, k] = 0.0
-            stepped[c, k] = 0.0
+        margin[c] = predictions[c]
+        delta[c] = 0.0
+        stepped[c] = 0.0
         row = 0  # where row k of the triangle starts: its diagonal entry
         for k in range(r):
             start, row = row, row + r - k
