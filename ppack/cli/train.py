@@ -160,7 +160,8 @@ def _fit_packsvm(args, model, shard, say, read_seconds):
                 f"+ hinge {np.mean(objective['hinge_term']):.6g}, the hinge {rows})")
     return {"svm_type": model.SVM_TYPE, "rho": model.rho_, **_problem_settings(model),
             "kernel": model.spec_.name, "gamma": model.spec_.gamma, "C": model.C_, "sigma": model.sigma_,
-            "optimizer": info["optimizer"], "objective": objective, "convergence": info["convergence"], "kernel_scale": info["kernel_scale"],
+            "optimizer": info["optimizer"], "objective": objective, "convergence": info["convergence"],
+            "kernel_scale": info["kernel_scale"],
             "validation": validation,
             "probability": probability,
             "held_out": info["held_out"],

@@ -168,8 +168,8 @@ class PackSVR(_OffsetModel):
         return svr_loss(comm, labels, float(self.epsilon), largest_weight(comm, weights))
 
     def _dual_problem(self, comm, labels):
-        """The dual's targets, centred by their mean (rho = -mean(y), ``self.loss_.rho``), and its
-        ``Regression``: the tube and the largest deviation from the mean (at least 1e-12)."""
+        """Collective: the dual's targets, centred by their mean (rho = -mean(y), ``self.loss_.rho``),
+        and its ``Regression``: the tube and the largest deviation from the mean (at least 1e-12)."""
         centred = labels + self.loss_.rho
         widest = comm.allreduce(float(np.abs(centred).max(initial=0.0)), op=MPI.MAX)
         return centred, Regression(float(self.epsilon), max(widest, 1e-12))

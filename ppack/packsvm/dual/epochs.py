@@ -8,7 +8,8 @@ from .coordinate import EPOCH_FIGURES, FROZEN, HINGE, PG_MAX, PG_MIN, VISITED, r
 
 
 class EpochState:
-    """Per column (K of them): ``alpha_sum`` (K,) sum(alpha); ``figures`` (K, EPOCH_FIGURES)
+    """Per column (K of them): ``alpha_sum`` (K,) the dual's linear part, sum(alpha) (epsilon-SVR's
+    sum(y beta) - epsilon sum |beta|); ``figures`` (K, EPOCH_FIGURES)
     this epoch's (``coordinate.coordinate_steps``' ``epoch``); ``pg_old`` (K, 2) the shrinking
     thresholds; ``converged`` (K,) bool, the column has stopped; ``fresh`` (K,) bool, its active
     set held every row when this epoch began. ``history``: per epoch the rows drawn, and each
