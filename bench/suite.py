@@ -371,7 +371,7 @@ def render(results):
         "### Where ppack stands: the trainers users pick, at tuned settings", "",
         f"Run of {results['date']} on {results['cores']} cores ("
         + ", ".join(f"{k} {v}" for k, v in results["versions"].items() if v) + "). "
-        f"{'Quick mode: at most ' + str(QUICK_ROWS) + ' training rows per set, the full test sets, single runs. ' if quick else ''}"
+        f"{'Quick mode: at most ' + str(QUICK_ROWS) + ' training rows per set, the full test sets. ' if quick else ''}"
         "Each set's C and gamma come from one 5-fold cross-validated grid on at most "
         f"{TUNE_ROWS} of its training rows (`bench/suite.py --tune`, {settings[names[0]]['by']} over C in "
         "2^-5..2^11 and gamma in 2^3..2^-13, by factors of 16), the same for every trainer: " + tuned + ".",
@@ -380,10 +380,19 @@ def render(results):
         "Multiclass: the SMO peers one-vs-one, LIBLINEAR and ppack one-vs-rest. Tolerances: the SMO peers 1e-3, "
         "LIBLINEAR its default, ppack's SGD its epochs, its dual a KKT gap of 0.1. Every trainer reads the same "
         "HDF5 files (dense or CSR as the data are); whole-process seconds include start, read, train and predict; "
-        "peak memory is the largest process's resident peak. A trainer under a minute is the median of 3 runs (the quick suite: one).", "",
+        "peak memory is the largest process's resident peak. " + repeats(results), "",
         markdown(results), "", "ppack against the best peer (its accuracy minus 0.1 points the target):", "",
         standing(results), ""])
     return {"markdown": text, "data": results}
+
+
+def repeats(results):
+    """How many runs each figure is (the runs recorded in ``results``), in a sentence."""
+    runs = [run.get("runs", 1) for entry in results["sets"].values()
+            for run in [*entry["peers"].values(), *entry["ppack"]["sgd"], entry["ppack"]["dual"]] if "runs" in run]
+    if runs and max(runs) == 1:
+        return "Each figure is a single run."
+    return "A trainer whose first run took under a minute ran three times: its seconds and memory are the medians."
 
 
 def standing(results):
