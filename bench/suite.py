@@ -419,8 +419,8 @@ def standing(results):
         dual_cell = "not finished in the cap" if "accuracy" not in dual else (
             f"{dual['epochs']}, {dual['accuracy']:.2%}, {dual['relative_duality_gap']:.3g}, "
             f"{dual['train_seconds']:.2f}{versus(dual)}")
-        lines.append(f"| {name} | {finished[best]['accuracy']:.2%} ({PEER_NAMES[best]}) | {entry['target']:.2%} | {sgd_cell} | "
-                     f"{dual_cell} |")
+        lines.append(f"| {name} | {finished[best]['accuracy']:.2%} ({PEER_NAMES[best]}) | {entry['target']:.2%} | "
+                     f"{sgd_cell} | {dual_cell} |")
     return "\n".join(lines)
 
 
