@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from ppack import PackSVR
+from ppack import PackSVC, PackSVR
 from ppack.errors import PPackError
 from ppack.packsvm.dual.coordinate import EPOCH_FIGURES
 from ppack.packsvm.dual.regression import regression_steps
@@ -170,3 +170,22 @@ def test_a_resumed_run_equals_an_uninterrupted_one(stop_after, tmp_path):
     assert resumed.resumed_from_ is not None and not resumed.stopped_
     np.testing.assert_array_equal(resumed.predict(X), full.predict(X))
     assert resumed.training_["convergence"] == full.training_["convergence"] and resumed.rho_ == full.rho_
+
+
+def test_the_warm_up_leaves_the_dual_steps_compiled():
+    """After ``warm_dual_steps`` the dual's numba functions hold the run's specialisations: a fit of
+    either problem compiles none of them again (their time is reported apart, as compile)."""
+    from ppack.kernels.spec import KernelSpec
+    from ppack.packsvm.dual import coordinate, regression
+    from ppack.packsvm.warmup import warm_dual_steps
+
+    kernels = (coordinate.coordinate_steps, coordinate.certificate_sums, regression.regression_steps,
+               regression.regression_certificate_sums)
+    assert warm_dual_steps(KernelSpec("rbf", gamma=0.5), np.float64, False) >= 0.0
+    before = [len(f.signatures) for f in kernels]
+    assert min(before) >= 1
+    X, y = make_targets(60, seed=30)
+    PackSVR(**{**DUAL, "epochs": 3}).fit(X, y)
+    classifier = {k: v for k, v in DUAL.items() if k != "epsilon"}
+    PackSVC(**{**classifier, "epochs": 3}).fit(X, np.where(y > y.mean(), 1.0, -1.0))
+    assert [len(f.signatures) for f in kernels] == before

@@ -203,3 +203,18 @@ def run_group_kernels(groups, dtype, sparse, one_rank=True):
     grid pass over several kernels (``groups``, their columns as a run's), on a tiny problem
     (its rows delivered as ``_run_sums`` delivers them)."""
     _run_sums(groups.specs[0], dtype, sparse, one_rank, groups)
+
+
+def warm_dual_steps(spec, dtype, sparse):
+    """Compile (or load) the dual optimizer's numba steps and certificate sums, both problems'
+    (C-SVC and epsilon-SVR), by one tiny run of ``dual.solver.DualSolver`` on this rank alone, so
+    that the run's first packs do not pay for them. Returns the seconds it took."""
+    from .dual.regression import Regression
+    from .dual.solver import DualSolver
+
+    start = MPI.Wtime()
+    shard = _tiny_shard(dtype, sparse)
+    for regression in (None, Regression(0.1, 1.0)):
+        DualSolver(MPI.COMM_SELF, spec, np.ones(1), Columns.plain(1, 1.0, Loss()), 1, pack=_ROWS,
+                   regression=regression).run(shard, shard.y)
+    return MPI.Wtime() - start
