@@ -173,15 +173,15 @@ def test_a_resumed_run_equals_an_uninterrupted_one(stop_after, tmp_path):
 
 
 def test_the_warm_up_leaves_the_dual_steps_compiled():
-    """After ``warm_dual_steps`` the dual's numba functions hold the run's specialisations: a fit of
+    """After ``warm_kernels(..., dual=True)`` the dual's numba functions hold the run's specialisations: a fit of
     either problem compiles none of them again (their time is reported apart, as compile)."""
     from ppack.kernels.spec import KernelSpec
     from ppack.packsvm.dual import coordinate, regression
-    from ppack.packsvm.warmup import warm_dual_steps
+    from ppack.packsvm.warmup import warm_kernels
 
     kernels = (coordinate.coordinate_steps, coordinate.certificate_sums, regression.regression_steps,
                regression.regression_certificate_sums)
-    assert warm_dual_steps(KernelSpec("rbf", gamma=0.5), np.float64, False) >= 0.0
+    assert warm_kernels(MPI.COMM_SELF, KernelSpec("rbf", gamma=0.5), np.float64, False, dual=True) >= 0.0
     before = [len(f.signatures) for f in kernels]
     assert min(before) >= 1
     X, y = make_targets(60, seed=30)

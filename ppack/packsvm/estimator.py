@@ -36,7 +36,7 @@ from .validation import Validation
 from .table import SupportVectorTable, shard_offsets, shard_parts
 from .rank_report import over_ranks
 from .state import serial_seconds
-from .warmup import first_use, warm_dual_steps, warm_kernels
+from .warmup import first_use, warm_kernels
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -369,8 +369,7 @@ class PackSVC(BaseSVC):
             previous = read_checkpoint(comm, checkpoint, params, self.spec_, DTYPES[self.dtype_], self.tol_window,
                                        self.work_bytes, dual=fresh)[:4] + (fresh[1],)
         self.resumed_from_ = None if previous is None else previous[1].iteration
-        compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse, shard.X.dtype)
-        compile_seconds += warm_dual_steps(self.spec_, shard.dtype, shard.sparse)
+        compile_seconds = warm_kernels(comm, self.spec_, shard.dtype, shard.sparse, shard.X.dtype, dual=True)
         if on_kernels_ready is not None:
             on_kernels_ready(compile_seconds)
         self.table_, state, stats, self.stopped_ = solver.run(shard, labels, weights, stop_after_packs, checkpointing,

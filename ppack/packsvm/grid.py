@@ -67,7 +67,7 @@ from .progressive import ProgressiveRecord
 from .state import SolverState
 from .table import SupportVectorTable
 from .validation import ColumnValidation
-from .warmup import warm_dual_steps, warm_kernels
+from .warmup import warm_kernels
 
 # bytes a stored row keeps per column: its coefficient; with averaging also the average's sum and clock
 COLUMN_BYTES, AVERAGED_COLUMN_BYTES = 8, 24
@@ -547,8 +547,7 @@ def _train_dual_grid(est, comm, shard, labels, weights, specs, settings, Cs, poi
                         dual_fit.DEFAULT_TOL if est.tol is None else est.tol, work_bytes=est.work_bytes,
                         should_stop=should_stop)
     compile_seconds = warm_kernels(comm, specs[0], shard.dtype, shard.sparse, shard.X.dtype,
-                                   groups=columns.kernel_groups())
-    compile_seconds += warm_dual_steps(specs[0], shard.dtype, shard.sparse)
+                                   groups=columns.kernel_groups(), dual=True)
     table, state, stats, stopped = solver.run(shard, labels, weights, stop_after_packs)
     fit = GridFit(est, point_Cs, [setting for setting in settings for _ in Cs], [spec for spec in specs for _ in Cs],
                   F, folds, shard, weights, table, state, stats, sigma, losses, T, seed, compile_seconds, memory,

@@ -48,14 +48,15 @@ def first_use(what, dtype, sparse):
     return first
 
 
-def warm_kernels(comm, spec, dtype, sparse, stored=None, groups=None):
+def warm_kernels(comm, spec, dtype, sparse, stored=None, groups=None, dual=False):
     """Collective: make every kernel training and prediction use ready; returns the seconds
     it took (the maximum over ranks).
 
     spec: the run's ``KernelSpec`` (its kind picks the partial-sum path); dtype: the type the
     features are computed in (float32 or float64); sparse: whether the data are CSR; stored:
     the rows' stored type (None: ``dtype``), in which delivery carries compact rows (uint8);
-    groups: the ``KernelGroups`` of a grid pass over several kernels, whose cores are run too, or None.
+    groups: the ``KernelGroups`` of a grid pass over several kernels, whose cores are run too, or None;
+    dual: the dual optimizer's steps too (``dual.solver``).
     On each node (``COMM_TYPE_SHARED``) with more than one rank, its first ranks compile the
     parts (``_parts``) into the cache, dealt out one each in turn; then every rank runs them
     all, loading from the cache (and compiling whatever a part left out, so the result is the
@@ -66,29 +67,32 @@ def warm_kernels(comm, spec, dtype, sparse, stored=None, groups=None):
     error = None
     try:
         one_rank = comm.Get_size() == 1  # the run's delivery takes its rows straight from the shard
-        parts, rank, size = _parts(spec, dtype, sparse, stored, groups, one_rank), node.Get_rank(), node.Get_size()
+        parts, rank, size = _parts(spec, dtype, sparse, stored, groups, one_rank, dual), node.Get_rank(), \
+            node.Get_size()
         if size > 1:  # the parts side by side, then everything loaded from the cache
             for part in parts[rank::size]:
                 error = error or _guarded(part)
             polite_barrier(node)
         error = error or _guarded(lambda: [part() for part in _parts(spec, dtype, sparse, stored, groups, one_rank,
-                                                                      True)])
+                                                                      dual, True)])
     finally:
         node.Free()
     agree(comm, error)
     return comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
 
 
-def _parts(spec, dtype, sparse, stored, groups, one_rank, whole=False):
+def _parts(spec, dtype, sparse, stored, groups, one_rank, dual=False, whole=False):
     """The warm-up's parts that compile apart (the kernel sums; the rest of a pack, its
-    delivery and a prediction; a grid's kernel groups), or with ``whole`` the whole warm-up
-    as one part and the groups as another, as callables; ``one_rank``: the run's rows are
+    delivery and a prediction; a grid's kernel groups; with ``dual`` the dual's steps), or
+    with ``whole`` the whole warm-up as one part and the groups as another, as callables; ``one_rank``: the run's rows are
     delivered as one rank takes them (``_deliver``)."""
     parts = [lambda: _run_kernels(spec, dtype, sparse, stored, one_rank)] if whole else \
         [lambda: _run_sums(spec, dtype, sparse, one_rank),
          lambda: _run_kernels(spec, dtype, sparse, stored, one_rank, sums=False)]
     if groups is not None:
         parts.append(lambda: run_group_kernels(groups, dtype, sparse, one_rank))
+    if dual:
+        parts.append(lambda: _run_dual(spec, dtype, sparse))
     return parts
 
 
@@ -205,16 +209,14 @@ def run_group_kernels(groups, dtype, sparse, one_rank=True):
     _run_sums(groups.specs[0], dtype, sparse, one_rank, groups)
 
 
-def warm_dual_steps(spec, dtype, sparse):
-    """Compile (or load) the dual optimizer's numba steps and certificate sums, both problems'
-    (C-SVC and epsilon-SVR), by one tiny run of ``dual.solver.DualSolver`` on this rank alone, so
-    that the run's first packs do not pay for them. Returns the seconds it took."""
+
+def _run_dual(spec, dtype, sparse):
+    """The dual optimizer's numba steps and certificate sums, both problems' (C-SVC and
+    epsilon-SVR), by one tiny run of ``dual.solver.DualSolver`` on this rank alone."""
     from .dual.regression import Regression
     from .dual.solver import DualSolver
 
-    start = MPI.Wtime()
     shard = _tiny_shard(dtype, sparse)
     for regression in (None, Regression(0.1, 1.0)):
         DualSolver(MPI.COMM_SELF, spec, np.ones(1), Columns.plain(1, 1.0, Loss()), 1, pack=_ROWS,
                    regression=regression).run(shard, shard.y)
-    return MPI.Wtime() - start

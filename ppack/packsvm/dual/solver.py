@@ -110,14 +110,20 @@ class DualSolver:
         self.work_bytes, self.progress = work_bytes, progress
         self.should_stop = should_stop or (lambda: False)
         self.holdout = holdout
-        self.regression = regression
+        # the problem's numba steps and certificate sums, and the argument that tells its rows'
+        # targets (C-SVC: each column's class; epsilon-SVR: the tube), chosen once
+        if regression is None:
+            self._steps, self._sums, self._problem, self.unit = \
+                coordinate_steps, certificate_sums, columns.column_class, 1.0
+        else:
+            self._steps, self._sums, self._problem, self.unit = \
+                regression_steps, regression_certificate_sums, float(regression.epsilon), float(regression.unit)
         self.device_seconds = 0.0
 
     def fresh_state(self, n_samples):
         """(draws, epochs): a run's ``draws.DualDraws`` and ``epochs.EpochState`` before its first
         pack, for a checkpoint to restore (``checkpoint.read_checkpoint``'s ``dual``)."""
-        unit = 1.0 if self.regression is None else self.regression.unit
-        return DualDraws(n_samples, self.n_columns, self.seed, self.holdout), EpochState(self.n_columns, unit)
+        return DualDraws(n_samples, self.n_columns, self.seed, self.holdout), EpochState(self.n_columns, self.unit)
 
     def run(self, shard, labels, weights=None, stop_after_packs=None, checkpointing=None, resume=None):
         """Train; returns ``(table, state, stats, stopped)`` as ``loop.PackedSolver.run``: the table's
@@ -209,16 +215,9 @@ class DualSolver:
                     PackedSolver._check_agreement(buf.digests, state.iteration, stats.packs)
                 active[:] = draws.active[ids].T
                 weight = ones[:r] if block.weight is None else block.weight
-                if self.regression is None:
-                    coordinate_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight,
-                                     columns.column_class, columns.column_fold, columns.row_folds(ids, folds),
-                                     columns.column_group, self.cost, epochs.pg_old, active, state.norm,
-                                     epochs.alpha_sum, figures, delta, stepped, margin)
-                else:
-                    regression_steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight,
-                                     self.regression.epsilon, columns.column_fold, columns.row_folds(ids, folds),
-                                     columns.column_group, self.cost, epochs.pg_old, active, state.norm,
-                                     epochs.alpha_sum, figures, delta, stepped, margin)
+                self._steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight, self._problem,
+                            columns.column_fold, columns.row_folds(ids, folds), columns.column_group, self.cost,
+                            epochs.pg_old, active, state.norm, epochs.alpha_sum, figures, delta, stepped, margin)
                 draws.active[ids] = active.T
                 table.apply_pack(ids, buf.owner_flags, delta, stepped, _NO_AVERAGE, _NO_FOLD, rank, state.occupancy,
                                  block, norms)
@@ -299,19 +298,13 @@ class DualSolver:
             self._holder_entries(table, ids, rank, buf)
             collectives.sum(buf.data)
             weight = np.ones(len(ids)) if block.weight is None else block.weight
-            row_folds = columns.row_folds(ids, np.empty(len(ids), dtype=np.int64))
-            if self.regression is None:
-                certificate_sums(buf.predictions, buf.alphas, block.y, weight, columns.column_class,
-                                 columns.column_fold, row_folds, self.cost, sums)
-            else:
-                regression_certificate_sums(buf.predictions, buf.alphas, block.y, weight, self.regression.epsilon,
-                                            columns.column_fold, row_folds, self.cost, sums)
+            self._sums(buf.predictions, buf.alphas, block.y, weight, self._problem, columns.column_fold,
+                       columns.row_folds(ids, np.empty(len(ids), dtype=np.int64)), self.cost, sums)
         w2 = sums[:, 1]
         primal, dual = 0.5 * w2 + sums[:, 2], sums[:, 0] - 0.5 * w2
-        unit = 1.0 if self.regression is None else self.regression.unit
         return {"primal": primal.tolist(), "dual": dual.tolist(),
                 "relative_duality_gap": [relative_gap(p, d) for p, d in zip(primal, dual)],
-                "kkt_gap": (np.where(np.isfinite(sums[:, 3]), sums[:, 3] - sums[:, 4], 0.0) / unit).tolist()}
+                "kkt_gap": (np.where(np.isfinite(sums[:, 3]), sums[:, 3] - sums[:, 4], 0.0) / self.unit).tolist()}
 
 
 def convergence_report(tol, epochs, converged, history, certificate, columns):
