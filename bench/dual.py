@@ -6,10 +6,13 @@ Run from the repository root (data from ../shared/data by default):
     .venv/bin/python bench/dual.py --sets usps --seeds 0,1,2 --epochs 1,2,3,5
     .venv/bin/python bench/dual.py --sets mnist2 --epochs 100 --optimizers dual --tol 0.01   # a certified optimum
     .venv/bin/python bench/dual.py --sets usps --rows 3000 --C 100 --epochs 200 --optimizers dual   # large C
+    .venv/bin/python bench/dual.py --sets a9a --C 128 --gamma 0.001953125 --rows 3000 --epochs 200 \
+        --optimizers dual --sweeps 1,3,10,30 --skip-peers      # the passes over each pack's block
 
 Each ppack run is its own `mpiexec -n RANKS` process (default 2 ranks) that trains with
 `PackSVC` and reports its training seconds (``training_["seconds"]["total"]``, the dual's
 certificate pass included) and test accuracy; with the dual also its epochs done, KKT gap,
+its passes over each pack's block (``--sweeps``: the solver's ``DEFAULT_SWEEPS`` in that run),
 certified relative duality gap and rows drawn per epoch. The peers train in this process
 while no ppack run is going: LIBSVM (libsvm-official, one thread, `-m 1000`), and oneDAL's
 SVC (scikit-learn-intelex, every core) where it is installed (`pip install
@@ -75,6 +78,8 @@ def settings(args):
     setting = dict(SETS[args.set])
     if args.C is not None:
         setting["C"] = args.C
+    if args.gamma is not None:
+        setting["gamma"] = args.gamma
     return setting
 
 
@@ -83,7 +88,10 @@ def worker(args):
     from mpi4py import MPI
 
     from ppack import PackSVC
+    from ppack.packsvm.dual import solver
 
+    if args.sweep is not None:
+        solver.DEFAULT_SWEEPS = args.sweep
     comm = MPI.COMM_WORLD
     X, y, Xt, yt = subsample(*load(args.set, args.data), args.rows)
     setting = settings(args)
@@ -104,7 +112,7 @@ def worker(args):
                "warned": [str(w.message) for w in caught if issubclass(w.category, Warning)]}
         if model.optimizer_ == "dual":
             report = info["convergence"]
-            out.update(epochs_done=report["epochs"], kkt_gap=report["kkt_gap"],
+            out.update(sweeps=solver.DEFAULT_SWEEPS, epochs_done=report["epochs"], kkt_gap=report["kkt_gap"],
                        relative_duality_gap=report["relative_duality_gap"],
                        duality_gap_estimate=report["duality_gap_estimate"],
                        rows_drawn=report["history"]["rows_drawn"],
@@ -112,11 +120,13 @@ def worker(args):
         print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_ppack(args, name, optimizer, epoch, seed):
+def run_ppack(args, name, optimizer, epoch, seed, sweeps=None):
     command = [str(ROOT / ".venv/bin/mpiexec"), "-n", str(args.ranks), sys.executable, __file__, "--worker",
                "--set", name, "--optimizer", optimizer, "--epoch", str(epoch), "--seed", str(seed),
                "--data", str(args.data)] + ([] if args.tol is None else ["--tol", str(args.tol)]) + \
-        ([] if args.rows is None else ["--rows", str(args.rows)]) + ([] if args.C is None else ["--C", str(args.C)])
+        ([] if args.rows is None else ["--rows", str(args.rows)]) + ([] if args.C is None else ["--C", str(args.C)]) + \
+        ([] if args.gamma is None else ["--gamma", str(args.gamma)]) + \
+        ([] if sweeps is None else ["--sweep", str(sweeps)])
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -163,6 +173,9 @@ def main():
     parser.add_argument("--peers", default="libsvm,onedal", help="which peers run (without --skip-peers)")
     parser.add_argument("--rows", type=int, default=None, help="train on a seeded subsample of this many rows")
     parser.add_argument("--C", type=float, default=None, help="C in place of each set's own")
+    parser.add_argument("--gamma", type=float, default=None, help="gamma in place of each set's own")
+    parser.add_argument("--sweeps", default=None, help="the dual's passes over each pack's block, a list (default: "
+                        "the solver's)")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "dual.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -170,6 +183,7 @@ def main():
     parser.add_argument("--optimizer", help=argparse.SUPPRESS)
     parser.add_argument("--epoch", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--sweep", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -188,12 +202,14 @@ def main():
                 entry["onedal"] = onedal_peer(X, y, Xt, yt, setting["C"], setting["gamma"])
                 print(name, "onedal", entry["onedal"] or "not installed (pip install scikit-learn-intelex)",
                       flush=True)
+        sweeps = [None] if args.sweeps is None else [int(s) for s in args.sweeps.split(",")]
         for optimizer in args.optimizers.split(","):
-            for epoch in (float(e) for e in args.epochs.split(",")):
-                for seed in (int(s) for s in args.seeds.split(",")):
-                    run = run_ppack(args, name, optimizer, epoch, seed)
-                    entry["ppack"].append(run)
-                    print(name, {k: v for k, v in run.items() if k not in ("rows_drawn", "warned")}, flush=True)
+            for sweep in sweeps if optimizer == "dual" else [None]:
+                for epoch in (float(e) for e in args.epochs.split(",")):
+                    for seed in (int(s) for s in args.seeds.split(",")):
+                        run = run_ppack(args, name, optimizer, epoch, seed, sweep)
+                        entry["ppack"].append(run)
+                        print(name, {k: v for k, v in run.items() if k not in ("rows_drawn", "warned")}, flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     print("wrote", args.out)

@@ -731,3 +731,47 @@ def regression_dual_reference(K, y, bounds, epsilon):
     res = minimize(objective, np.zeros(2 * n), jac=True, method="L-BFGS-B", bounds=box,
                    options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11})
     return res.x[:n] - res.x[n:]
+
+
+def dual_block_sweeps(K, y, alpha, bounds, ids, sweeps, inner_tol):
+    """A pack's steps on the rows ``ids`` and up to ``sweeps`` - 1 further passes over them
+    (one at a time, from scratch), ending after a further pass whose largest |PG| was at most
+    ``inner_tol``: alpha (n,)."""
+    alpha = dual_steps_one_at_a_time(K, y, alpha, bounds, ids)
+    for _ in range(sweeps - 1):
+        largest = 0.0
+        for i in ids:
+            G = y[i] * (K[i] @ (alpha * y)) - 1.0
+            pg = min(G, 0.0) if alpha[i] <= 0 else (max(G, 0.0) if alpha[i] >= bounds[i] else G)
+            largest = max(largest, abs(pg))
+            if abs(pg) > 1e-12:
+                alpha[i] = min(max(alpha[i] - G / K[i, i], 0.0), bounds[i])
+        if largest <= inner_tol:
+            break
+    return alpha
+
+
+def regression_block_sweeps(K, y, beta, bounds, epsilon, ids, sweeps, inner_tol):
+    """epsilon-SVR's pack on the rows ``ids`` and up to ``sweeps`` - 1 further passes over them
+    (one at a time, from scratch), ending after a further pass whose largest |PG| was at most
+    ``inner_tol``: beta (n,)."""
+    beta = regression_steps_one_at_a_time(K, y, beta, bounds, epsilon, ids)
+    for _ in range(sweeps - 1):
+        largest = 0.0
+        for i in ids:
+            G = K[i] @ beta - y[i]
+            gp, gn, b = G + epsilon, G - epsilon, beta[i]
+            if b == 0:
+                pg = gp if gp < 0 else (gn if gn > 0 else 0.0)
+            elif b >= bounds[i]:
+                pg = max(gp, 0.0)
+            elif b <= -bounds[i]:
+                pg = min(gn, 0.0)
+            else:
+                pg = gp if b > 0 else gn
+            largest = max(largest, abs(pg))
+            if abs(pg) > 1e-12:
+                beta = regression_steps_one_at_a_time(K, y, beta, bounds, epsilon, [i])
+        if largest <= inner_tol:
+            break
+    return beta

@@ -39,7 +39,11 @@ def test_each_dual_column_is_its_separate_fit_at_convergence(comm, which):
             report = refit.training_["convergence"]
             assert refit.optimizer_ == "dual" and refit.converged_ and report["optimizer"] == "dual"
             assert len(report["primal"]) == fit.K
-            assert report["primal"] == pytest.approx(separate.training_["convergence"]["primal"], rel=1e-6)
+            # one problem: each run's dual is below the other's primal, and the primals differ by at most a gap
+            theirs = separate.training_["convergence"]
+            for P, D, P_sep, D_sep in zip(report["primal"], report["dual"], theirs["primal"], theirs["dual"]):
+                assert D <= P_sep * (1 + 1e-12) and D_sep <= P * (1 + 1e-12)
+                assert abs(P - P_sep) <= max(P - D, P_sep - D_sep) * (1 + 1e-9)
             assert report["relative_duality_gap"] < 1e-4
     assert column_of(fit.K, 3, 2, 3, fit.K - 1) == fit.table.n_columns - 1
 

@@ -74,6 +74,9 @@ def advice(report):
         return None
     gap = report["relative_duality_gap"]
     certified = "" if gap is None else f", relative duality gap {gap:.3g}"
+    # a gap within tol on the shrunk rows still needs its epoch over every row before it stops
+    where = "above" if report["kkt_gap"] > report["tol"] else \
+        "within, on the shrunk rows before their check over every row,"
     return (f"the dual optimizer stopped at its cap of {report['epochs']} epochs with a KKT gap of "
-            f"{report['kkt_gap']:.3g} above tol={report['tol']:g}{certified}: give more epochs (epochs='auto' "
+            f"{report['kkt_gap']:.3g} {where} tol={report['tol']:g}{certified}: give more epochs (epochs='auto' "
             f"allows {AUTO_EPOCHS}), or a larger tol")

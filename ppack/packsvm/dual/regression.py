@@ -13,12 +13,13 @@ The projected gradient, in the C-SVC's sense (zero at the optimum, PG max - PG m
 gap): G + epsilon or G - epsilon on a free beta; at 0 the one of them that points out of
 [0-, 0+] (else 0); at a bound the part that points into the box. Shrinking is the C-SVC's,
 sign for sign: a beta at 0 inside the tube by more than the last epoch's extremes, or at a
-bound pushed outwards by more, leaves the active set.
+bound pushed outwards by more, leaves the active set. Further sweeps over each pack's block
+are the C-SVC's too (``coordinate.py``).
 """
 from dataclasses import dataclass
 
 from ...jit import njit
-from .coordinate import FROZEN, HINGE, PG_MAX, PG_MIN, VISITED
+from .coordinate import FROZEN, HINGE, PG_MAX, PG_MIN, VISITED, carry_back, spread_step
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,13 @@ class Regression:
 
 @njit(cache=True)
 def regression_steps(predictions, pairs, betas, targets, weight, epsilon, column_fold, row_fold, column_group,
-                     cost, pg_old, active, w2, linear_sum, epoch, delta, stepped, margin):
+                     cost, pg_old, active, w2, linear_sum, epoch, delta, stepped, margin, sweeps, inner_tol):
     """The pack's r steps for each of the K columns, in place: as ``coordinate.coordinate_steps``,
     with ``betas`` (K, r) the holders' coefficients (beta itself), ``targets`` (r,) centred,
     ``epsilon`` the tube, ``linear_sum`` (K,) sum(y beta) - epsilon sum |beta| (the dual's
     linear part) in place of sum(alpha); ``epoch``'s loss figures are the epsilon-insensitive
-    losses C_i max(0, ``|y - f|`` - epsilon); ``delta`` (K, r) the betas' changes."""
+    losses C_i max(0, ``|y - f|`` - epsilon); ``delta`` (K, r) the betas' changes; ``sweeps``
+    and ``inner_tol`` as the C-SVC's."""
     K, r = predictions.shape
     for c in range(K):
         held, pairs_c = column_fold[c], pairs[column_group[c]]
@@ -85,16 +87,7 @@ def regression_steps(predictions, pairs, betas, targets, weight, epsilon, column
             epoch[c, VISITED] += 1.0
             epoch[c, HINGE] += bound * max(0.0, abs(y - f) - epsilon)
             kii = pairs_c[start]
-            if kii > 0.0:
-                if gp < kii * b:
-                    new = b - gp / kii
-                elif gn > kii * b:
-                    new = b - gn / kii
-                else:
-                    new = 0.0
-            else:  # a zero row: the objective is linear in beta_i, its optimum at a bound or 0
-                new = bound if gp < 0.0 else (-bound if gn > 0.0 else 0.0)
-            new = min(max(new, -bound), bound)
+            new = _step(gp, gn, b, bound, kii)
             d = new - b
             if abs(d) > 1e-12:
                 delta[c, k] = d
@@ -103,6 +96,69 @@ def regression_steps(predictions, pairs, betas, targets, weight, epsilon, column
                 linear_sum[c] += y * d - epsilon * (abs(new) - abs(b))
                 for j in range(k + 1, r):
                     margin[c, j] += d * pairs_c[start + j - k]
+        if sweeps > 1:
+            _sweep_block(pairs_c, betas[c], targets, weight, epsilon, cost[c], active[c], w2, linear_sum, c,
+                         delta[c], stepped[c], margin[c], sweeps - 1, inner_tol)
+
+
+@njit(cache=True)
+def _step(gp, gn, b, bound, kii):
+    """Row i's new beta: Newton's step with the soft threshold (gp, gn: G + epsilon, G - epsilon),
+    clipped to [-bound, bound]."""
+    if kii > 0.0:
+        if gp < kii * b:
+            new = b - gp / kii
+        elif gn > kii * b:
+            new = b - gn / kii
+        else:
+            new = 0.0
+    else:  # a zero row: the objective is linear in beta_i, its optimum at a bound or 0
+        new = bound if gp < 0.0 else (-bound if gn > 0.0 else 0.0)
+    return min(max(new, -bound), bound)
+
+
+@njit(cache=True)
+def _projected(gp, gn, b, bound):
+    """Row i's projected gradient at beta b (gp, gn: G + epsilon, G - epsilon)."""
+    if b == 0.0:
+        return gp if gp < 0.0 else (gn if gn > 0.0 else 0.0)
+    if b >= bound:
+        return max(gp, 0.0)
+    if b <= -bound:
+        return min(gn, 0.0)
+    return gp if b > 0.0 else gn
+
+
+@njit(cache=True)
+def _sweep_block(pairs_c, betas_c, targets, weight, epsilon, cost_c, active_c, w2, linear_sum, c, delta_c, stepped_c,
+                 margin_c, sweeps, inner_tol):
+    """Column c's further passes over the pack's active rows, as ``coordinate._sweep_block``."""
+    r = len(margin_c)
+    carry_back(pairs_c, delta_c, margin_c)
+    for _ in range(sweeps):
+        largest, row = 0.0, 0
+        for k in range(r):
+            start, row = row, row + r - k
+            if active_c[k] == 0:
+                continue
+            f, y, b, bound = margin_c[k], targets[k], betas_c[k] + delta_c[k], cost_c * weight[k]
+            gp, gn = f - y + epsilon, f - y - epsilon
+            pg = _projected(gp, gn, b, bound)
+            largest = max(largest, abs(pg))
+            if abs(pg) <= 1e-12:
+                continue
+            kii = pairs_c[start]
+            new = _step(gp, gn, b, bound, kii)
+            d = new - b
+            if d != 0.0:
+                delta_c[k] += d
+                w2[c] += 2.0 * d * f + d * d * kii
+                linear_sum[c] += y * d - epsilon * (abs(new) - abs(b))
+                spread_step(pairs_c, k, d, margin_c)
+        if largest <= inner_tol:
+            break
+    for k in range(r):
+        stepped_c[k] = 1.0 if delta_c[k] != 0.0 else 0.0
 
 
 @njit(cache=True)
@@ -121,14 +177,6 @@ def regression_certificate_sums(predictions, betas, targets, weight, epsilon, co
             sums[c, 0] += y * b - epsilon * abs(b)
             sums[c, 1] += b * f
             sums[c, 2] += bound * max(0.0, abs(y - f) - epsilon)
-            gp, gn = f - y + epsilon, f - y - epsilon
-            if b == 0.0:
-                pg = gp if gp < 0.0 else (gn if gn > 0.0 else 0.0)
-            elif b >= bound:
-                pg = max(gp, 0.0)
-            elif b <= -bound:
-                pg = min(gn, 0.0)
-            else:
-                pg = gp if b > 0.0 else gn
+            pg = _projected(f - y + epsilon, f - y - epsilon, b, bound)
             sums[c, 3] = max(sums[c, 3], pg)
             sums[c, 4] = min(sums[c, 4], pg)

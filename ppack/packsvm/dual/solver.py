@@ -47,6 +47,10 @@ from .epochs import EpochState
 from .regression import regression_certificate_sums, regression_steps
 
 _NO_AVERAGE, _NO_FOLD = np.empty((0, 0)), np.empty((0, 2))
+# the passes over each pack's block (``coordinate.coordinate_steps``' sweeps), the further ones
+# ending once a pass's largest |PG| is at most INNER_TOL times the run's tol
+DEFAULT_SWEEPS = 30
+INNER_TOL = 0.1
 
 
 class DualBuffer:
@@ -93,11 +97,13 @@ class DualSolver:
     shrinking: LIBLINEAR's; holdout: (fraction, seed) of rows never drawn, or None;
     progress(figures) is called on rank 0 after each epoch with the epoch's report; should_stop
     as the SGD's (every rank stops after the current pack); regression: a
-    ``regression.Regression`` for epsilon-SVR's dual (the labels then centred targets), or None.
+    ``regression.Regression`` for epsilon-SVR's dual (the labels then centred targets), or None;
+    sweeps: the passes over each pack's block (None: ``DEFAULT_SWEEPS``).
     """
 
     def __init__(self, comm, spec, cost, columns, max_epochs, pack=100, seed=0, tol=0.1, shrinking=True,
-                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, holdout=None, regression=None):
+                 work_bytes=DEFAULT_WORK_BYTES, progress=None, should_stop=None, holdout=None, regression=None,
+                 sweeps=None):
         for kernel in (spec,) if columns.kernels is None else columns.kernels:
             if not kernel.facts.psd:
                 raise PPackError(f"optimizer dual: the {kernel.name} kernel is not positive semi-definite, so the "
@@ -118,6 +124,8 @@ class DualSolver:
         else:
             self._steps, self._sums, self._problem, self.unit = \
                 regression_steps, regression_certificate_sums, float(regression.epsilon), float(regression.unit)
+        self.sweeps = DEFAULT_SWEEPS if sweeps is None else int(sweeps)
+        self._sweep_args = (self.sweeps, INNER_TOL * self.tol * self.unit)  # the KKT gap is in units of ``unit``
         self.device_seconds = 0.0
 
     def fresh_state(self, n_samples):
@@ -217,7 +225,8 @@ class DualSolver:
                 weight = ones[:r] if block.weight is None else block.weight
                 self._steps(buf.predictions, buf.group_pairs, buf.alphas, block.y, weight, self._problem,
                             columns.column_fold, columns.row_folds(ids, folds), columns.column_group, self.cost,
-                            epochs.pg_old, active, state.norm, epochs.alpha_sum, figures, delta, stepped, margin)
+                            epochs.pg_old, active, state.norm, epochs.alpha_sum, figures, delta, stepped, margin,
+                            *self._sweep_args)
                 draws.active[ids] = active.T
                 table.apply_pack(ids, buf.owner_flags, delta, stepped, _NO_AVERAGE, _NO_FOLD, rank, state.occupancy,
                                  block, norms)
