@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from ppack.data import deform
+from ppack.data import deform, mnist8m
 from ppack.data.mnist import read_idx, read_split
 from ppack.data.mnist8m import generated_rows, rows_per_rank, write_mnist8m
 from ppack.cli import main
@@ -145,7 +145,8 @@ def read_back(path):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_any_number_of_ranks_writes_the_same_file(mpi_tmp_path):
+def test_any_number_of_ranks_writes_the_same_file(mpi_tmp_path, monkeypatch):
+    monkeypatch.setattr(mnist8m, "MAX_ROWS_PER_RANK", 64)  # several rounds, in a few hundred rows
     source = mpi_tmp_path / "source"
     if WORLD.Get_rank() == 0:
         write_source(source, n=30)

@@ -18,7 +18,8 @@ Epochs, shrinking and stopping follow LIBLINEAR's dual coordinate descent: after
 column whose projected gradients' spread (the KKT gap, PG max - PG min over its active
 rows) is at most ``tol`` either stops (its active set held every row) or takes every row
 back for one more check. The run ends when every column has stopped or after ``max_epochs``.
-A full pass then certifies each column's relative duality gap (``certify``).
+A full pass then certifies each column's relative duality gap (``certify``); a column the
+cap stopped has converged too where that gap is at most ``fit.CERTIFIED_GAP``.
 
 Checkpoints are written between packs, as the SGD's (``checkpoint.write_checkpoint``): the
 table and state, the draws' position and active sets, and the epoch's figures
@@ -44,6 +45,7 @@ from ..table import SupportVectorTable
 from .coordinate import certificate_sums, coordinate_steps, relative_gap
 from .draws import DualDraws
 from .epochs import EpochState
+from .fit import CERTIFIED_GAP
 from .regression import regression_certificate_sums, regression_steps
 
 _NO_AVERAGE, _NO_FOLD = np.empty((0, 0)), np.empty((0, 2))
@@ -138,7 +140,8 @@ class DualSolver:
         coefficients are alpha y (scale 1, rho 0), ``state.norm`` is alpha' Q alpha per column and
         ``state.iteration`` counts the coordinate steps drawn. ``self.report`` then holds the run's
         convergence figures over every column, ``report_of(columns)`` those of some, and
-        ``column_converged`` (K,) which columns met ``tol``. checkpointing: a ``loop.Checkpointing``
+        ``column_converged`` (K,) which columns met ``tol`` or were certified within
+        ``fit.CERTIFIED_GAP`` of their optimum. checkpointing: a ``loop.Checkpointing``
         or None; resume: ``(table, state, stats, draws, epochs)`` of a checkpoint (its draws and
         epochs those of ``fresh_state``, restored), the run going on within the epoch it stopped in."""
         with single_threaded_blas():
@@ -258,15 +261,16 @@ class DualSolver:
                                "duality_gap_estimate": max(epochs.history["duality_gap_estimate"][-1]),
                                "support_vectors": int(state.occupancy.sum())})
         seconds["total"] = total_before + MPI.Wtime() - start - (seconds["checkpoint"] - checkpoint_before)
-        stats.converged = bool(epochs.converged.all())
         certificate = None
+        self.column_converged = epochs.converged.copy()
         if not stopped:
             certify_start = MPI.Wtime()
             certificate = self.certify(collectives, delivery, table, shard, draws)
             seconds["total"] += MPI.Wtime() - certify_start
             seconds["certificate"] = MPI.Wtime() - certify_start
+            self.column_converged |= np.asarray(certificate["relative_duality_gap"]) <= CERTIFIED_GAP
+        stats.converged = bool(self.column_converged.all())
         stats.allreduce_calls = calls_before + collectives.calls["sum"]
-        self.column_converged = epochs.converged
         self._figures = (draws.epoch, epochs.history, certificate)
         self.report = self.report_of(np.arange(Q))
         return table, state, stats, stopped
@@ -324,7 +328,8 @@ def convergence_report(tol, epochs, converged, history, certificate, columns):
         return float(np.max(np.asarray(values)[columns]))
 
     kkt, estimate = history["kkt_gap"], history["duality_gap_estimate"]
-    report = {"optimizer": "dual", "tol": tol, "epochs": int(epochs), "converged": bool(converged.all()),
+    report = {"optimizer": "dual", "tol": tol, "certified_gap": CERTIFIED_GAP, "epochs": int(epochs),
+              "converged": bool(converged.all()),
               "columns_converged": int(converged.sum()),
               "kkt_gap": largest(kkt[-1]) if kkt else None,
               "duality_gap_estimate": largest(estimate[-1]) if estimate else None,
