@@ -342,8 +342,8 @@ class PackSVC(BaseSVC):
                             svm_type=self.SVM_TYPE, epsilon=getattr(self, "epsilon", None), optimizer=self.optimizer_)
 
     def _fit_dual(self, comm, shard, labels, weights, n_classes, n_columns, validation, seed, m, checkpoint,
-                  checkpoint_every_seconds,
-                  checkpoint_every_packs, resume, should_stop, stop_after_packs, on_kernels_ready, kernel_scale):
+                  checkpoint_every_seconds, checkpoint_every_packs, resume, should_stop, stop_after_packs,
+                  on_kernels_ready, kernel_scale):
         """Collective: ``fit`` by the dual coordinate optimizer (``dual.solver``): its epochs a cap,
         its tolerance the KKT gap, ``training_["convergence"]`` its report; checkpoints as the SGD's
         (the draws' active sets and the epoch's figures besides the table)."""

@@ -92,11 +92,7 @@ def coordinate_steps(predictions, pairs, alphas, labels, weight, column_class, c
                 epoch[c, HINGE] -= bound * G
             qii = pairs_c[start]
             if abs(pg) > 1e-12:
-                if qii > 0.0:
-                    new = min(max(a - G / qii, 0.0), bound)
-                else:  # a zero row: the dual is linear in alpha_i, its optimum at a bound
-                    new = bound if G < 0.0 else 0.0
-                d = new - a
+                d = _step(a, G, qii, bound) - a
                 if d != 0.0:
                     change = d * y
                     delta[c, k] = change
@@ -111,7 +107,22 @@ def coordinate_steps(predictions, pairs, alphas, labels, weight, column_class, c
 
 
 @njit(cache=True)
-def _pair_start(k, r):
+def _step(a, G, qii, bound):
+    """Row i's new alpha: the coordinate's exact step from a (gradient G, curvature qii), clipped
+    to [0, bound]."""
+    if qii > 0.0:
+        return min(max(a - G / qii, 0.0), bound)
+    return bound if G < 0.0 else 0.0  # a zero row: the dual is linear in alpha_i, its optimum at a bound
+
+
+@njit(cache=True)
+def _projected(G, a, bound):
+    """Row i's projected gradient: G where alpha is free, its part into the box at a bound."""
+    return min(G, 0.0) if a <= 0.0 else (max(G, 0.0) if a >= bound else G)
+
+
+@njit(cache=True)
+def pair_start(k, r):
     """Where row k of the pack's upper triangle (with its diagonal, row by row) starts."""
     return k * (2 * r - k + 1) // 2
 
@@ -126,7 +137,7 @@ def carry_back(pairs_c, delta_c, margin_c):
         change = delta_c[k]
         if change != 0.0:
             for j in range(k + 1):
-                margin_c[j] += change * pairs_c[_pair_start(j, r) + k - j]
+                margin_c[j] += change * pairs_c[pair_start(j, r) + k - j]
 
 
 @njit(cache=True)
@@ -134,8 +145,8 @@ def spread_step(pairs_c, k, change, margin_c):
     """Row k's coefficient change ``change`` into every row's margin (r,) of the pack."""
     r = len(margin_c)
     for j in range(k):
-        margin_c[j] += change * pairs_c[_pair_start(j, r) + k - j]
-    start = _pair_start(k, r)
+        margin_c[j] += change * pairs_c[pair_start(j, r) + k - j]
+    start = pair_start(k, r)
     for j in range(k, r):
         margin_c[j] += change * pairs_c[start + j - k]
 
@@ -159,13 +170,12 @@ def _sweep_block(pairs_c, alphas_c, labels, weight, code, cost_c, active_c, w2, 
             f = margin_c[k]
             a = y * (alphas_c[k] + delta_c[k])
             G = y * f - 1.0
-            pg = min(G, 0.0) if a <= 0.0 else (max(G, 0.0) if a >= bound else G)
+            pg = _projected(G, a, bound)
             largest = max(largest, abs(pg))
             if abs(pg) <= 1e-12:
                 continue
-            qii = pairs_c[_pair_start(k, r)]
-            new = min(max(a - G / qii, 0.0), bound) if qii > 0.0 else (bound if G < 0.0 else 0.0)
-            d = new - a
+            qii = pairs_c[pair_start(k, r)]
+            d = _step(a, G, qii, bound) - a
             if d != 0.0:
                 delta_c[k] += d * y
                 w2[c] += 2.0 * d * y * f + d * d * qii
@@ -197,7 +207,7 @@ def certificate_sums(predictions, alphas, labels, weight, column_class, column_f
             G = y * f - 1.0
             if G < 0.0:
                 sums[c, 2] -= bound * G
-            pg = min(G, 0.0) if a <= 0.0 else (max(G, 0.0) if a >= bound else G)
+            pg = _projected(G, a, bound)
             sums[c, 3] = max(sums[c, 3], pg)
             sums[c, 4] = min(sums[c, 4], pg)
 

@@ -19,7 +19,7 @@ are the C-SVC's too (``coordinate.py``).
 from dataclasses import dataclass
 
 from ...jit import njit
-from .coordinate import FROZEN, HINGE, PG_MAX, PG_MIN, VISITED, carry_back, spread_step
+from .coordinate import FROZEN, HINGE, PG_MAX, PG_MIN, VISITED, pair_start, carry_back, spread_step
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,8 @@ def _sweep_block(pairs_c, betas_c, targets, weight, epsilon, cost_c, active_c, w
     r = len(margin_c)
     carry_back(pairs_c, delta_c, margin_c)
     for _ in range(sweeps):
-        largest, row = 0.0, 0
+        largest = 0.0
         for k in range(r):
-            start, row = row, row + r - k
             if active_c[k] == 0:
                 continue
             f, y, b, bound = margin_c[k], targets[k], betas_c[k] + delta_c[k], cost_c * weight[k]
@@ -147,7 +146,7 @@ def _sweep_block(pairs_c, betas_c, targets, weight, epsilon, cost_c, active_c, w
             largest = max(largest, abs(pg))
             if abs(pg) <= 1e-12:
                 continue
-            kii = pairs_c[start]
+            kii = pairs_c[pair_start(k, r)]
             new = _step(gp, gn, b, bound, kii)
             d = new - b
             if d != 0.0:
